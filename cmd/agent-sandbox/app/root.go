@@ -1,0 +1,68 @@
+// Package app holds the agent-sandbox command tree. Every subcommand binds its flags into an Options struct
+// with Complete (defaults), Validate (aggregated errors) and Run(ctx) error; nothing here calls os.Exit.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// IO carries the standard streams so that commands can be driven from tests.
+type IO struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// exitError lets a command choose its exit code without printing anything more (it already explained itself).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Main runs the command line and returns the process exit code. Errors are printed once, as one line, on
+// stderr: never a stack trace.
+func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	cmd := NewRootCommand(IO{In: in, Out: out, ErrOut: errOut})
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(errOut, "error: %v\n", err)
+	return 1
+}
+
+// NewRootCommand builds the full command tree.
+func NewRootCommand(streams IO) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agent-sandbox",
+		Short: "Run AI agents' infrastructure commands in gVisor sandboxes with per-action credentials and human approval",
+		Long: `agent-sandbox lets AI coding agents run real infrastructure commands against a Kubernetes cluster
+without holding a standing credential. Each tool call runs as one throwaway Kubernetes Job under gVisor;
+an admission webhook enforces the policy; Vault mints a credential per action; destructive actions wait
+for a human to approve them with a signed token.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.AddCommand(
+		newPolicyCommand(streams),
+		newKeygenCommand(streams),
+		newApprovalsCommand(streams),
+		newApproveCommand(streams),
+		newDenyCommand(streams),
+		newAuditCommand(streams),
+		newVersionCommand(streams),
+	)
+	return root
+}

@@ -1,0 +1,59 @@
+// Package contract declares, once, the labels, annotations, volume names and paths that the MCP server's
+// Job renderer, the admission webhook and the credential agent agree on. Anything that builds or checks a
+// sandbox Job refers to these constants rather than spelling the strings again.
+package contract
+
+const prefix = "agent-sandbox.dev/"
+
+// Labels on sandbox Jobs and their Pod templates.
+const (
+	// LabelTool names the policy tool a Job runs. A Job in a sandbox namespace without a known tool is denied.
+	LabelTool = prefix + "tool"
+	// LabelRequestID correlates the Job with the MCP call and the audit trail.
+	LabelRequestID = prefix + "request-id"
+	// LabelSandboxNamespace marks a namespace whose Jobs and Pods the webhook guards (value "true").
+	LabelSandboxNamespace = prefix + "sandbox"
+	// LabelApprovalLedger marks the ConfigMaps that record used approval token IDs.
+	LabelApprovalLedger = prefix + "approval-ledger"
+)
+
+// Annotations on sandbox Jobs and their Pod templates.
+const (
+	// AnnotationParams holds the canonical JSON of the call's parameters; the webhook renders the command
+	// from it and compares it with the container's.
+	AnnotationParams = prefix + "params"
+	// AnnotationApprovalToken holds the signed approval for tools that need one.
+	AnnotationApprovalToken = prefix + "approval-token"
+	// AnnotationInjected marks a pod template the webhook has already mutated; mutation is idempotent.
+	AnnotationInjected = prefix + "injected"
+)
+
+// Names inside the sandbox Pod.
+const (
+	// ToolContainer is the name of the container that runs the tool.
+	ToolContainer = "tool"
+	// CredentialAgentContainer is the injected native sidecar (an init container with restartPolicy Always).
+	CredentialAgentContainer = "cred-agent"
+	// CredentialVolume is the memory-backed emptyDir that holds the minted kubeconfig.
+	CredentialVolume = "agent-sandbox-credentials"
+	// VaultTokenVolume is the projected service-account token (Vault audience), mounted only in the sidecar.
+	VaultTokenVolume = "agent-sandbox-vault-token"
+	// VaultCAVolume and APIServerCAVolume carry CA bundles into the sidecar.
+	VaultCAVolume     = "agent-sandbox-vault-ca"
+	APIServerCAVolume = "agent-sandbox-apiserver-ca"
+	// WorkspaceVolume is the read-only ConfigMap of caller-supplied input files, for tools that take one.
+	WorkspaceVolume = "workspace"
+	// TmpVolume is a small writable emptyDir at /tmp: root filesystems are read-only.
+	TmpVolume = "tmp"
+)
+
+// Paths inside the sandbox Pod.
+const (
+	CredentialDir     = "/var/run/agent-sandbox/credentials"
+	KubeconfigPath    = CredentialDir + "/kubeconfig"
+	VaultTokenDir     = "/var/run/agent-sandbox/vault"
+	VaultTokenPath    = VaultTokenDir + "/token"
+	VaultCADir        = "/var/run/agent-sandbox/vault-ca"
+	APIServerCADir    = "/var/run/agent-sandbox/apiserver-ca"
+	TmpDir            = "/tmp"
+)

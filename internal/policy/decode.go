@@ -1,0 +1,125 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults applied by Decode to fields the file leaves empty.
+const (
+	DefaultTokenTTL      = 30 * time.Minute
+	MaxTokenTTL          = 30 * time.Minute
+	DefaultRequestTTL    = 24 * time.Hour
+	MinCredentialTTL     = 10 * time.Minute // Kubernetes refuses shorter service-account tokens.
+	DefaultStringMaxLen  = 256
+	DefaultRunAsUser     = 65532
+	DefaultVaultAudience = "vault"
+	DefaultVaultMount    = "kubernetes"
+	DefaultAPIServerCA   = "kube-root-ca.crt"
+)
+
+// Error is a policy that cannot be used: every problem with its path in the document, one per line.
+type Error struct {
+	Errs field.ErrorList
+}
+
+func (e *Error) Error() string {
+	lines := make([]string, 0, len(e.Errs))
+	for _, fe := range e.Errs {
+		lines = append(lines, fe.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Decode parses a policy document strictly: an unknown or duplicate field is an error naming its path. It
+// applies defaults but does not validate; Compile does both.
+func Decode(data []byte) (*Policy, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, &Error{Errs: field.ErrorList{field.Invalid(field.NewPath(""), "<document>", "not valid YAML: "+oneLine(err.Error()))}}
+	}
+	var p Policy
+	strictErrs, err := sigsjson.UnmarshalStrict(js, &p, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, &Error{Errs: field.ErrorList{field.Invalid(field.NewPath(""), "<document>", oneLine(err.Error()))}}
+	}
+	if len(strictErrs) > 0 {
+		var errs field.ErrorList
+		for _, se := range strictErrs {
+			errs = append(errs, field.Invalid(field.NewPath(""), "<document>", oneLine(se.Error())))
+		}
+		return nil, &Error{Errs: errs}
+	}
+	p.applyDefaults()
+	return &p, nil
+}
+
+func (p *Policy) applyDefaults() {
+	s := &p.Spec
+	if s.Approval.TokenTTL.Duration == 0 {
+		s.Approval.TokenTTL.Duration = DefaultTokenTTL
+	}
+	if s.Approval.RequestTTL.Duration == 0 {
+		s.Approval.RequestTTL.Duration = DefaultRequestTTL
+	}
+	if s.Sandbox.RunAsUser == 0 {
+		s.Sandbox.RunAsUser = DefaultRunAsUser
+	}
+	ca := &s.Sandbox.CredentialAgent
+	if ca.VaultAudience == "" {
+		ca.VaultAudience = DefaultVaultAudience
+	}
+	if ca.VaultAuthMount == "" {
+		ca.VaultAuthMount = DefaultVaultMount
+	}
+	if ca.VaultSecretsMount == "" {
+		ca.VaultSecretsMount = DefaultVaultMount
+	}
+	if ca.APIServerCACertConfigMap == "" {
+		ca.APIServerCACertConfigMap = DefaultAPIServerCA
+	}
+	if ca.Resources.CPU.IsZero() {
+		ca.Resources.CPU = resource.MustParse("100m")
+	}
+	if ca.Resources.Memory.IsZero() {
+		ca.Resources.Memory = resource.MustParse("64Mi")
+	}
+	for i := range s.Scopes {
+		if s.Scopes[i].TTL.Duration == 0 {
+			s.Scopes[i].TTL.Duration = MinCredentialTTL
+		}
+	}
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		if t.ServiceAccount == "" {
+			t.ServiceAccount = "tool-" + strings.ReplaceAll(t.Name, "_", "-")
+		}
+		if t.Tier == TierApply {
+			t.RequiresApproval = true
+		}
+		for j := range t.Parameters {
+			if t.Parameters[j].Type == TypeString && t.Parameters[j].MaxLength == 0 {
+				t.Parameters[j].MaxLength = DefaultStringMaxLen
+			}
+		}
+	}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// describe renders a value for an error message without dumping large structures.
+func describe(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}

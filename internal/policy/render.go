@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Sentinel errors for a call that the policy refuses.
+var (
+	ErrUnknownTool       = errors.New("tool is not in the policy")
+	ErrInvalidParameters = errors.New("invalid parameters")
+	ErrNamespaceDenied   = errors.New("namespace is not allowed for this tool")
+)
+
+// ParamError says which parameter of a call is wrong and why.
+type ParamError struct {
+	Tool, Param, Reason string
+}
+
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("%s: parameter %q %s", e.Tool, e.Param, e.Reason)
+}
+
+// Unwrap lets callers test for ErrInvalidParameters.
+func (e *ParamError) Unwrap() error { return ErrInvalidParameters }
+
+// Invocation is a call of a tool after the policy accepted it: parameters typed and defaulted, the argv
+// rendered, and the scope and target namespace derived from the policy.
+type Invocation struct {
+	Tool            *Tool
+	Params          map[string]any // string, int64 or bool values only
+	Argv            []string
+	TargetNamespace string
+	Scope           string
+	// Workspace is the ConfigMap to mount, when the tool has one.
+	Workspace string
+}
+
+// Invoke checks a call against the tool's declaration and renders it. raw holds decoded JSON values
+// (string, float64, json.Number, bool) or Go integers. Unknown, missing and malformed parameters are
+// errors; so is a target namespace the tool may not use.
+func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
+	params := make(map[string]any, len(t.Parameters))
+	for name := range raw {
+		if t.param(name) == nil {
+			return nil, &ParamError{Tool: t.Name, Param: name, Reason: "is not a parameter of this tool"}
+		}
+	}
+	for i := range t.Parameters {
+		prm := &t.Parameters[i]
+		v, ok := raw[prm.Name]
+		if !ok || v == nil {
+			if prm.Required {
+				return nil, &ParamError{Tool: t.Name, Param: prm.Name, Reason: "is required"}
+			}
+			if prm.Default == nil {
+				continue
+			}
+			v = prm.Default
+		}
+		nv, err := prm.normalize(v)
+		if err != nil {
+			return nil, &ParamError{Tool: t.Name, Param: prm.Name, Reason: err.Error()}
+		}
+		params[prm.Name] = nv
+	}
+	inv := &Invocation{Tool: t, Params: params, Scope: t.Scope}
+	inv.TargetNamespace = t.Namespaces[0]
+	if t.NamespaceParameter != "" {
+		ns, _ := params[t.NamespaceParameter].(string)
+		if !slices.Contains(t.Namespaces, ns) {
+			return nil, fmt.Errorf("%s: namespace %q (allowed: %s): %w", t.Name, ns, strings.Join(t.Namespaces, ", "), ErrNamespaceDenied)
+		}
+		inv.TargetNamespace = ns
+	}
+	if t.Workspace != nil {
+		inv.Workspace, _ = params[t.Workspace.Parameter].(string)
+	}
+	inv.Argv = t.render(params)
+	return inv, nil
+}
+
+// render substitutes parameters into the command template. An element that names a parameter without a
+// value is left out entirely, so "--selector={{label_selector}}" disappears when no selector is given.
+func (t *Tool) render(params map[string]any) []string {
+	argv := make([]string, 0, len(t.Command))
+	for _, el := range t.Command {
+		missing := false
+		out := placeholderRE.ReplaceAllStringFunc(el, func(m string) string {
+			name := placeholderRE.FindStringSubmatch(m)[1]
+			v, ok := params[name]
+			if !ok {
+				missing = true
+				return ""
+			}
+			return formatValue(v)
+		})
+		if !missing {
+			argv = append(argv, out)
+		}
+	}
+	return argv
+}
+
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprint(v)
+}
+
+func (t *Tool) param(name string) *Parameter {
+	for i := range t.Parameters {
+		if t.Parameters[i].Name == name {
+			return &t.Parameters[i]
+		}
+	}
+	return nil
+}
+
+// normalize converts one raw value to the parameter's Go type and checks its constraints.
+func (prm *Parameter) normalize(v any) (any, error) {
+	switch prm.Type {
+	case TypeString:
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("must be a string")
+		}
+		if !utf8.ValidString(s) {
+			return nil, fmt.Errorf("is not valid UTF-8")
+		}
+		if len(s) > prm.MaxLength {
+			return nil, fmt.Errorf("is longer than %d bytes", prm.MaxLength)
+		}
+		re, err := regexp.Compile(anchor(prm.Pattern))
+		if err != nil {
+			return nil, fmt.Errorf("has an invalid pattern in the policy: %w", err)
+		}
+		if !re.MatchString(s) {
+			return nil, fmt.Errorf("must match %s", prm.Pattern)
+		}
+		return s, nil
+	case TypeInteger:
+		n, err := toInt64(v)
+		if err != nil {
+			return nil, err
+		}
+		if prm.Minimum != nil && n < *prm.Minimum {
+			return nil, fmt.Errorf("must be at least %d", *prm.Minimum)
+		}
+		if prm.Maximum != nil && n > *prm.Maximum {
+			return nil, fmt.Errorf("must be at most %d", *prm.Maximum)
+		}
+		return n, nil
+	case TypeBoolean:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("must be true or false")
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("has unsupported type %q", prm.Type)
+}
+
+func toInt64(v any) (int64, error) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), nil
+	case int64:
+		return x, nil
+	case int32:
+		return int64(x), nil
+	case float64:
+		if x != math.Trunc(x) || math.IsInf(x, 0) || x > math.MaxInt64 || x < math.MinInt64 {
+			return 0, fmt.Errorf("must be an integer")
+		}
+		return int64(x), nil
+	case json.Number:
+		n, err := x.Int64()
+		if err != nil {
+			return 0, fmt.Errorf("must be an integer")
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("must be an integer")
+}

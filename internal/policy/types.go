@@ -1,0 +1,216 @@
+// Package policy is the agent-sandbox policy model: which tools exist, what each may run, with which
+// credential scope, against which namespaces, and which admission rules every sandbox Job and Pod must pass.
+//
+// The policy is default-deny: a tool that is not declared does not exist, for the MCP server and for the
+// admission webhook alike. Both load the same file, so the server's early refusals and the webhook's
+// enforcement cannot drift apart. The scope and target namespace of a call are derived here from the tool
+// and its validated parameters, never taken from the caller.
+package policy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion and Kind identify the policy document format.
+const (
+	APIVersion = "agent-sandbox.dev/v1alpha1"
+	Kind       = "SandboxPolicy"
+)
+
+// Tier says how much a tool can change: read looks, plan computes a change without making it, apply makes it.
+type Tier string
+
+// The tiers, from least to most dangerous.
+const (
+	TierRead  Tier = "read"
+	TierPlan  Tier = "plan"
+	TierApply Tier = "apply"
+)
+
+// ParameterType is the type of one tool parameter.
+type ParameterType string
+
+// The parameter types. There is deliberately no free-form object or list type: every value ends up in an
+// argv element, so it must be a scalar that a pattern can constrain.
+const (
+	TypeString  ParameterType = "string"
+	TypeInteger ParameterType = "integer"
+	TypeBoolean ParameterType = "boolean"
+)
+
+// Policy is the whole policy document.
+type Policy struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+	Spec       Spec     `json:"spec"`
+}
+
+// Metadata names the policy.
+type Metadata struct {
+	Name string `json:"name"`
+}
+
+// Spec is the body of the policy.
+type Spec struct {
+	// ClusterID names the cluster this policy guards. Approval tokens are addressed to it (their audience),
+	// so a token minted for one cluster is refused by every other.
+	ClusterID string `json:"clusterID"`
+	// Sandbox holds the settings every sandbox Job shares.
+	Sandbox Sandbox `json:"sandbox"`
+	// Approval holds the approval token and request lifetimes.
+	Approval Approval `json:"approval,omitempty"`
+	// Scopes are the credential scopes Vault can mint, by name.
+	Scopes []Scope `json:"scopes"`
+	// Tools are the only commands an agent can run.
+	Tools []Tool `json:"tools"`
+	// DestructiveSignals are patterns that mark plan output as destructive, shown to the approver.
+	DestructiveSignals []Signal `json:"destructiveSignals,omitempty"`
+	// AdmissionRules are CEL expressions every sandbox Job and Pod must satisfy.
+	AdmissionRules []AdmissionRule `json:"admissionRules"`
+}
+
+// Sandbox holds the settings shared by every sandbox Job.
+type Sandbox struct {
+	// Namespace is where sandbox Jobs run.
+	Namespace string `json:"namespace"`
+	// RuntimeClassName is the RuntimeClass every sandbox Pod must use (gVisor).
+	RuntimeClassName string `json:"runtimeClassName"`
+	// MaxDeadline bounds every tool's deadline (the Job's activeDeadlineSeconds).
+	MaxDeadline metav1.Duration `json:"maxDeadline"`
+	// NodeSelector and Tolerations are added to every sandbox Pod and required by admission, e.g.
+	// sandbox.gke.io/runtime=gvisor on GKE.
+	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
+	// RunAsUser is the non-root UID sandbox containers run as.
+	RunAsUser int64 `json:"runAsUser,omitempty"`
+	// CredentialAgent describes the sidecar the webhook injects to fetch the credential.
+	CredentialAgent CredentialAgent `json:"credentialAgent"`
+}
+
+// CredentialAgent describes the injected credential sidecar and how it reaches Vault and the API server.
+type CredentialAgent struct {
+	// Image runs the credential agent; it is the agent-sandbox image.
+	Image string `json:"image"`
+	// VaultAddress is Vault's URL as seen from a sandbox Pod.
+	VaultAddress string `json:"vaultAddress"`
+	// VaultCACertConfigMap, when set, names a ConfigMap in the sandbox namespace with key ca.crt that holds
+	// the CA for VaultAddress.
+	VaultCACertConfigMap string `json:"vaultCACertConfigMap,omitempty"`
+	// VaultAudience is the audience of the projected service-account token the agent logs in with.
+	VaultAudience string `json:"vaultAudience,omitempty"`
+	// VaultAuthMount and VaultSecretsMount are the mount paths of Vault's Kubernetes auth method and
+	// Kubernetes secrets engine.
+	VaultAuthMount    string `json:"vaultAuthMount,omitempty"`
+	VaultSecretsMount string `json:"vaultSecretsMount,omitempty"`
+	// APIServer is the URL the minted credential is used against, as seen from a sandbox Pod.
+	APIServer string `json:"apiServer"`
+	// APIServerCACertConfigMap names a ConfigMap in the sandbox namespace with key ca.crt (default
+	// kube-root-ca.crt, which Kubernetes creates in every namespace).
+	APIServerCACertConfigMap string `json:"apiServerCACertConfigMap,omitempty"`
+	// Resources are the sidecar's CPU and memory (requests = limits).
+	Resources Resources `json:"resources,omitempty"`
+}
+
+// Approval holds lifetimes of approval requests and tokens.
+type Approval struct {
+	// TokenTTL is how long a signed approval stays valid (default and maximum 30m).
+	TokenTTL metav1.Duration `json:"tokenTTL,omitempty"`
+	// RequestTTL is how long a pending request waits for a human (default 24h).
+	RequestTTL metav1.Duration `json:"requestTTL,omitempty"`
+}
+
+// Scope is one credential scope: the RBAC rules of the Role that Vault creates per request.
+type Scope struct {
+	Name string `json:"name"`
+	// TTL of the minted service-account token; Kubernetes refuses less than 10 minutes.
+	TTL   metav1.Duration `json:"ttl,omitempty"`
+	Rules []Rule          `json:"rules"`
+}
+
+// Rule is one RBAC policy rule.
+type Rule struct {
+	APIGroups     []string `json:"apiGroups"`
+	Resources     []string `json:"resources"`
+	Verbs         []string `json:"verbs"`
+	ResourceNames []string `json:"resourceNames,omitempty"`
+}
+
+// Tool is one command an agent may run.
+type Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Tier        Tier   `json:"tier"`
+	// RequiresApproval makes the tool wait for a signed human approval. Always true for the apply tier,
+	// whatever the file says.
+	RequiresApproval bool `json:"requiresApproval,omitempty"`
+	// Scope names the credential scope the tool's Job receives.
+	Scope string `json:"scope"`
+	// Namespaces are the namespaces the tool may target.
+	Namespaces []string `json:"namespaces"`
+	// NamespaceParameter names the parameter that carries the target namespace. Without it the tool
+	// always targets Namespaces[0], which must then be the only entry.
+	NamespaceParameter string `json:"namespaceParameter,omitempty"`
+	// ServiceAccount is the sandbox-namespace ServiceAccount the tool's Pod runs as; Vault's login role
+	// is bound to it. Default: "tool-" + the name with '_' replaced by '-'.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// Image runs the tool.
+	Image string `json:"image"`
+	// Command is the argv template; "{{name}}" is replaced by the parameter's value. An element that
+	// names an optional parameter that was not given is left out.
+	Command    []string    `json:"command"`
+	Parameters []Parameter `json:"parameters,omitempty"`
+	// Deadline bounds the tool's run (the Job's activeDeadlineSeconds).
+	Deadline  metav1.Duration `json:"deadline"`
+	Resources Resources       `json:"resources"`
+	// Workspace, when set, mounts a ConfigMap of input files that the caller supplies (for example a
+	// Terraform configuration). Its name must match the pattern and it is mounted read-only.
+	Workspace *Workspace `json:"workspace,omitempty"`
+}
+
+// Workspace describes a caller-supplied, read-only ConfigMap mount.
+type Workspace struct {
+	// Parameter names the tool parameter that carries the ConfigMap's name.
+	Parameter string `json:"parameter"`
+	// MountPath is where the files appear in the tool container.
+	MountPath string `json:"mountPath"`
+}
+
+// Parameter is one typed tool parameter.
+type Parameter struct {
+	Name        string        `json:"name"`
+	Type        ParameterType `json:"type"`
+	Description string        `json:"description,omitempty"`
+	Required    bool          `json:"required,omitempty"`
+	// Pattern is an RE2 expression the whole value must match (it is anchored). Required for strings.
+	Pattern string `json:"pattern,omitempty"`
+	// MaxLength bounds a string value (default 256).
+	MaxLength int `json:"maxLength,omitempty"`
+	// Minimum and Maximum bound an integer value.
+	Minimum *int64 `json:"minimum,omitempty"`
+	Maximum *int64 `json:"maximum,omitempty"`
+	// Default is used when an optional parameter is not given.
+	Default any `json:"default,omitempty"`
+}
+
+// Resources are CPU and memory limits; requests are set equal to them.
+type Resources struct {
+	CPU    resource.Quantity `json:"cpu,omitempty"`
+	Memory resource.Quantity `json:"memory,omitempty"`
+}
+
+// Signal is a named pattern over plan output that marks it destructive.
+type Signal struct {
+	Name        string `json:"name"`
+	Pattern     string `json:"pattern"`
+	Description string `json:"description,omitempty"`
+}
+
+// AdmissionRule is one CEL rule evaluated on every sandbox Job and Pod.
+type AdmissionRule struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
+	Message    string `json:"message"`
+}

@@ -1,0 +1,51 @@
+# shellcheck shell=bash
+# Shared helpers for the agent-sandbox scripts. Source it; it defines no behaviour on its own.
+#
+# Layout:
+#   $AS_CACHE/tools/<component>-<version>-<gomod hash>/   built binaries, reused across clones (never in the repo)
+#   $AS_STATE/                                           the running local cluster: pki, configs, pids, logs, data
+AS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+AS_CACHE=${AGENT_SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox}
+AS_STATE=${AGENT_SANDBOX_STATE:-/var/lib/agent-sandbox-local}
+AS_TOOLS_SRC=$AS_ROOT/scripts/tools
+
+# Versions of everything the local cluster runs. The Go-built ones are pinned by the wrapper modules in
+# scripts/tools/*/go.mod; these names only label the cache.
+KUBE_VERSION=v1.35.4
+CONTAINERD_VERSION=v2.1.5
+GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
+NETPOL_VERSION=v0.8.0
+VAULT_VERSION=v1.21.0
+HELM_VERSION=v3.22.0
+TFPROVIDER_K8S_VERSION=1.13.4
+
+log()  { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die()  { printf 'error: %s\n' "$*" >&2; exit 1; }
+need_root() { [ "$(id -u)" = 0 ] || die "$1 must run as root (it starts a kubelet, containerd and changes iptables); try: sudo make ${2:-up}"; }
+
+# has_cap N: true when the current process has capability number N in its effective set.
+has_cap() { local eff; eff=$(awk '/^CapEff:/{print $2}' /proc/self/status); (( (16#$eff >> $1) & 1 )); }
+# CAP_SYS_RESOURCE is 24. Without it nobody may lower an oom_score_adj, which containerd and gVisor's shim do.
+has_cap_sys_resource() { has_cap 24; }
+
+# tool_dir COMPONENT VERSION: the cache folder for one wrapper module's binaries. The key includes a hash of the
+# wrapper's go.mod and go.sum so that a dependency change never reuses a stale binary.
+tool_dir() {
+  local comp=$1 ver=$2 variant=${3:-} h
+  h=$(cat "$AS_TOOLS_SRC/$comp/go.mod" "$AS_TOOLS_SRC/$comp/go.sum" 2>/dev/null | sha256sum | cut -c1-8)
+  printf '%s/tools/%s-%s%s-%s\n' "$AS_CACHE" "$comp" "$ver" "${variant:+-$variant}" "$h"
+}
+gvisor_variant() { has_cap_sys_resource || echo oomfix; }
+
+# Paths of every binary, resolved against the cache.
+bin_kube()       { echo "$(tool_dir kubernetes "$KUBE_VERSION")/$1"; }
+bin_containerd() { echo "$(tool_dir containerd "$CONTAINERD_VERSION")/$1"; }
+bin_gvisor()     { echo "$(tool_dir gvisor "$GVISOR_VERSION" "$(gvisor_variant)")/$1"; }
+bin_netpol()     { echo "$(tool_dir netpol "$NETPOL_VERSION")/kube-network-policies"; }
+bin_vault()      { echo "$(tool_dir vault "$VAULT_VERSION")/vault"; }
+bin_helm()       { echo "$(tool_dir helm "$HELM_VERSION")/helm"; }
+dir_tfprovider() { tool_dir terraform-provider-kubernetes "$TFPROVIDER_K8S_VERSION"; }
+KUBECTL() { "$(bin_kube kubectl)" "$@"; }
+
+# elapsed START: seconds since START (a `date +%s.%N` value), one decimal.
+elapsed() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}'; }

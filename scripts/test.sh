@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (README: `make test`):
+#   1. go vet and the unit tests;
+#   2. integration tests against a real etcd + kube-apiserver and a real Vault (started by the harness);
+#   3. the live local cluster: up, verify-cluster, down, and a check that nothing was left behind.
+# Phase 3 needs root on Linux; set SKIP_CLUSTER=1 to stop after phase 2.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$AS_ROOT"
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
+T0=$SECONDS
+phase() { log "== $* (t+$((SECONDS - T0)) s)"; }
+
+phase "unit tests"
+go vet ./...
+go test -count=1 ./...
+
+phase "integration tests"
+scripts/test-integration.sh
+
+if [ "${SKIP_CLUSTER:-0}" = 1 ]; then log "SKIP_CLUSTER=1: live-cluster phase skipped"; exit 0; fi
+need_root "the live-cluster phase of make test" test
+phase "live cluster: up"
+trap 'phase "live cluster: down (after a failure)"; scripts/down.sh >/dev/null 2>&1 || true' ERR
+scripts/up.sh
+phase "live cluster: verify-cluster"
+scripts/verify-cluster.sh
+phase "live cluster: down"
+trap - ERR
+scripts/down.sh
+scripts/check-clean.sh
+phase "all tests passed"
