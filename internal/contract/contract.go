@@ -49,11 +49,11 @@ const (
 
 // Paths inside the sandbox Pod.
 const (
-	CredentialDir     = "/var/run/agent-sandbox/credentials"
-	KubeconfigPath    = CredentialDir + "/kubeconfig"
-	VaultTokenDir     = "/var/run/agent-sandbox/vault"
-	VaultTokenPath    = VaultTokenDir + "/token"
-	VaultCADir        = "/var/run/agent-sandbox/vault-ca"
-	APIServerCADir    = "/var/run/agent-sandbox/apiserver-ca"
-	TmpDir            = "/tmp"
+	CredentialDir  = "/var/run/agent-sandbox/credentials"
+	KubeconfigPath = CredentialDir + "/kubeconfig"
+	VaultTokenDir  = "/var/run/agent-sandbox/vault"
+	VaultTokenPath = VaultTokenDir + "/token"
+	VaultCADir     = "/var/run/agent-sandbox/vault-ca"
+	APIServerCADir = "/var/run/agent-sandbox/apiserver-ca"
+	TmpDir         = "/tmp"
 )

@@ -40,7 +40,7 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 type options struct {
 	name, out, entrypoint, user, workdir, busybox, passwd string
-	files, dirs, symlinks, env, mkdirs                   multi
+	files, dirs, symlinks, env, mkdirs                    multi
 }
 
 func main() {
