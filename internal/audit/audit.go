@@ -1,0 +1,375 @@
+// Package audit is agent-sandbox's audit sink: an append-only JSON-lines file in which every tool call
+// leaves the chain tool.request -> guardrail.decision -> [approval.*] -> sandbox.started ->
+// credential.issued -> sandbox.completed -> credential.revoked -> tool.result under one request ID.
+//
+// # Line format
+//
+// Each event is one line: one JSON object followed by '\n'. The members always appear in this order
+// (the example is wrapped here; a real line has no newline inside):
+//
+//	{"seq":1,"time":"2026-01-02T03:04:05.123456789Z","request_id":"req-1","event":"tool.request",
+//	"tool":"kubectl_get","fields":{"namespace":"demo"},"prev":"000…000","hash":"3f5a…"}
+//
+// The members are:
+//
+//   - seq: 1-based, consecutive line number within the file.
+//   - time: RFC 3339 with nanoseconds, UTC, from the Log's clock.
+//   - request_id, event, tool: from the Event (scrubbed like everything else).
+//   - fields: a JSON object, always passed through Scrub before it is written.
+//   - prev: hex SHA-256 of the previous line's exact bytes (without its '\n'); 64 zeros on line 1.
+//   - hash: hex SHA-256 of the line's body, which is the line with the trailing `,"hash":"…"` member
+//     removed (everything from '{' up to and including the prev member, then '}').
+//
+// prev links every line to the one before it, so editing or deleting a line breaks the link on the
+// following line; hash makes each line self-checking, so an edit of the last line (which has no
+// successor) is detected too. The chain is not keyed: somebody able to write the file can rewrite its
+// tail and recompute every hash after the point of the edit. Verify reports Summary.LastHash so that a
+// copy of it kept elsewhere (shipped to a log collector, printed in a ticket) anchors the chain up to
+// that line. For the same reason, cutting whole lines off the end of the file leaves a valid, shorter
+// chain that only such an anchor (or the line count) reveals.
+//
+// # Writers and crashes
+//
+// Every append happens under an exclusive flock(2) on the file, so several processes (the MCP server,
+// a CLI) may append to the same file; under the lock a Log re-reads the file's tail whenever the size
+// differs from what it last wrote, so seq and prev stay right across processes. Each line is written
+// with one write call on an O_APPEND descriptor. A process killed mid-write can leave a torn last line
+// without its '\n'; the next writer (Open, or a Write that finds it) truncates the torn bytes away and
+// appends an audit.recovered event recording how many bytes were torn and their SHA-256 (never the
+// bytes themselves), so the chain continues visibly rather than silently.
+//
+// Secrets never reach the file: Write scrubs the event's fields, request ID and tool name with Scrub, and
+// there is no way to append a line without going through Write.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Event names. Every tool call writes, under one request ID, the chain
+// EventToolRequest -> EventGuardrailDecision -> [EventApproval*] -> EventSandboxStarted ->
+// EventCredentialIssued -> EventSandboxCompleted -> EventCredentialRevoked -> EventToolResult.
+const (
+	// EventToolRequest records an MCP tool call as the agent made it.
+	EventToolRequest = "tool.request"
+	// EventGuardrailDecision records the server-side policy decision (allow, deny, needs approval).
+	EventGuardrailDecision = "guardrail.decision"
+	// EventApprovalRequested records that a call is waiting for a human approval.
+	EventApprovalRequested = "approval.requested"
+	// EventApprovalGranted records that an approver signed a token for the request.
+	EventApprovalGranted = "approval.granted"
+	// EventApprovalDenied records that an approver refused the request.
+	EventApprovalDenied = "approval.denied"
+	// EventApprovalConsumed records that the single-use grant was taken for a Job.
+	EventApprovalConsumed = "approval.consumed"
+	// EventSandboxStarted records that the sandbox Job was created.
+	EventSandboxStarted = "sandbox.started"
+	// EventCredentialIssued records that Vault minted the per-action credential (lease metadata only).
+	EventCredentialIssued = "credential.issued"
+	// EventSandboxCompleted records that the sandbox Job finished, with its outcome.
+	EventSandboxCompleted = "sandbox.completed"
+	// EventCredentialRevoked records that the per-action credential was revoked.
+	EventCredentialRevoked = "credential.revoked"
+	// EventToolResult records what the server returned to the agent.
+	EventToolResult = "tool.result"
+	// EventRecovered is written by the log itself after it truncated a torn last line left by a crash.
+	// Its fields are FieldTornBytes and FieldTornSHA256.
+	EventRecovered = "audit.recovered"
+)
+
+// Field names of the EventRecovered event.
+const (
+	// FieldTornBytes is the number of bytes of the torn partial line that was truncated.
+	FieldTornBytes = "torn_bytes"
+	// FieldTornSHA256 is the hex SHA-256 of the torn bytes, so a copy taken before recovery can be matched.
+	FieldTornSHA256 = "torn_sha256"
+)
+
+// zeroHash is the prev value of the first line.
+const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Sentinel errors. Verify and Read wrap ErrChainBroken and ErrTornLine in a *VerifyError.
+var (
+	// ErrChainBroken means a line was edited, deleted, reordered or is not a well-formed record.
+	ErrChainBroken = errors.New("audit chain broken")
+	// ErrTornLine means the last line is incomplete: no trailing newline or not valid JSON.
+	ErrTornLine = errors.New("audit line torn")
+	// ErrClosed is returned by Write after Close.
+	ErrClosed = errors.New("audit log closed")
+	// ErrInvalidEvent is returned by Write for an event without a name.
+	ErrInvalidEvent = errors.New("invalid audit event")
+)
+
+// Event is what callers record. The log adds seq, time, prev and hash.
+type Event struct {
+	// RequestID ties together all events of one tool call.
+	RequestID string
+	// Name is one of the Event* constants.
+	Name string
+	// Tool is the policy name of the tool, if any.
+	Tool string
+	// Fields carries event details; it is scrubbed before it is written.
+	Fields map[string]any
+}
+
+// Record is one decoded line of the log; its members are described in the package comment.
+type Record struct {
+	Seq       int64          `json:"seq"`
+	Time      time.Time      `json:"time"`
+	RequestID string         `json:"request_id"`
+	Event     string         `json:"event"`
+	Tool      string         `json:"tool"`
+	Fields    map[string]any `json:"fields"`
+	Prev      string         `json:"prev"`
+	Hash      string         `json:"hash"`
+	// Raw is the exact line as stored, without its '\n'.
+	Raw []byte `json:"-"`
+}
+
+// lineBody is the hashed part of a line. encoding/json writes struct fields in declaration order, which
+// gives the fixed key order of the format.
+type lineBody struct {
+	Seq       int64          `json:"seq"`
+	Time      string         `json:"time"`
+	RequestID string         `json:"request_id"`
+	Event     string         `json:"event"`
+	Tool      string         `json:"tool"`
+	Fields    map[string]any `json:"fields"`
+	Prev      string         `json:"prev"`
+}
+
+// Option configures a Log.
+type Option func(*Log)
+
+// WithClock sets the clock used for the time of each line. The default is time.Now; nil keeps it.
+func WithClock(now func() time.Time) Option {
+	return func(l *Log) {
+		if now != nil {
+			l.now = now
+		}
+	}
+}
+
+// WithSync chooses whether every append is followed by fsync(2). The default is true: a line that Write
+// reported as written survives a power loss, not only a killed process. Tests and benchmarks that write
+// thousands of lines may turn it off.
+func WithSync(enabled bool) Option {
+	return func(l *Log) { l.sync = enabled }
+}
+
+// Log appends events to one audit file. It is safe for concurrent use by several goroutines, and several
+// Logs (in one process or many) may append to the same file.
+type Log struct {
+	path string
+	now  func() time.Time
+	sync bool
+
+	mu     sync.Mutex
+	f      *os.File
+	seq    int64  // seq of the last line in the file as this Log knows it
+	prev   string // hash of the last line's bytes, the next line's prev
+	size   int64  // file size after this Log's last read or write; -1 forces a re-read
+	closed bool
+}
+
+// Open opens (creating it with mode 0600, and its directory with mode 0700, if missing) the audit log at
+// path and positions the chain after its last line. A torn last line left by a crash is truncated away and
+// recorded with an EventRecovered event before Open returns.
+func Open(path string, opts ...Option) (*Log, error) {
+	l := &Log{path: path, now: time.Now, sync: true, size: -1}
+	for _, o := range opts {
+		o(l)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create audit log directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	l.f = f
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err = l.locked(func() error {
+		_, err := l.syncTail()
+		return err
+	})
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("open audit log %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Path returns the file the Log appends to.
+func (l *Log) Path() string { return l.path }
+
+// Write scrubs e and appends it as one line. It returns only after the line is written (and, unless
+// WithSync(false), synced). An error means the line may be missing; the chain is still consistent, since
+// the next Write re-reads the file's tail first.
+func (l *Log) Write(e Event) error {
+	if e.Name == "" {
+		return fmt.Errorf("%w: empty event name", ErrInvalidEvent)
+	}
+	fields := scrubFields(e.Fields)
+	e.RequestID = ScrubString(e.RequestID)
+	e.Tool = ScrubString(e.Tool)
+	e.Name = ScrubString(e.Name)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	err := l.locked(func() error {
+		if _, err := l.syncTail(); err != nil {
+			return err
+		}
+		return l.append(e, fields)
+	})
+	if err != nil {
+		return fmt.Errorf("write audit event %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// Close closes the file. Write after Close returns ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("close audit log: %w", err)
+	}
+	return nil
+}
+
+// locked runs fn while holding the exclusive flock. The caller holds l.mu.
+func (l *Log) locked(fn func() error) error {
+	if err := lockFile(l.f, true); err != nil {
+		return err
+	}
+	err := fn()
+	if uerr := unlockFile(l.f); uerr != nil && err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// append encodes one line and writes it with a single write call. The caller holds l.mu and the flock
+// and has brought seq, prev and size up to date with syncTail.
+func (l *Log) append(e Event, fields map[string]any) error {
+	line, err := encodeLine(lineBody{
+		Seq:       l.seq + 1,
+		Time:      l.now().UTC().Format(time.RFC3339Nano),
+		RequestID: e.RequestID,
+		Event:     e.Name,
+		Tool:      e.Tool,
+		Fields:    fields,
+		Prev:      l.prev,
+	})
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, len(line)+1)
+	copy(buf, line)
+	buf[len(line)] = '\n'
+	n, err := l.f.Write(buf)
+	if err != nil || n != len(buf) {
+		// A short write leaves a torn line; forget what we know so the next append re-reads the tail
+		// and recovers it.
+		l.size = -1
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return fmt.Errorf("append line: %w", err)
+	}
+	if l.sync {
+		if err := l.f.Sync(); err != nil {
+			l.size = -1
+			return fmt.Errorf("sync audit log: %w", err)
+		}
+	}
+	l.seq++
+	l.prev = hashHex(line)
+	l.size += int64(len(buf))
+	return nil
+}
+
+// encodeLine renders body and appends its hash member. The result has no trailing newline.
+func encodeLine(body lineBody) ([]byte, error) {
+	if body.Fields == nil {
+		body.Fields = map[string]any{}
+	}
+	// HTML escaping is off so that "<redacted>" stays greppable; json.Encoder still escapes '\n', so a
+	// line never contains a raw newline.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encode audit line: %w", err)
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+	sum := hashHex(b)
+	line := make([]byte, 0, len(b)+len(hashPrefix)+len(sum)+2)
+	line = append(line, b[:len(b)-1]...)
+	line = append(line, hashPrefix...)
+	line = append(line, sum...)
+	line = append(line, '"', '}')
+	return line, nil
+}
+
+// hashPrefix introduces the hash member, always the last member of a line.
+const hashPrefix = `,"hash":"`
+
+// splitHash returns the body of line (the bytes that hash covers) and the stored hash, or ok=false if the
+// line does not end with a well-formed hash member.
+func splitHash(line []byte) (body []byte, sum string, ok bool) {
+	const tail = len(hashPrefix) + 64 + 2
+	if len(line) < tail+2 || !bytes.HasSuffix(line, []byte(`"}`)) {
+		return nil, "", false
+	}
+	start := len(line) - tail
+	if !bytes.Equal(line[start:start+len(hashPrefix)], []byte(hashPrefix)) {
+		return nil, "", false
+	}
+	sum = string(line[start+len(hashPrefix) : len(line)-2])
+	if !isHex64(sum) {
+		return nil, "", false
+	}
+	body = make([]byte, 0, start+1)
+	body = append(body, line[:start]...)
+	body = append(body, '}')
+	return body, sum, true
+}
+
+func hashHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,186 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Summary describes a log that verified.
+type Summary struct {
+	// Lines is the number of lines (events) in the log.
+	Lines int
+	// LastHash is the hex SHA-256 of the last line, the value the next line's prev will carry; 64 zeros
+	// for an empty log. Keeping a copy elsewhere anchors the chain up to that line.
+	LastHash string
+}
+
+// VerifyError names the first line of a log that fails verification.
+type VerifyError struct {
+	// Line is the 1-based line number in the file.
+	Line int
+	// Reason says what is wrong, in a few words; it never quotes the line's content.
+	Reason string
+	// Err is ErrChainBroken or ErrTornLine.
+	Err error
+}
+
+// Error implements error.
+func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
+
+// Unwrap lets errors.Is match ErrChainBroken and ErrTornLine.
+func (e *VerifyError) Unwrap() error { return e.Err }
+
+// Verify reads a whole log and checks, line by line, that each line is a complete, well-formed record
+// whose hash matches its content, whose seq is its line number and whose prev is the hash of the line
+// before. It returns a *VerifyError for the first line that fails: an edited line fails its own hash
+// check (or, if its hash was recomputed, the next line's prev check), a deleted line makes the line that
+// follows it fail the seq check, and a last line without its trailing newline, or that is not valid JSON,
+// fails with ErrTornLine. Other errors come from reading r.
+func Verify(r io.Reader) (Summary, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	sum := Summary{LastHash: zeroHash}
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			if len(line) == 0 {
+				return sum, nil
+			}
+			return sum, &VerifyError{Line: n, Reason: "torn line: no trailing newline", Err: ErrTornLine}
+		}
+		if err != nil {
+			return sum, fmt.Errorf("read audit log: %w", err)
+		}
+		line = line[:len(line)-1]
+		_, peekErr := br.Peek(1)
+		last := errors.Is(peekErr, io.EOF)
+		if verr := checkLine(n, line, sum.LastHash, last); verr != nil {
+			return sum, verr
+		}
+		sum.Lines = n
+		sum.LastHash = hashHex(line)
+	}
+}
+
+// checkLine verifies line n given the hash of line n-1.
+func checkLine(n int, line []byte, prev string, last bool) *VerifyError {
+	broken := func(format string, args ...any) *VerifyError {
+		return &VerifyError{Line: n, Reason: fmt.Sprintf(format, args...), Err: ErrChainBroken}
+	}
+	rec, err := decodeRecord(line)
+	if err != nil {
+		if last {
+			return &VerifyError{Line: n, Reason: "torn line: not a valid JSON record", Err: ErrTornLine}
+		}
+		return broken("not a valid JSON record")
+	}
+	body, stored, ok := splitHash(line)
+	if !ok {
+		return broken("hash member missing or not last")
+	}
+	if hashHex(body) != stored || rec.Hash != stored {
+		return broken("hash mismatch: the line was edited")
+	}
+	if rec.Seq != int64(n) {
+		return broken("seq %d, want %d: a line was deleted, inserted or reordered", rec.Seq, n)
+	}
+	if rec.Prev != prev {
+		if n == 1 {
+			return broken("prev is not the zero hash: the log does not start here")
+		}
+		return broken("prev does not match line %d: a line before it was edited or deleted", n-1)
+	}
+	return nil
+}
+
+// decodeRecord parses one line strictly: one JSON object with only the known members.
+func decodeRecord(line []byte) (Record, error) {
+	var rec Record
+	if !json.Valid(line) {
+		return rec, fmt.Errorf("%w: not valid JSON", ErrChainBroken)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		return rec, fmt.Errorf("%w: %w", ErrChainBroken, err)
+	}
+	rec.Raw = line
+	return rec, nil
+}
+
+// Filter selects records in Read. The zero Filter selects all.
+type Filter struct {
+	// RequestID, if set, keeps only the events of that request.
+	RequestID string
+}
+
+func (f Filter) match(r Record) bool {
+	return f.RequestID == "" || r.RequestID == f.RequestID
+}
+
+// Read decodes the records of a log that match filter, in file order. It does not check the chain (Verify
+// does). It stops at the first line that is not a record and returns the records before it with a
+// *VerifyError naming that line, so a log with a torn tail can still be shown.
+func Read(r io.Reader, filter Filter) ([]Record, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var out []Record
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			if len(line) == 0 {
+				return out, nil
+			}
+			return out, &VerifyError{Line: n, Reason: "torn line: no trailing newline", Err: ErrTornLine}
+		}
+		if err != nil {
+			return out, fmt.Errorf("read audit log: %w", err)
+		}
+		line = bytes.Clone(line[:len(line)-1])
+		rec, err := decodeRecord(line)
+		if err != nil {
+			return out, &VerifyError{Line: n, Reason: "not a valid JSON record", Err: ErrChainBroken}
+		}
+		if filter.match(rec) {
+			out = append(out, rec)
+		}
+	}
+}
+
+// VerifyFile runs Verify on the file at path while holding a shared lock on it, so that a line being
+// appended concurrently is never mistaken for a torn one.
+func VerifyFile(path string) (Summary, error) {
+	var sum Summary
+	err := withReadLock(path, func(f *os.File) error {
+		var err error
+		sum, err = Verify(f)
+		return err
+	})
+	return sum, err
+}
+
+// ReadFile runs Read on the file at path while holding a shared lock on it.
+func ReadFile(path string, filter Filter) ([]Record, error) {
+	var recs []Record
+	err := withReadLock(path, func(f *os.File) error {
+		var err error
+		recs, err = Read(f, filter)
+		return err
+	})
+	return recs, err
+}
+
+func withReadLock(path string, fn func(*os.File) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	defer f.Close()
+	if err := lockFile(f, false); err != nil {
+		return err
+	}
+	return fn(f)
+}
