@@ -1,0 +1,44 @@
+package approval
+
+import "errors"
+
+// Sentinel errors. Every failure this package reports wraps exactly the sentinels that describe it, so callers
+// decide with errors.Is and never by reading messages. Token verification and the store share the sentinels
+// that mean the same thing (ErrExpired, ErrWrongTool, ErrParamsMismatch, ...).
+var (
+	// ErrMalformed: the token is not a well-formed approval token (bad encoding, missing claims, wrong type).
+	ErrMalformed = errors.New("malformed approval token")
+	// ErrBadSignature: the signature does not verify with the key its "kid" names, or the token is not signed
+	// with EdDSA (alg "none", HS256 and every other algorithm are refused).
+	ErrBadSignature = errors.New("approval token signature is invalid")
+	// ErrUnknownKey: the token names a key ID that is not in the trusted key set.
+	ErrUnknownKey = errors.New("approval token signed by an unknown key")
+	// ErrExpired: the token, the grant or the request is past its expiry.
+	ErrExpired = errors.New("approval expired")
+	// ErrNotYetValid: the token's nbf or iat lies in the future (beyond the allowed clock skew).
+	ErrNotYetValid = errors.New("approval token not yet valid")
+	// ErrWrongAudience: the token is addressed to another cluster.
+	ErrWrongAudience = errors.New("approval token is for another audience")
+	// ErrWrongTool: the approval is for another tool.
+	ErrWrongTool = errors.New("approval is for another tool")
+	// ErrParamsMismatch: the approval is for other parameters.
+	ErrParamsMismatch = errors.New("approval is for other parameters")
+	// ErrWrongNamespace: the approval is for another target namespace.
+	ErrWrongNamespace = errors.New("approval is for another namespace")
+	// ErrPlanMismatch: the approval is for another saved plan (terraform_apply).
+	ErrPlanMismatch = errors.New("approval is for another plan")
+	// ErrReplayed: the token's ID was used before.
+	ErrReplayed = errors.New("approval token already used")
+
+	// ErrNotFound: no request with that ID (or none matching the search).
+	ErrNotFound = errors.New("approval request not found")
+	// ErrNotPending: the request was already decided, so it can no longer be granted or denied.
+	ErrNotPending = errors.New("approval request is not pending")
+	// ErrNotGranted: the request is pending or denied, so there is nothing to consume.
+	ErrNotGranted = errors.New("approval request is not granted")
+	// ErrConsumed: the grant was consumed before.
+	ErrConsumed = errors.New("approval already consumed")
+
+	// ErrBadPassphrase: the passphrase does not decrypt the key file.
+	ErrBadPassphrase = errors.New("wrong passphrase")
+)

@@ -1,0 +1,605 @@
+package approval
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+const (
+	// DefaultRequestTTL is how long a request waits for a decision before it expires.
+	DefaultRequestTTL = 24 * time.Hour
+	// EnvDB names the environment variable that overrides DefaultDBPath.
+	EnvDB = "AGENT_SANDBOX_DB"
+	// busyTimeout is how long a statement waits for another connection's write lock before failing.
+	busyTimeout = 5 * time.Second
+	// requestIDPrefix starts every request ID.
+	requestIDPrefix = "req-"
+	// requestIDRandomLength is the number of random base32 characters after the prefix (60 bits).
+	requestIDRandomLength = 12
+)
+
+// migrations holds the numbered schema migrations, applied in order by OpenStore.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// requestIDEncoding spells request IDs: lower-case base32 (extended hex alphabet, 0-9a-v), easy to type.
+var requestIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// Status is the state of an approval request.
+type Status string
+
+// The states of a request. Pending requests become granted or denied; granted ones become consumed. Expired is
+// never stored: it is what a pending request reads as past its ExpiresAt, and a granted one past its
+// TokenExpiry.
+const (
+	StatusPending  Status = "pending"
+	StatusGranted  Status = "granted"
+	StatusDenied   Status = "denied"
+	StatusConsumed Status = "consumed"
+	StatusExpired  Status = "expired"
+)
+
+// ParseStatus checks a status name given by a user.
+func ParseStatus(s string) (Status, error) {
+	switch st := Status(s); st {
+	case StatusPending, StatusGranted, StatusDenied, StatusConsumed, StatusExpired:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown status %q (want pending, granted, denied, consumed or expired)", s)
+}
+
+// Signal is one reason a request is destructive, found by the MCP server in its parameters or plan: Name says
+// what kind (say "resource_delete") and Match what matched (say "aws_db_instance.main will be destroyed").
+type Signal struct {
+	Name  string `json:"name"`
+	Match string `json:"match"`
+}
+
+// Request is a tool call waiting for, or carrying, a person's decision.
+//
+// The signed token of a grant is deliberately not a field: the only way to read it is Store.Consume, which
+// also uses it up, so a Request can be printed, logged or returned anywhere.
+type Request struct {
+	ID          string         // "req-" and 12 lower-case base32 characters
+	Tool        string         // tool name
+	Params      map[string]any // tool parameters (strings, booleans, int64 once read back)
+	ParamsHash  string         // ParamsHash(Tool, Params)
+	Namespace   string         // target namespace
+	PlanDigest  string         // digest of the saved plan (terraform_apply), or empty
+	PlanSummary string         // human-readable summary of what the call will do
+	Signals     []Signal       // why the call is destructive
+	CreatedAt   time.Time
+	ExpiresAt   time.Time // the request expires unless decided before this
+	Status      Status    // as of the store's clock when read
+	Approver    string    // key ID of the approver (grants) or name of who denied
+	DecidedAt   time.Time
+	Reason      string    // why it was denied
+	TokenID     string    // jti of the granted token
+	TokenExpiry time.Time // when the granted token expires
+	ConsumedAt  time.Time
+}
+
+// String summarises the request for logs and messages.
+func (r *Request) String() string {
+	return fmt.Sprintf("%s (tool %s, namespace %s, status %s)", r.ID, r.Tool, r.Namespace, r.Status)
+}
+
+// GoString prints the identifying fields only, also under %#v.
+func (r *Request) GoString() string {
+	return fmt.Sprintf("approval.Request{ID: %q, Tool: %q, Namespace: %q, ParamsHash: %q, Status: %q, TokenID: %q}",
+		r.ID, r.Tool, r.Namespace, r.ParamsHash, r.Status, r.TokenID)
+}
+
+// ListFilter selects requests for List. Zero values select everything.
+type ListFilter struct {
+	Status Status // only requests with this (effective) status
+	Limit  int    // at most this many, newest first; 0 means no limit
+}
+
+// Store keeps approval requests in a SQLite database file. It is safe for concurrent use, also by several
+// processes sharing one file: every state change is a single conditional UPDATE.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// StoreOption configures OpenStore.
+type StoreOption func(*Store)
+
+// WithStoreClock sets the clock used for creation times and expiry (time.Now by default).
+func WithStoreClock(now func() time.Time) StoreOption {
+	return func(s *Store) { s.now = now }
+}
+
+// DefaultDBPath returns the default approvals database: $AGENT_SANDBOX_DB, else
+// $XDG_STATE_HOME/agent-sandbox/approvals.db, else ~/.local/state/agent-sandbox/approvals.db.
+func DefaultDBPath() (string, error) {
+	if p := os.Getenv(EnvDB); p != "" {
+		return p, nil
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "agent-sandbox", "approvals.db"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("default database path: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "agent-sandbox", "approvals.db"), nil
+}
+
+// OpenStore opens (creating if needed, with mode 0600 in a 0700 directory) the SQLite database at path and
+// brings its schema up to date. Connections use WAL journaling, a 5 s busy timeout, foreign keys, and BEGIN
+// IMMEDIATE for transactions.
+//
+// synchronous=NORMAL is deliberate: in WAL mode it keeps every commit through a crash or kill of the process
+// and only risks the last commits on power loss or an OS crash, for some 30 times the throughput of FULL. A
+// consumption lost that way cannot be replayed against the cluster: the admission webhook's ledger, not this
+// file, is the authority on whether a token was used.
+func OpenStore(path string, opts ...StoreOption) (*Store, error) {
+	s := &Store{now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open approvals database: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open approvals database: %w", err)
+	}
+	// Create the file ourselves so that it is 0600 from the start; SQLite gives its -wal and -shm files the
+	// same mode.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open approvals database: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open approvals database: %w", err)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_foreign_keys", "1")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open approvals database %s: %w", path, err)
+	}
+	s.db = db
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open approvals database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// migrate applies the embedded migrations newer than the recorded schema version, in one transaction, so that
+// concurrent openers of a new file serialise on the write lock and apply each migration once.
+func (s *Store) migrate(ctx context.Context) error {
+	entries, err := fs.ReadDir(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	type migration struct {
+		version int
+		name    string
+	}
+	var all []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return fmt.Errorf("migration %s: name must start with a positive number and '_'", e.Name())
+		}
+		all = append(all, migration{version: v, name: e.Name()})
+	}
+	slices.SortFunc(all, func(a, b migration) int { return a.version - b.version })
+
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if len(all) > 0 && current > all[len(all)-1].version {
+		return fmt.Errorf("schema version %d is newer than this program knows (%d)", current, all[len(all)-1].version)
+	}
+	for _, m := range all {
+		if m.version <= current {
+			continue
+		}
+		body, err := migrations.ReadFile("migrations/" + m.name)
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, s.now().UnixNano()); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// NewRequestID returns a fresh request ID: "req-" and 12 random lower-case base32 characters.
+func NewRequestID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("request ID: %w", err)
+	}
+	return requestIDPrefix + requestIDEncoding.EncodeToString(b[:])[:requestIDRandomLength], nil
+}
+
+// ValidRequestID reports whether id has the form NewRequestID produces.
+func ValidRequestID(id string) bool {
+	rest, ok := strings.CutPrefix(id, requestIDPrefix)
+	if !ok || len(rest) != requestIDRandomLength {
+		return false
+	}
+	for _, c := range []byte(rest) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'v') {
+			return false
+		}
+	}
+	return true
+}
+
+// CreateRequest stores a new pending request. Tool and Params are required and are validated by computing
+// ParamsHash (a ParamsHash already set must match it, else ErrParamsMismatch). An empty ID, CreatedAt or
+// ExpiresAt is filled in (ExpiresAt = CreatedAt + DefaultRequestTTL); decision fields are ignored. It returns
+// the request as stored.
+func (s *Store) CreateRequest(ctx context.Context, r Request) (*Request, error) {
+	canon, err := CanonicalParams(r.Params)
+	if err != nil {
+		return nil, fmt.Errorf("create request: %w", err)
+	}
+	hash, err := ParamsHash(r.Tool, r.Params)
+	if err != nil {
+		return nil, fmt.Errorf("create request: %w", err)
+	}
+	if r.ParamsHash != "" && r.ParamsHash != hash {
+		return nil, fmt.Errorf("create request: given params hash: %w", ErrParamsMismatch)
+	}
+	if r.Status != "" && r.Status != StatusPending {
+		return nil, fmt.Errorf("create request: a new request is pending, not %s", r.Status)
+	}
+	if r.ID == "" {
+		if r.ID, err = NewRequestID(); err != nil {
+			return nil, fmt.Errorf("create request: %w", err)
+		}
+	} else if !ValidRequestID(r.ID) {
+		return nil, fmt.Errorf("create request: invalid ID %q", r.ID)
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
+	}
+	if r.ExpiresAt.IsZero() {
+		r.ExpiresAt = r.CreatedAt.Add(DefaultRequestTTL)
+	}
+	if !r.ExpiresAt.After(r.CreatedAt) {
+		return nil, fmt.Errorf("create request: expiry %s is not after creation %s", r.ExpiresAt, r.CreatedAt)
+	}
+	signals := r.Signals
+	if signals == nil {
+		signals = []Signal{}
+	}
+	sig, err := json.Marshal(signals)
+	if err != nil {
+		return nil, fmt.Errorf("create request: signals: %w", err)
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO requests
+		(id, tool, params, params_hash, namespace, plan_digest, plan_summary, signals, created_at, expires_at, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
+		r.ID, r.Tool, string(canon), hash, r.Namespace, r.PlanDigest, r.PlanSummary, string(sig),
+		r.CreatedAt.UnixNano(), r.ExpiresAt.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("create request %s: %w", r.ID, err)
+	}
+	return s.Get(ctx, r.ID)
+}
+
+// requestColumns are the columns scanRequest reads, in order. The token is not among them.
+const requestColumns = `id, tool, params, params_hash, namespace, plan_digest, plan_summary, signals,
+	created_at, expires_at, status, approver, decided_at, reason, token_id, token_expiry, consumed_at`
+
+// effectiveStatus is the SQL form of Request.Status: the stored status, or expired. ?1 is the current time.
+const effectiveStatus = `CASE
+	WHEN status = 'pending' AND expires_at <= ?1 THEN 'expired'
+	WHEN status = 'granted' AND token_expiry <= ?1 THEN 'expired'
+	ELSE status END`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func (s *Store) scanRequest(row rowScanner, now time.Time) (*Request, error) {
+	var (
+		r                                                     Request
+		params, signals, status                               string
+		created, expires, decided, tokenExpiry, consumedAtInt int64
+	)
+	if err := row.Scan(&r.ID, &r.Tool, &params, &r.ParamsHash, &r.Namespace, &r.PlanDigest, &r.PlanSummary,
+		&signals, &created, &expires, &status, &r.Approver, &decided, &r.Reason, &r.TokenID, &tokenExpiry,
+		&consumedAtInt); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.Params, err = decodeCanonicalParams([]byte(params)); err != nil {
+		return nil, fmt.Errorf("request %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(signals), &r.Signals); err != nil {
+		return nil, fmt.Errorf("request %s: signals: %w", r.ID, err)
+	}
+	r.CreatedAt, r.ExpiresAt = fromNanos(created), fromNanos(expires)
+	r.DecidedAt, r.TokenExpiry, r.ConsumedAt = fromNanos(decided), fromNanos(tokenExpiry), fromNanos(consumedAtInt)
+	r.Status = effective(Status(status), expires, tokenExpiry, now)
+	return &r, nil
+}
+
+// effective computes the status a request has at now (see effectiveStatus).
+func effective(stored Status, expires, tokenExpiry int64, now time.Time) Status {
+	n := now.UnixNano()
+	switch {
+	case stored == StatusPending && expires <= n:
+		return StatusExpired
+	case stored == StatusGranted && tokenExpiry <= n:
+		return StatusExpired
+	}
+	return stored
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Get returns the request with the given ID, or an error wrapping ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
+	now := s.now()
+	r, err := s.scanRequest(s.db.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`, id), now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("request %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get request %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// List returns requests, newest first, selected by f.
+func (s *Store) List(ctx context.Context, f ListFilter) ([]*Request, error) {
+	if f.Status != "" {
+		if _, err := ParseStatus(string(f.Status)); err != nil {
+			return nil, fmt.Errorf("list requests: %w", err)
+		}
+	}
+	limit := -1
+	if f.Limit > 0 {
+		limit = f.Limit
+	}
+	now := s.now()
+	rows, err := s.db.QueryContext(ctx, `SELECT `+requestColumns+` FROM requests
+		WHERE ?2 = '' OR (`+effectiveStatus+`) = ?2
+		ORDER BY created_at DESC, id DESC LIMIT ?3`, now.UnixNano(), string(f.Status), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	defer rows.Close()
+	var out []*Request
+	for rows.Next() {
+		r, err := s.scanRequest(rows, now)
+		if err != nil {
+			return nil, fmt.Errorf("list requests: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	return out, nil
+}
+
+// FindPending returns the newest unexpired pending request for this exact call, or an error wrapping
+// ErrNotFound. The MCP server uses it to avoid queueing the same call twice.
+func (s *Store) FindPending(ctx context.Context, tool, paramsHash string) (*Request, error) {
+	return s.find(ctx, `status = 'pending' AND expires_at > ?1`, tool, paramsHash)
+}
+
+// FindGranted returns the newest granted request for this exact call whose token has not expired, or an error
+// wrapping ErrNotFound. The MCP server then calls Consume with its ID.
+func (s *Store) FindGranted(ctx context.Context, tool, paramsHash string) (*Request, error) {
+	return s.find(ctx, `status = 'granted' AND token_expiry > ?1`, tool, paramsHash)
+}
+
+func (s *Store) find(ctx context.Context, cond, tool, paramsHash string) (*Request, error) {
+	now := s.now()
+	r, err := s.scanRequest(s.db.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests
+		WHERE tool = ?2 AND params_hash = ?3 AND `+cond+`
+		ORDER BY created_at DESC, id DESC LIMIT 1`, now.UnixNano(), tool, paramsHash), now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("request for %s %s: %w", tool, paramsHash, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find request for %s: %w", tool, err)
+	}
+	return r, nil
+}
+
+// Grant records a person's approval of the pending request id: token is the signed approval and claims what
+// it says (as passed to Sign). The claims must name this request (Subject), match its tool, params hash,
+// namespace and plan digest, and not be expired; the token must carry exactly these claims. Only an
+// unexpired pending request can be granted; otherwise the error wraps ErrNotFound, ErrNotPending (with
+// ErrExpired or ErrConsumed when those apply), ErrWrongTool, ErrParamsMismatch, ErrWrongNamespace or
+// ErrPlanMismatch.
+//
+// Grant does not verify the signature: the store holds no keys. The admission webhook does.
+func (s *Store) Grant(ctx context.Context, id, token string, claims *Claims) error {
+	if claims == nil {
+		return fmt.Errorf("grant %s: no claims", id)
+	}
+	if claims.Subject != id {
+		return fmt.Errorf("grant %s: the token is for request %q", id, claims.Subject)
+	}
+	inToken, err := unverifiedClaims(token)
+	if err != nil {
+		return fmt.Errorf("grant %s: %w", id, err)
+	}
+	if !inToken.equalWire(claims) {
+		return fmt.Errorf("grant %s: the token does not carry the given claims", id)
+	}
+	now := s.now()
+	if !now.Before(claims.Expiry) {
+		return fmt.Errorf("grant %s: token %w", id, ErrExpired)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE requests
+		SET status = 'granted', approver = ?, decided_at = ?, token = ?, token_id = ?, token_expiry = ?
+		WHERE id = ? AND status = 'pending' AND expires_at > ?
+		  AND tool = ? AND params_hash = ? AND namespace = ? AND plan_digest = ?`,
+		claims.Issuer, now.UnixNano(), token, claims.ID, claims.Expiry.UnixNano(),
+		id, now.UnixNano(), claims.Tool, claims.ParamsHash, claims.Namespace, claims.PlanDigest)
+	if err != nil {
+		return fmt.Errorf("grant %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("grant %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("grant: %w", err)
+	}
+	switch {
+	case r.Tool != claims.Tool:
+		return fmt.Errorf("grant %s: request is for %q: %w", id, r.Tool, ErrWrongTool)
+	case r.ParamsHash != claims.ParamsHash:
+		return fmt.Errorf("grant %s: %w", id, ErrParamsMismatch)
+	case r.Namespace != claims.Namespace:
+		return fmt.Errorf("grant %s: request is for %q: %w", id, r.Namespace, ErrWrongNamespace)
+	case r.PlanDigest != claims.PlanDigest:
+		return fmt.Errorf("grant %s: %w", id, ErrPlanMismatch)
+	}
+	return fmt.Errorf("grant %s: %w", id, notPending(r))
+}
+
+// Deny records a person's refusal of the pending request id, by approver (a key ID or a user name), with an
+// optional reason. Only an unexpired pending request can be denied; otherwise the error wraps ErrNotFound or
+// ErrNotPending (with ErrExpired or ErrConsumed when those apply).
+func (s *Store) Deny(ctx context.Context, id, approver, reason string) error {
+	now := s.now()
+	res, err := s.db.ExecContext(ctx, `UPDATE requests
+		SET status = 'denied', approver = ?, decided_at = ?, reason = ?
+		WHERE id = ? AND status = 'pending' AND expires_at > ?`,
+		approver, now.UnixNano(), reason, id, now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("deny %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("deny %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("deny: %w", err)
+	}
+	return fmt.Errorf("deny %s: %w", id, notPending(r))
+}
+
+// notPending explains why r could not be decided.
+func notPending(r *Request) error {
+	switch r.Status {
+	case StatusExpired:
+		return fmt.Errorf("%w (%w)", ErrNotPending, ErrExpired)
+	case StatusConsumed:
+		return fmt.Errorf("%w (%w)", ErrNotPending, ErrConsumed)
+	case StatusPending:
+		// Lost a race with a change that has since been undone; there is none today, but say so honestly.
+		return fmt.Errorf("%w: concurrent update", ErrNotPending)
+	}
+	return fmt.Errorf("%w: it is %s", ErrNotPending, r.Status)
+}
+
+// Consume uses up the grant of request id for the call (tool, paramsHash) and returns its token. It is one
+// UPDATE ... RETURNING statement, so of any number of concurrent consumers, in any number of processes,
+// exactly one gets the token. The others, and any later call, get an error wrapping ErrConsumed; other
+// failures wrap ErrNotFound, ErrWrongTool, ErrParamsMismatch, ErrNotGranted (pending or denied) or ErrExpired.
+func (s *Store) Consume(ctx context.Context, id, tool, paramsHash string) (string, error) {
+	now := s.now().UnixNano()
+	var token string
+	err := s.db.QueryRowContext(ctx, `UPDATE requests SET status = 'consumed', consumed_at = ?1
+		WHERE id = ?2 AND status = 'granted' AND token_expiry > ?1 AND tool = ?3 AND params_hash = ?4
+		RETURNING token`, now, id, tool, paramsHash).Scan(&token)
+	if err == nil {
+		return token, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("consume approval %s: %w", id, err)
+	}
+	var (
+		gotTool, gotHash, status string
+		tokenExpiry              int64
+	)
+	err = s.db.QueryRowContext(ctx, `SELECT tool, params_hash, status, token_expiry FROM requests WHERE id = ?`, id).
+		Scan(&gotTool, &gotHash, &status, &tokenExpiry)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("consume approval %q: %w", id, ErrNotFound)
+	case err != nil:
+		return "", fmt.Errorf("consume approval %s: %w", id, err)
+	case gotTool != tool:
+		return "", fmt.Errorf("consume approval %s: approved for %q: %w", id, gotTool, ErrWrongTool)
+	case gotHash != paramsHash:
+		return "", fmt.Errorf("consume approval %s: %w", id, ErrParamsMismatch)
+	}
+	switch Status(status) {
+	case StatusConsumed:
+		return "", fmt.Errorf("consume approval %s: %w", id, ErrConsumed)
+	case StatusGranted:
+		if tokenExpiry <= now {
+			return "", fmt.Errorf("consume approval %s: %w", id, ErrExpired)
+		}
+		// The grant was there a moment ago and is now neither consumed nor expired: impossible with the
+		// current state machine, so refuse rather than retry.
+		return "", fmt.Errorf("consume approval %s: concurrent update: %w", id, ErrNotGranted)
+	default:
+		return "", fmt.Errorf("consume approval %s: request is %s: %w", id, status, ErrNotGranted)
+	}
+}
