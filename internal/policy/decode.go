@@ -26,35 +26,37 @@ const (
 
 // Error is a policy that cannot be used: every problem with its path in the document, one per line.
 type Error struct {
-	Errs field.ErrorList
+	Problems []string
 }
 
-func (e *Error) Error() string {
-	lines := make([]string, 0, len(e.Errs))
-	for _, fe := range e.Errs {
-		lines = append(lines, fe.Error())
+func (e *Error) Error() string { return strings.Join(e.Problems, "\n") }
+
+func newError(errs field.ErrorList) *Error {
+	e := &Error{}
+	for _, fe := range errs {
+		e.Problems = append(e.Problems, fe.Error())
 	}
-	return strings.Join(lines, "\n")
+	return e
 }
 
 // Decode parses a policy document strictly: an unknown or duplicate field is an error naming its path. It
 // applies defaults but does not validate; Compile does both.
 func Decode(data []byte) (*Policy, error) {
-	js, err := yaml.YAMLToJSON(data)
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, &Error{Errs: field.ErrorList{field.Invalid(field.NewPath(""), "<document>", "not valid YAML: "+oneLine(err.Error()))}}
+		return nil, &Error{Problems: []string{"not valid YAML: " + oneLine(err.Error())}}
 	}
 	var p Policy
 	strictErrs, err := sigsjson.UnmarshalStrict(js, &p, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
-		return nil, &Error{Errs: field.ErrorList{field.Invalid(field.NewPath(""), "<document>", oneLine(err.Error()))}}
+		return nil, &Error{Problems: []string{oneLine(strings.TrimPrefix(err.Error(), "json: "))}}
 	}
 	if len(strictErrs) > 0 {
-		var errs field.ErrorList
+		e := &Error{}
 		for _, se := range strictErrs {
-			errs = append(errs, field.Invalid(field.NewPath(""), "<document>", oneLine(se.Error())))
+			e.Problems = append(e.Problems, oneLine(se.Error()))
 		}
-		return nil, &Error{Errs: errs}
+		return nil, e
 	}
 	p.applyDefaults()
 	return &p, nil

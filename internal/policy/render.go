@@ -41,6 +41,8 @@ type Invocation struct {
 	Scope           string
 	// Workspace is the ConfigMap to mount, when the tool has one.
 	Workspace string
+	// PlanDigest is the digest of the saved plan the call applies, for tools that declare one.
+	PlanDigest string
 }
 
 // Invoke checks a call against the tool's declaration and renders it. raw holds decoded JSON values
@@ -82,6 +84,9 @@ func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
 	}
 	if t.Workspace != nil {
 		inv.Workspace, _ = params[t.Workspace.Parameter].(string)
+	}
+	if t.PlanDigestParameter != "" {
+		inv.PlanDigest, _ = params[t.PlanDigestParameter].(string)
 	}
 	inv.Argv = t.render(params)
 	return inv, nil

@@ -165,6 +165,9 @@ type Tool struct {
 	// Deadline bounds the tool's run (the Job's activeDeadlineSeconds).
 	Deadline  metav1.Duration `json:"deadline"`
 	Resources Resources       `json:"resources"`
+	// PlanDigestParameter names the parameter that carries the digest of a saved plan this tool applies;
+	// an approval for the tool is then bound to that digest as well.
+	PlanDigestParameter string `json:"planDigestParameter,omitempty"`
 	// Workspace, when set, mounts a ConfigMap of input files that the caller supplies (for example a
 	// Terraform configuration). Its name must match the pattern and it is mounted read-only.
 	Workspace *Workspace `json:"workspace,omitempty"`

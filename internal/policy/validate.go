@@ -214,6 +214,11 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	} else if len(t.Namespaces) > 1 {
 		errs = append(errs, field.Required(fp.Child("namespaceParameter"), "a tool with several namespaces needs a parameter that picks one"))
 	}
+	if t.PlanDigestParameter != "" {
+		if prm := params[t.PlanDigestParameter]; prm == nil || prm.Type != TypeString || !prm.Required {
+			errs = append(errs, field.Invalid(fp.Child("planDigestParameter"), t.PlanDigestParameter, "must name a required string parameter of this tool"))
+		}
+	}
 	if t.Workspace != nil {
 		wp := fp.Child("workspace")
 		if prm := params[t.Workspace.Parameter]; prm == nil || prm.Type != TypeString {
