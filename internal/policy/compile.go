@@ -20,7 +20,7 @@ type Compiled struct {
 	// Version identifies the source document (a prefix of its SHA-256).
 	Version string
 	// Rules are the compiled admission rules.
-	Rules   *cel.Program
+	Rules    *cel.Program
 	signals  []compiledSignal
 	tools    map[string]*Tool
 	settings map[string]any
