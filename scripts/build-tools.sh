@@ -137,6 +137,10 @@ main() {
     return
   fi
   command -v go >/dev/null || die "go is not on PATH (need Go 1.26)"
+  # One build at a time: two concurrent cold builds would thrash a 2-core machine and race on the cache.
+  mkdir -p "$AS_CACHE"
+  exec 9>"$AS_CACHE/.build-tools.lock"
+  flock -n 9 || { log "another build-tools run holds $AS_CACHE/.build-tools.lock; waiting for it"; flock 9; }
   local start=$SECONDS
   for c in "${want[@]}"; do
     if [ "$c" = apt ]; then install_apt; continue; fi

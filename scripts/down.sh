@@ -60,6 +60,10 @@ main() {
   done
   sleep 0.5
   cleanup_host
+  # Host folders that up created (recorded in host-paths), now that nothing uses them.
+  if [ -f "$AS_STATE/host-paths" ]; then
+    while read -r p; do [ -n "$p" ] && [ -e "$p" ] && rm -rf "$p"; done < "$AS_STATE/host-paths"
+  fi
   rm -rf "$AS_STATE"
   log "local cluster removed (build cache kept in $AS_CACHE)"
 }
@@ -78,6 +82,12 @@ cleanup_host() {
   for rule in "POSTROUTING -s $POD_CIDR" "POSTROUTING -d $POD_CIDR" "INPUT -s $POD_CIDR"; do
     # shellcheck disable=SC2086
     while iptables -t mangle -D $rule -m conntrack --ctstate NEW -m comment --comment agent-sandbox -j NFQUEUE --queue-num 100 2>/dev/null; do :; done
+  done
+  for c in PREROUTING OUTPUT; do
+    while rule=$(iptables -t nat -S "$c" 2>/dev/null | grep -- '--comment agent-sandbox' | head -1) && [ -n "$rule" ]; do
+      # shellcheck disable=SC2046
+      eval iptables -t nat $(echo "$rule" | sed 's/^-A/-D/') || break
+    done
   done
   # kube-network-policies' own nftables table, if its start got that far.
   nft list table inet kube-network-policies >/dev/null 2>&1 && nft delete table inet kube-network-policies

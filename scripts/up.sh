@@ -73,6 +73,15 @@ start() {
 }
 declare -A STARTED=()
 
+# Host paths that containerd, the kubelet and CNI use at fixed locations. The ones that did not exist before
+# the first `up` are recorded, so that `down` removes exactly those and nothing that was already there.
+HOST_PATHS=(/run/containerd /run/nri /run/netns /var/lib/cni /var/log/containers /var/log/pods /var/lib/kubelet)
+remember_host_paths() {
+  local f=$AS_STATE/host-paths p
+  [ -f "$f" ] && return
+  for p in "${HOST_PATHS[@]}"; do [ -e "$p" ] || echo "$p"; done > "$f"
+}
+
 # ---------------------------------------------------------------- files
 render() { # TEMPLATE OUT: replace @KEY@ placeholders
   sed -e "s#@STATE@#$AS_STATE#g" -e "s#@POD_CIDR@#$POD_CIDR#g" -e "s#@GATEWAY@#$GATEWAY#g" \
@@ -153,6 +162,7 @@ main() {
   sysctl -qw net.ipv4.ip_forward=1
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || log "warning: net.bridge.bridge-nf-call-iptables is unavailable; NetworkPolicy needs br_netfilter"
 
+  remember_host_paths
   gen_pki
   render "$AS_ROOT/cluster/local/containerd.toml" "$AS_STATE/conf/containerd.toml"
   render "$AS_ROOT/cluster/local/runsc.toml" "$AS_STATE/conf/runsc.toml"
@@ -179,7 +189,8 @@ main() {
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction,PodSecurity,ValidatingAdmissionPolicy,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
     --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
-    --allow-privileged=true --profiling=false
+    --allow-privileged=true --profiling=false \
+    --enable-aggregator-routing=true --kubelet-preferred-address-types=InternalIP,Hostname
 
   alive containerd || [ ! -S "$CTRD_SOCK" ] || rm -f "$CTRD_SOCK"
   start containerd containerd_ok 30 -- env PATH="$(dirname "$(bin_containerd containerd)"):$(dirname "$(bin_gvisor runsc)"):$PATH" \
@@ -206,6 +217,7 @@ main() {
   wait_node_ready
 
   KUBECTL apply -f "$AS_ROOT/cluster/manifests/" >/dev/null
+  route_kubernetes_service
   start_netpol
   start_vault
 
@@ -256,6 +268,15 @@ start_netpol() {
   ipt_ensure mangle INPUT -s "$POD_CIDR" -m conntrack --ctstate NEW -m comment --comment agent-sandbox -j NFQUEUE --queue-num 100
 }
 
+# The local cluster runs no kube-proxy. Pods still find the API server the standard way (in-cluster config:
+# the "kubernetes" Service's ClusterIP from $KUBERNETES_SERVICE_HOST), so that one Service VIP is routed to the
+# API server with a DNAT rule. (The API server reaches webhook Services through their endpoints:
+# --enable-aggregator-routing.)
+route_kubernetes_service() {
+  ipt_ensure nat PREROUTING -s "$POD_CIDR" -d 10.96.0.1/32 -p tcp --dport 443 -m comment --comment agent-sandbox -j DNAT --to-destination "$HOST_IP:6443"
+  ipt_ensure nat OUTPUT -d 10.96.0.1/32 -p tcp --dport 443 -m comment --comment agent-sandbox -j DNAT --to-destination "$HOST_IP:6443"
+}
+
 ipt_ensure() { local t=$1 c=$2; shift 2; iptables -t "$t" -C "$c" "$@" 2>/dev/null || iptables -t "$t" -I "$c" "$@"; }
 
 # A Vault dev server: in memory, unsealed, root token generated here and kept in a 0600 file (never on a
@@ -267,7 +288,7 @@ start_vault() {
     ip -4 addr show dev "$BRIDGE" | grep -q "inet $GATEWAY/" || ip addr add "$GATEWAY/24" dev "$BRIDGE"
     ip link set "$BRIDGE" up
     check_ports vault 8200 8201
-    (umask 077; openssl rand -hex 16 | sed 's/^/hvs.local-/' > "$tf")
+    (umask 077; openssl rand -hex 24 > "$tf")
   fi
   # Through the environment, not argv: a command line is visible to every user in ps.
   VAULT_DEV_ROOT_TOKEN_ID=$(cat "$tf"); export VAULT_DEV_ROOT_TOKEN_ID

@@ -189,7 +189,8 @@ func run(o options) error {
 		add(&entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "home/" + parts[0], Mode: 0o750, Uid: uid, Gid: gid}})
 	}
 
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar(ents))), nil })
+	data := layerTar(ents)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 	if err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
@@ -245,10 +246,11 @@ func layerTar(ents map[string]*entry) []byte {
 	tw := tar.NewWriter(&buf)
 	for _, n := range names {
 		e := ents[n]
-		if e.hdr.Typeflag == tar.TypeDir {
-			e.hdr.Name += "/"
+		hdr := e.hdr
+		if hdr.Typeflag == tar.TypeDir {
+			hdr.Name += "/"
 		}
-		_ = tw.WriteHeader(&e.hdr)
+		_ = tw.WriteHeader(&hdr)
 		if e.data != nil {
 			_, _ = tw.Write(e.data)
 		}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Integration tests against real components, started by the Go test harness itself (test/harness):
+# etcd + kube-apiserver through controller-runtime's envtest, and a Vault dev server. This script only makes
+# sure the binaries exist (building them into the cache if needed) and tells the harness where they are.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$AS_ROOT"
+"$AS_ROOT/scripts/build-tools.sh" apt kubernetes vault >&2
+
+# envtest wants one folder holding kube-apiserver, etcd and kubectl.
+assets=$AS_CACHE/envtest-$KUBE_VERSION
+mkdir -p "$assets"
+ln -sfn "$(bin_kube kube-apiserver)" "$assets/kube-apiserver"
+ln -sfn "$(bin_kube kubectl)" "$assets/kubectl"
+ln -sfn "$(command -v etcd || echo /usr/bin/etcd)" "$assets/etcd"
+export KUBEBUILDER_ASSETS=$assets
+export AGENT_SANDBOX_VAULT_BIN=$(bin_vault)
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
+exec go test -tags integration -count=1 -timeout 20m "${@:-./test/integration/...}"
