@@ -1,0 +1,247 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/agent-sandbox/agent-sandbox/webhook"
+)
+
+// webhookOptions are the flags of `agent-sandbox webhook`.
+type webhookOptions struct {
+	PolicyFile         string
+	ApproverKeysFile   string
+	Port               int
+	CertDir            string
+	TLSMode            string
+	TLSSecret          string
+	ServiceName        string
+	WebhookConfig      string
+	Namespace          string
+	MetricsAddr        string
+	HealthAddr         string
+	JobControllerUsers []string
+	ReloadInterval     time.Duration
+	LogLevel           string
+}
+
+func newWebhookCommand(streams IO) *cobra.Command {
+	o := &webhookOptions{}
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "Run the admission webhook that enforces the policy on every sandbox Job and Pod",
+		Long: `Run the validating and mutating admission webhook. For namespaces labelled
+agent-sandbox.dev/sandbox=true it injects the credential agent into Jobs, and admits a Job or Pod only
+if it passes every admission rule of the policy, runs exactly what the policy renders for its declared
+parameters, uses the tool's ServiceAccount and an allowed target namespace, and, for tools that need
+approval, carries a signed approval token that has never been used.
+
+The policy and the approver public keys are read from files (mounted ConfigMaps) and reloaded when
+they change; a policy that does not compile is refused and the last good one keeps serving.
+
+TLS: with --tls-mode=self (default) the webhook keeps a CA and serving certificate in a Secret and
+injects the CA into its webhook configurations; with --tls-mode=files it serves tls.crt/tls.key from
+--cert-dir (for cert-manager).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context(), streams)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.PolicyFile, "policy", "/etc/agent-sandbox/policy/policy.yaml", "policy file (reloaded on change)")
+	f.StringVar(&o.ApproverKeysFile, "approver-keys", "/etc/agent-sandbox/approvers/approvers.jwks.json", "approver public keys, a JWK set (reloaded on change)")
+	f.IntVar(&o.Port, "port", 9443, "HTTPS port of the admission endpoints")
+	f.StringVar(&o.CertDir, "cert-dir", "/tmp/agent-sandbox-webhook/certs", "folder with tls.crt and tls.key (written by --tls-mode=self)")
+	f.StringVar(&o.TLSMode, "tls-mode", "self", "self: manage a CA and serving certificate in a Secret and inject the caBundle; files: serve what is in --cert-dir")
+	f.StringVar(&o.TLSSecret, "tls-secret", "agent-sandbox-webhook-tls", "Secret that holds the self-managed CA and certificate")
+	f.StringVar(&o.ServiceName, "service-name", "agent-sandbox-webhook", "the webhook's Service (certificate names, caBundle injection)")
+	f.StringVar(&o.WebhookConfig, "webhook-config", "agent-sandbox", "name of the Mutating- and ValidatingWebhookConfiguration to inject the caBundle into")
+	f.StringVar(&o.Namespace, "namespace", "", "the webhook's own namespace (default $POD_NAMESPACE); the approval ledger and TLS Secret live there")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address (\"0\" disables)")
+	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringSliceVar(&o.JobControllerUsers, "job-controller-user", webhook.DefaultJobControllerUsers, "API users allowed to create Pods in sandbox namespaces (the Job controller)")
+	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
+	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error")
+	return cmd
+}
+
+// Complete fills defaults from the environment.
+func (o *webhookOptions) Complete() error {
+	if o.Namespace == "" {
+		o.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	return nil
+}
+
+// Validate reports every problem with the flags at once.
+func (o *webhookOptions) Validate() error {
+	var errs []error
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace (or $POD_NAMESPACE) is required"))
+	}
+	if o.TLSMode != "self" && o.TLSMode != "files" {
+		errs = append(errs, fmt.Errorf("--tls-mode must be self or files, not %q", o.TLSMode))
+	}
+	if o.Port <= 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d is not a port", o.Port))
+	}
+	if o.ReloadInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("--reload-interval must be at least 100ms"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.
+func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(o.LogLevel))
+	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	ctrl.SetLogger(log)
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+
+	var tlsm *webhook.SelfManagedTLS
+	if o.TLSMode == "self" {
+		tlsm = &webhook.SelfManagedTLS{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
+			ServiceName: o.ServiceName, WebhookConfigs: []string{o.WebhookConfig}, CertDir: o.CertDir}
+		if err := retryUntil(ctx, 60*time.Second, func() error { return tlsm.Ensure(ctx) }); err != nil {
+			return fmt.Errorf("self-managed TLS: %w", err)
+		}
+		log.Info("serving certificate ready", "secret", o.Namespace+"/"+o.TLSSecret, "certDir", o.CertDir)
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.HealthAddr,
+		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Port: o.Port, CertDir: o.CertDir}),
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	metrics, err := webhook.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
+	checker := &webhook.Checker{Ledger: ledger, Jobs: jobReader{mgr.GetAPIReader()}, JobControllerUsers: o.JobControllerUsers}
+	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
+	if err := src.Load(); err != nil {
+		return err
+	}
+	p := checker.Policy()
+	log.Info("policy loaded", "name", p.Metadata.Name, "version", p.Version, "tools", len(p.Spec.Tools), "rules", len(p.Spec.AdmissionRules))
+
+	srv := mgr.GetWebhookServer()
+	for path, h := range webhook.Handlers(scheme, checker, metrics) {
+		srv.Register(path, h)
+	}
+	runnables := []manager.RunnableFunc{
+		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
+		func(ctx context.Context) error {
+			pruneLoop(ctx, ledger, log.WithName("ledger"))
+			return nil
+		},
+	}
+	if tlsm != nil {
+		runnables = append(runnables, func(ctx context.Context) error {
+			tlsm.Run(ctx, time.Hour, func(err error) { log.Error(err, "certificate check failed") })
+			return nil
+		})
+	}
+	for _, r := range runnables {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return err
+	}
+	log.Info("serving admission webhook", "port", o.Port, "tlsMode", o.TLSMode)
+	return mgr.Start(ctx)
+}
+
+// jobReader reads Jobs straight from the API server: a Pod's owner was admitted moments ago and a cache
+// could still miss it.
+type jobReader struct{ r client.Reader }
+
+func (j jobReader) GetJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
+	var job batchv1.Job
+	if err := j.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &job); err != nil {
+		return nil, err
+	}
+	return &job, nil
+}
+
+func pruneLoop(ctx context.Context, l *webhook.ConfigMapLedger, log logr.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := l.Prune(ctx); err != nil {
+				log.Error(err, "prune approval ledger")
+			} else if n > 0 {
+				log.Info("pruned expired approval ledger entries", "count", n)
+			}
+		}
+	}
+}
+
+// retryUntil retries f with a growing pause until it succeeds, ctx ends or limit passes.
+func retryUntil(ctx context.Context, limit time.Duration, f func() error) error {
+	deadline := time.Now().Add(limit)
+	pause := 250 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}

@@ -1,0 +1,165 @@
+// Package sandbox renders and runs sandbox Jobs: one throwaway Kubernetes Job per tool call, under gVisor,
+// hardened, with a deadline. The MCP server renders the Job from the policy's template; the admission
+// webhook renders it again from the Job's declared parameters and admits it only if the two agree, so the
+// rendering here is the single definition of what a tool may run.
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// Limits of the writable scratch space every tool gets at /tmp (root file systems are read-only).
+var tmpSizeLimit = resource.MustParse("512Mi")
+
+// ttlAfterFinished lets Kubernetes remove a finished Job whose runner died before deleting it.
+const ttlAfterFinished = int32(3600)
+
+// JobSpec is what RenderJob needs besides the policy: the accepted invocation and its correlation.
+type JobSpec struct {
+	Invocation *policy.Invocation
+	// RequestID correlates the Job with the MCP call and the audit trail ("req-…").
+	RequestID string
+	// ApprovalToken is the signed approval for tools that need one.
+	ApprovalToken string
+}
+
+// JobName is the Job's name for a tool call: short, DNS-safe, unique per request.
+func JobName(tool, requestID string) string {
+	t := strings.ReplaceAll(tool, "_", "-")
+	if len(t) > 30 {
+		t = t[:30]
+	}
+	id := strings.TrimPrefix(requestID, "req-")
+	if len(id) > 24 {
+		id = id[:24]
+	}
+	return strings.TrimRight("as-"+t, "-") + "-" + strings.ToLower(id)
+}
+
+// RenderJob builds the sandbox Job for one accepted invocation, before the webhook injects the credential
+// agent. Everything that matters for isolation is set explicitly; the webhook checks it anyway.
+func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
+	inv := js.Invocation
+	t := inv.Tool
+	params, err := approval.CanonicalParams(inv.Params)
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", t.Name, err)
+	}
+	labels := map[string]string{contract.LabelTool: t.Name, contract.LabelRequestID: js.RequestID}
+	annotations := map[string]string{contract.AnnotationParams: string(params)}
+	if js.ApprovalToken != "" {
+		annotations[contract.AnnotationApprovalToken] = js.ApprovalToken
+	}
+	sb := &p.Spec.Sandbox
+	deadline := int64(t.Deadline.Seconds())
+
+	podSpec := corev1.PodSpec{
+		RuntimeClassName:             ptr.To(sb.RuntimeClassName),
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ServiceAccountName:           t.ServiceAccount,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		NodeSelector:                 copyMap(sb.NodeSelector),
+		Tolerations:                  append([]corev1.Toleration(nil), sb.Tolerations...),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To(sb.RunAsUser),
+			RunAsGroup:     ptr.To(sb.RunAsUser),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:                     contract.ToolContainer,
+			Image:                    t.Image,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  inv.Argv,
+			Resources:                Resources(t.Resources),
+			SecurityContext:          HardenedContainerSecurityContext(),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			VolumeMounts:             ToolVolumeMounts(t),
+		}},
+		Volumes: ToolVolumes(t, inv.Workspace),
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        JobName(t.Name, js.RequestID),
+			Namespace:   sb.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: batchv1.JobSpec{
+			// One approval, one run: never retried, never parallel.
+			BackoffLimit:            ptr.To(int32(0)),
+			Completions:             ptr.To(int32(1)),
+			Parallelism:             ptr.To(int32(1)),
+			ActiveDeadlineSeconds:   &deadline,
+			TTLSecondsAfterFinished: ptr.To(ttlAfterFinished),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels), Annotations: copyMap(annotations)},
+				Spec:       podSpec,
+			},
+		},
+	}, nil
+}
+
+// ToolVolumeMounts are the tool container's mounts before injection: scratch space and, for tools that
+// take one, the read-only workspace.
+func ToolVolumeMounts(t *policy.Tool) []corev1.VolumeMount {
+	m := []corev1.VolumeMount{{Name: contract.TmpVolume, MountPath: contract.TmpDir}}
+	if t.Workspace != nil {
+		m = append(m, corev1.VolumeMount{Name: contract.WorkspaceVolume, MountPath: t.Workspace.MountPath, ReadOnly: true})
+	}
+	return m
+}
+
+// ToolVolumes are the pod's volumes before injection.
+func ToolVolumes(t *policy.Tool, workspace string) []corev1.Volume {
+	v := []corev1.Volume{{Name: contract.TmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmpSizeLimit}}}}
+	if t.Workspace != nil {
+		v = append(v, corev1.Volume{Name: contract.WorkspaceVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: workspace},
+			DefaultMode:          ptr.To(int32(0o444)),
+		}}})
+	}
+	return v
+}
+
+// HardenedContainerSecurityContext is the security context of every sandbox container.
+func HardenedContainerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Privileged:               ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// Resources sets requests equal to limits, so a sandbox is never overcommitted.
+func Resources(r policy.Resources) corev1.ResourceRequirements {
+	l := corev1.ResourceList{corev1.ResourceCPU: r.CPU, corev1.ResourceMemory: r.Memory}
+	return corev1.ResourceRequirements{Limits: l, Requests: l.DeepCopy()}
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

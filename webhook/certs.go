@@ -1,0 +1,297 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Lifetimes of the self-managed certificates. The serving certificate is renewed when less than
+// renewBefore is left; the CA only when it is about to expire itself.
+const (
+	caLifetime      = 10 * 365 * 24 * time.Hour
+	servingLifetime = 365 * 24 * time.Hour
+	renewBefore     = 30 * 24 * time.Hour
+)
+
+// SelfManagedTLS gives the webhook a serving certificate without cert-manager or any manual step: a CA and
+// a serving certificate kept in a Secret (shared by all replicas), written to the serving folder, and the
+// CA injected as caBundle into the webhook configurations that point at this webhook's Service.
+type SelfManagedTLS struct {
+	// Client talks to the API server directly (not through a cache): it runs before the manager starts.
+	Client         client.Client
+	Namespace      string
+	SecretName     string
+	ServiceName    string
+	WebhookConfigs []string
+	CertDir        string
+	Now            func() time.Time
+}
+
+// Ensure makes sure the Secret holds a valid CA and serving certificate, writes them to CertDir and
+// patches every webhook configuration's caBundle. Replicas racing through it converge on one Secret.
+func (s *SelfManagedTLS) Ensure(ctx context.Context) error {
+	bundle, err := s.ensureSecret(ctx)
+	if err != nil {
+		return err
+	}
+	if err := writeFiles(s.CertDir, bundle); err != nil {
+		return err
+	}
+	return s.injectCABundle(ctx, bundle.ca)
+}
+
+// Run re-checks every interval until ctx ends, so that certificates are renewed and a caBundle reset by
+// an upgrade is restored.
+func (s *SelfManagedTLS) Run(ctx context.Context, interval time.Duration, onError func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Ensure(ctx); err != nil {
+				onError(err)
+			}
+		}
+	}
+}
+
+type certBundle struct{ ca, caKey, cert, key []byte }
+
+func (s *SelfManagedTLS) ensureSecret(ctx context.Context) (certBundle, error) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.SecretName}
+	var sec corev1.Secret
+	err := s.Client.Get(ctx, key, &sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		b, err := s.issue(nil, nil)
+		if err != nil {
+			return certBundle{}, err
+		}
+		sec = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.SecretName, Namespace: s.Namespace}, Type: corev1.SecretTypeTLS, Data: b.data()}
+		if err := s.Client.Create(ctx, &sec); apierrors.IsAlreadyExists(err) {
+			return s.ensureSecret(ctx) // another replica won the race; use its certificates
+		} else if err != nil {
+			return certBundle{}, fmt.Errorf("create TLS secret %s: %w", key, err)
+		}
+		return b, nil
+	case err != nil:
+		return certBundle{}, fmt.Errorf("read TLS secret %s: %w", key, err)
+	}
+	b := certBundle{ca: sec.Data["ca.crt"], caKey: sec.Data["ca.key"], cert: sec.Data[corev1.TLSCertKey], key: sec.Data[corev1.TLSPrivateKeyKey]}
+	if s.valid(b) {
+		return b, nil
+	}
+	caCert, caKey := parseCA(sec.Data["ca.crt"], sec.Data["ca.key"], s.now())
+	nb, err := s.issue(caCert, caKey)
+	if err != nil {
+		return certBundle{}, err
+	}
+	sec.Data = nb.data()
+	sec.Type = corev1.SecretTypeTLS
+	if err := s.Client.Update(ctx, &sec); apierrors.IsConflict(err) {
+		return s.ensureSecret(ctx)
+	} else if err != nil {
+		return certBundle{}, fmt.Errorf("renew TLS secret %s: %w", key, err)
+	}
+	return nb, nil
+}
+
+// valid: the serving certificate parses, matches its key, chains to the CA, names the Service, and has
+// more than renewBefore left.
+func (s *SelfManagedTLS) valid(b certBundle) bool {
+	pair, err := tls.X509KeyPair(b.cert, b.key)
+	if err != nil {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || s.now().Add(renewBefore).After(leaf.NotAfter) {
+		return false
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b.ca) {
+		return false
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{DNSName: s.dnsNames()[2], Roots: pool, CurrentTime: s.now()})
+	return err == nil
+}
+
+func (s *SelfManagedTLS) dnsNames() []string {
+	svc, ns := s.ServiceName, s.Namespace
+	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
+}
+
+// issue creates a serving certificate, and a CA too when none (or an expiring one) is given.
+func (s *SelfManagedTLS) issue(caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (certBundle, error) {
+	now := s.now()
+	if caCert == nil {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return certBundle{}, err
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: serial(), Subject: pkix.Name{CommonName: "agent-sandbox-webhook-ca"},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caLifetime),
+			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+		if err != nil {
+			return certBundle{}, fmt.Errorf("create CA: %w", err)
+		}
+		if caCert, err = x509.ParseCertificate(der); err != nil {
+			return certBundle{}, err
+		}
+		caKey = k
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return certBundle{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: s.dnsNames()[2]}, DNSNames: s.dnsNames(),
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(servingLifetime),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+	if err != nil {
+		return certBundle{}, fmt.Errorf("create serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return certBundle{}, err
+	}
+	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	if err != nil {
+		return certBundle{}, err
+	}
+	return certBundle{
+		ca:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}),
+		caKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: caKeyDER}),
+		cert:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		key:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+func (b certBundle) data() map[string][]byte {
+	return map[string][]byte{"ca.crt": b.ca, "ca.key": b.caKey, corev1.TLSCertKey: b.cert, corev1.TLSPrivateKeyKey: b.key}
+}
+
+func parseCA(certPEM, keyPEM []byte, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey) {
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil
+	}
+	c, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil || now.Add(servingLifetime).After(c.NotAfter) {
+		return nil, nil
+	}
+	k, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil
+	}
+	return c, k
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return n
+}
+
+// writeFiles writes tls.crt and tls.key atomically, so the webhook server's certificate watcher never
+// reads a half-written pair.
+func writeFiles(dir string, b certBundle) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{corev1.TLSCertKey: b.cert, corev1.TLSPrivateKeyKey: b.key, "ca.crt": b.ca} {
+		path := filepath.Join(dir, name)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			continue
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// injectCABundle sets caBundle on every webhook of the named configurations that calls our Service.
+func (s *SelfManagedTLS) injectCABundle(ctx context.Context, ca []byte) error {
+	var errs []error
+	for _, name := range s.WebhookConfigs {
+		errs = append(errs, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var m admissionregistrationv1.MutatingWebhookConfiguration
+			if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, &m); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			changed := false
+			for i := range m.Webhooks {
+				changed = s.setCA(&m.Webhooks[i].ClientConfig, ca) || changed
+			}
+			if !changed {
+				return nil
+			}
+			return s.Client.Update(ctx, &m)
+		}))
+		errs = append(errs, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var v admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := s.Client.Get(ctx, types.NamespacedName{Name: name}, &v); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			changed := false
+			for i := range v.Webhooks {
+				changed = s.setCA(&v.Webhooks[i].ClientConfig, ca) || changed
+			}
+			if !changed {
+				return nil
+			}
+			return s.Client.Update(ctx, &v)
+		}))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("inject caBundle: %w", err)
+	}
+	return nil
+}
+
+func (s *SelfManagedTLS) setCA(cc *admissionregistrationv1.WebhookClientConfig, ca []byte) bool {
+	if cc.Service == nil || cc.Service.Name != s.ServiceName || cc.Service.Namespace != s.Namespace || bytes.Equal(cc.CABundle, ca) {
+		return false
+	}
+	cc.CABundle = ca
+	return true
+}
+
+func (s *SelfManagedTLS) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

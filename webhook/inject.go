@@ -1,0 +1,161 @@
+package webhook
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// credentialVolumeLimit bounds the memory-backed volume that holds the kubeconfig.
+var credentialVolumeLimit = resource.MustParse("1Mi")
+
+// vaultTokenSeconds is the lifetime of the projected Vault-audience token; Kubernetes' minimum.
+const vaultTokenSeconds = int64(600)
+
+// Inject adds the credential agent to a sandbox pod template: a native sidecar (an init container with
+// restartPolicy Always, started and ready before the tool), a memory-backed volume for the kubeconfig it
+// writes (read-only in the tool container), a projected Vault-audience service-account token mounted only
+// in the sidecar, the CA bundles, KUBECONFIG for the tool, and hardened security-context defaults.
+//
+// The sidecar's image and arguments, the scope and the target namespace come from the policy and the
+// validated invocation, never from the object. Inject is pure and idempotent: a template that carries the
+// injected marker is returned unchanged, and it reports whether it changed anything.
+func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, inv *policy.Invocation) bool {
+	if meta.Annotations[contract.AnnotationInjected] == "true" {
+		return false
+	}
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	meta.Annotations[contract.AnnotationInjected] = "true"
+
+	ca := &p.Spec.Sandbox.CredentialAgent
+	spec.Volumes = append(spec.Volumes, injectedVolumes(ca)...)
+	spec.InitContainers = append(spec.InitContainers, CredentialAgentContainer(p, inv))
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if c.Name != contract.ToolContainer {
+			continue
+		}
+		c.Env = append(c.Env, corev1.EnvVar{Name: "KUBECONFIG", Value: contract.KubeconfigPath})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: contract.CredentialVolume, MountPath: contract.CredentialDir, ReadOnly: true})
+	}
+	harden(spec, p.Spec.Sandbox.RunAsUser)
+	return true
+}
+
+func injectedVolumes(ca *policy.CredentialAgent) []corev1.Volume {
+	v := []corev1.Volume{
+		{Name: contract.CredentialVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: &credentialVolumeLimit}}},
+		{Name: contract.VaultTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To(int32(0o400)),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: ca.VaultAudience, ExpirationSeconds: ptr.To(vaultTokenSeconds), Path: "token"}}},
+		}}},
+		{Name: contract.APIServerCAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ca.APIServerCACertConfigMap}, DefaultMode: ptr.To(int32(0o444))}}},
+	}
+	if ca.VaultCACertConfigMap != "" {
+		v = append(v, corev1.Volume{Name: contract.VaultCAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ca.VaultCACertConfigMap}, DefaultMode: ptr.To(int32(0o444))}}})
+	}
+	return v
+}
+
+// CredentialAgentContainer renders the injected sidecar for one invocation. Its arguments carry the scope
+// and target namespace that the policy derives; `agent-sandbox cred-agent` reads them as flags.
+func CredentialAgentContainer(p *policy.Compiled, inv *policy.Invocation) corev1.Container {
+	ca := &p.Spec.Sandbox.CredentialAgent
+	scope := p.Scope(inv.Scope)
+	args := []string{
+		"/agent-sandbox", "cred-agent",
+		"--vault-addr=" + ca.VaultAddress,
+		"--auth-mount=" + ca.VaultAuthMount,
+		"--auth-role=" + inv.Tool.VaultAuthRole(),
+		"--secrets-mount=" + ca.VaultSecretsMount,
+		"--secrets-role=" + scope.VaultSecretsRole(),
+		"--scope=" + scope.Name,
+		"--namespace=" + inv.TargetNamespace,
+		"--token-file=" + contract.VaultTokenPath,
+		"--api-server=" + ca.APIServer,
+		"--api-ca-file=" + contract.APIServerCADir + "/ca.crt",
+		"--out=" + contract.KubeconfigPath,
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: contract.CredentialVolume, MountPath: contract.CredentialDir},
+		{Name: contract.VaultTokenVolume, MountPath: contract.VaultTokenDir, ReadOnly: true},
+		{Name: contract.APIServerCAVolume, MountPath: contract.APIServerCADir, ReadOnly: true},
+	}
+	if ca.VaultCACertConfigMap != "" {
+		args = append(args, "--vault-ca-file="+contract.VaultCADir+"/ca.crt")
+		mounts = append(mounts, corev1.VolumeMount{Name: contract.VaultCAVolume, MountPath: contract.VaultCADir, ReadOnly: true})
+	}
+	return corev1.Container{
+		Name:            contract.CredentialAgentContainer,
+		Image:           ca.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         args,
+		// restartPolicy Always makes this a native sidecar: it starts before the tool, must pass its
+		// startup probe (the kubeconfig exists) before the tool starts, and is stopped (SIGTERM, then it
+		// revokes the credential) once the tool has exited, so the Job completes.
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/agent-sandbox", "cred-agent", "ready", "--file=" + contract.KubeconfigPath}}},
+			PeriodSeconds:    1,
+			FailureThreshold: 60,
+			TimeoutSeconds:   5,
+		},
+		Resources:                sandbox.Resources(ca.Resources),
+		SecurityContext:          sandbox.HardenedContainerSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts:             mounts,
+	}
+}
+
+// harden fills security-context fields that are missing; it never loosens one that is set. Whatever it
+// leaves unsafe is denied by the admission rules.
+func harden(spec *corev1.PodSpec, uid int64) {
+	if spec.SecurityContext == nil {
+		spec.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	psc := spec.SecurityContext
+	if psc.RunAsNonRoot == nil {
+		psc.RunAsNonRoot = ptr.To(true)
+	}
+	if psc.RunAsUser == nil {
+		psc.RunAsUser = ptr.To(uid)
+	}
+	if psc.SeccompProfile == nil {
+		psc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	if spec.AutomountServiceAccountToken == nil {
+		spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			hardenContainer(&list[i])
+		}
+	}
+}
+
+func hardenContainer(c *corev1.Container) {
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	sc := c.SecurityContext
+	if sc.AllowPrivilegeEscalation == nil {
+		sc.AllowPrivilegeEscalation = ptr.To(false)
+	}
+	if sc.ReadOnlyRootFilesystem == nil {
+		sc.ReadOnlyRootFilesystem = ptr.To(true)
+	}
+	if sc.Capabilities == nil {
+		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	}
+}
