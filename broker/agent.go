@@ -1,0 +1,273 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+)
+
+// Event names the agent writes, one JSON line each, on its event stream (the sidecar's stdout).
+const (
+	EventIssued       = "credential.issued"
+	EventRevoked      = "credential.revoked"
+	EventRevokeFailed = "credential.revoke_failed"
+)
+
+// Agent timing defaults.
+const (
+	DefaultLoginTimeout = 20 * time.Second
+	// revokeTimeout bounds the revocation after the stop signal; the kubelet's grace period is longer.
+	revokeTimeout = 10 * time.Second
+)
+
+// AgentConfig is what the credential agent needs; the admission webhook renders it as flags.
+type AgentConfig struct {
+	// VaultAddr is Vault's URL; VaultCAFile, when set, is the CA bundle that signs Vault's certificate.
+	VaultAddr   string
+	VaultCAFile string
+	// AuthMount and AuthRole: where and as whom to log in.
+	AuthMount string
+	AuthRole  string
+	// SecretsMount and SecretsRole: which Kubernetes secrets engine role mints the credential.
+	SecretsMount string
+	SecretsRole  string
+	// Namespace is the target namespace the credential is for.
+	Namespace string
+	// Scope names the credential scope; it only labels events.
+	Scope string
+	// TokenFile holds the projected service-account token (audience: Vault) to log in with.
+	TokenFile string
+	// APIServer and APICAFile describe the API server the written kubeconfig points at.
+	APIServer string
+	APICAFile string
+	// Out is where the kubeconfig is written.
+	Out string
+	// LoginTimeout bounds login and minting together, retries on transient errors included.
+	LoginTimeout time.Duration
+	// Events receives one JSON line per event. Nil discards them.
+	Events io.Writer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Validate reports every missing setting at once.
+func (c *AgentConfig) Validate() error {
+	var errs []error
+	for _, f := range []struct{ name, value string }{
+		{"vault address", c.VaultAddr}, {"auth mount", c.AuthMount}, {"auth role", c.AuthRole},
+		{"secrets mount", c.SecretsMount}, {"secrets role", c.SecretsRole}, {"namespace", c.Namespace},
+		{"token file", c.TokenFile}, {"API server", c.APIServer}, {"API server CA file", c.APICAFile},
+		{"output path", c.Out},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			errs = append(errs, fmt.Errorf("%s is required", f.name))
+		}
+	}
+	if c.LoginTimeout <= 0 {
+		errs = append(errs, errors.New("login timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Agent fetches one credential, keeps it available as a kubeconfig file while the Pod runs, and revokes it
+// when told to stop.
+type Agent struct {
+	cfg    AgentConfig
+	client *Client
+
+	mu   sync.Mutex
+	cred *Credential
+	// tokenExpiry is when the Vault token ends; Vault then revokes the lease by itself.
+	tokenExpiry time.Time
+}
+
+// NewAgent checks the configuration and prepares the Vault client; it makes no request.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Events == nil {
+		cfg.Events = io.Discard
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	client, err := NewClient(cfg.VaultAddr, cfg.VaultCAFile)
+	if err != nil {
+		return nil, err
+	}
+	client.now = cfg.Now
+	return &Agent{cfg: cfg, client: client}, nil
+}
+
+// Run issues the credential, waits until ctx is done (the kubelet's SIGTERM once the tool has exited),
+// then revokes it. An error before the credential is written means no kubeconfig exists and the tool
+// never starts; an error after it means revocation failed and the lease ends with its TTL instead.
+func (a *Agent) Run(ctx context.Context) error {
+	if _, err := a.Issue(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	defer cancel()
+	return a.Revoke(rctx)
+}
+
+// Issue logs in, mints the credential and writes the kubeconfig atomically, then emits credential.issued.
+// Transient failures are retried until LoginTimeout has passed; a refusal fails at once. On failure no
+// kubeconfig is left behind and any Vault token obtained is revoked.
+func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
+	c := &a.cfg
+	jwt, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("read service-account token: %w", err)
+	}
+	jwt = []byte(strings.TrimSpace(string(jwt)))
+	if len(jwt) == 0 {
+		return nil, fmt.Errorf("read service-account token: %s is empty", c.TokenFile)
+	}
+	ca, err := os.ReadFile(c.APICAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read API server CA: %w", err)
+	}
+	deadline := time.Now().Add(c.LoginTimeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(vaultTimeout))
+	defer cancel()
+
+	var tokenTTL time.Duration
+	err = retry(ctx, deadline, func(ctx context.Context) error {
+		var err error
+		tokenTTL, err = a.client.Login(ctx, c.AuthMount, c.AuthRole, jwt)
+		return err
+	})
+	loggedIn := c.Now()
+	if err != nil {
+		return nil, fmt.Errorf("vault login as role %s failed: %w", c.AuthRole, err)
+	}
+	cred, err := a.mintAndWrite(ctx, deadline, ca)
+	if err != nil {
+		// Revoking the token revokes whatever lease it may already hold.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+		defer rcancel()
+		if rerr := a.client.RevokeSelf(rctx); rerr != nil {
+			a.client.forget()
+		}
+		return nil, err
+	}
+	a.mu.Lock()
+	a.cred = cred
+	a.tokenExpiry = loggedIn.Add(tokenTTL)
+	a.mu.Unlock()
+	a.emit(EventIssued, map[string]any{
+		"lease_id":        cred.LeaseID,
+		"ttl_seconds":     int64(cred.TTL / time.Second),
+		"service_account": cred.ServiceAccount,
+	})
+	return cred, nil
+}
+
+// mintAndWrite mints the credential (retrying transient failures until deadline) and writes the kubeconfig.
+func (a *Agent) mintAndWrite(ctx context.Context, deadline time.Time, ca []byte) (*Credential, error) {
+	c := &a.cfg
+	var cred *Credential
+	err := retry(ctx, deadline, func(ctx context.Context) error {
+		var err error
+		cred, err = a.client.Mint(ctx, c.SecretsMount, c.SecretsRole, c.Namespace)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vault credential %s/creds/%s for namespace %s failed: %w", mountPath(c.SecretsMount), c.SecretsRole, c.Namespace, err)
+	}
+	kc, err := RenderKubeconfig(c.APIServer, ca, cred)
+	if err == nil {
+		err = WriteFileAtomic(c.Out, kc, KubeconfigMode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return cred, nil
+}
+
+// Revoke revokes the agent's Vault token (and with it the credential's lease), removes the kubeconfig and
+// emits credential.revoked. A Vault token that has already expired took its lease with it; that counts as
+// revoked.
+func (a *Agent) Revoke(ctx context.Context) error {
+	a.mu.Lock()
+	cred, tokenExpiry := a.cred, a.tokenExpiry
+	a.cred = nil
+	a.mu.Unlock()
+	if cred == nil {
+		return nil
+	}
+	rmErr := os.Remove(a.cfg.Out)
+	if errors.Is(rmErr, os.ErrNotExist) {
+		rmErr = nil
+	}
+	err := a.client.RevokeSelf(ctx)
+	// Vault refuses an expired token; its expiry already revoked the lease.
+	expired := errors.Is(err, ErrPermissionDenied) && !a.cfg.Now().Before(tokenExpiry)
+	if err != nil && !expired {
+		a.client.forget()
+		a.emit(EventRevokeFailed, map[string]any{
+			"lease_id":        cred.LeaseID,
+			"service_account": cred.ServiceAccount,
+			"error":           err.Error(),
+		})
+		return errors.Join(fmt.Errorf("vault revoke failed (the lease ends with its TTL at %s): %w",
+			cred.ExpiresAt().UTC().Format(time.RFC3339), err), removeErr(a.cfg.Out, rmErr))
+	}
+	fields := map[string]any{"lease_id": cred.LeaseID, "service_account": cred.ServiceAccount}
+	if expired {
+		fields["expired"] = true
+	}
+	a.emit(EventRevoked, fields)
+	return removeErr(a.cfg.Out, rmErr)
+}
+
+func removeErr(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("remove kubeconfig %s: %w", filepath.Clean(path), err)
+}
+
+// emit writes one event line. Everything passes through the audit scrubber first; the credential's token
+// is never among the fields in the first place.
+func (a *Agent) emit(name string, fields map[string]any) {
+	ev := map[string]any{
+		"event":     name,
+		"scope":     a.cfg.Scope,
+		"namespace": a.cfg.Namespace,
+		"time":      a.cfg.Now().UTC().Format(time.RFC3339Nano),
+	}
+	for k, v := range fields {
+		ev[k] = v
+	}
+	line, err := json.Marshal(audit.Scrub(ev))
+	if err != nil {
+		return
+	}
+	_, _ = a.cfg.Events.Write(append(line, '\n'))
+}
+
+// KubeconfigReady reports whether the kubeconfig at path exists and is not empty: the sidecar's startup
+// probe, which holds the tool container back until the credential is in place.
+func KubeconfigReady(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("kubeconfig not ready: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return fmt.Errorf("kubeconfig not ready: %s is empty", path)
+	}
+	return nil
+}

@@ -1,0 +1,379 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	testVaultToken = "hvs.CAESIFakeVaultTokenForTheAgentUnitTest0123456789"
+	testPodJWT     = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6c2FuZGJveDp0b29sIn0.cG9kLWp3dC1zaWc"
+)
+
+// fakeVault serves the three endpoints the agent calls. Each handler may be replaced by a test.
+type fakeVault struct {
+	mu       sync.Mutex
+	login    func(w http.ResponseWriter, body map[string]any)
+	creds    func(w http.ResponseWriter, body map[string]any)
+	logins   int
+	revoked  []string
+	lastPath string
+}
+
+func newFakeVault(t *testing.T) (*fakeVault, *httptest.Server) {
+	fv := &fakeVault{
+		login: func(w http.ResponseWriter, body map[string]any) {
+			if body["role"] != "agent-sandbox-get-pods" || body["jwt"] != testPodJWT {
+				vaultReply(w, 403, map[string]any{"errors": []string{"permission denied"}})
+				return
+			}
+			vaultReply(w, 200, map[string]any{"auth": map[string]any{"client_token": testVaultToken, "lease_duration": 600}})
+		},
+		creds: func(w http.ResponseWriter, body map[string]any) {
+			if body["kubernetes_namespace"] != "team-a" {
+				vaultReply(w, 400, map[string]any{"errors": []string{"kubernetes_namespace 'x' is not present in role's allowed_kubernetes_namespaces"}})
+				return
+			}
+			vaultReply(w, 200, map[string]any{
+				"lease_id": "k8s-creds/creds/agent-sandbox-pod-reader/abc", "lease_duration": 600,
+				"data": map[string]any{"service_account_token": secretToken, "service_account_name": "v-as-pod-reader-1-x", "service_account_namespace": "team-a"},
+			})
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		fv.mu.Lock()
+		fv.lastPath = r.URL.Path
+		fv.mu.Unlock()
+		switch r.URL.Path {
+		case "/v1/auth/k8s-auth/login":
+			fv.mu.Lock()
+			fv.logins++
+			fv.mu.Unlock()
+			fv.login(w, body)
+		case "/v1/k8s-creds/creds/agent-sandbox-pod-reader":
+			if r.Header.Get("X-Vault-Token") != testVaultToken {
+				vaultReply(w, 403, map[string]any{"errors": []string{"permission denied"}})
+				return
+			}
+			fv.creds(w, body)
+		case "/v1/auth/token/revoke-self":
+			fv.mu.Lock()
+			fv.revoked = append(fv.revoked, r.Header.Get("X-Vault-Token"))
+			fv.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			vaultReply(w, 404, map[string]any{"errors": []string{"no handler"}})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return fv, srv
+}
+
+func vaultReply(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// agentFixture is an agent configuration with its files in a temporary directory.
+func agentFixture(t *testing.T, addr string) (AgentConfig, *bytes.Buffer) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(tokenFile, []byte(testPodJWT+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, []byte(testCAPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var events bytes.Buffer
+	return AgentConfig{
+		VaultAddr: addr, AuthMount: "k8s-auth", AuthRole: "agent-sandbox-get-pods",
+		SecretsMount: "k8s-creds", SecretsRole: "agent-sandbox-pod-reader", Namespace: "team-a", Scope: "pod-reader",
+		TokenFile: tokenFile, APIServer: "https://192.0.2.2:6443", APICAFile: caFile,
+		Out:          filepath.Join(dir, "kubeconfig"),
+		LoginTimeout: 3 * time.Second,
+		Events:       &events,
+		Now:          func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) },
+	}, &events
+}
+
+func eventLines(t *testing.T, b *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("event line is not JSON: %q", line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func assertNoSecrets(t *testing.T, what, s string) {
+	t.Helper()
+	for _, secret := range []string{testVaultToken, testPodJWT, secretToken, "eyJ"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s contains a secret (%.12s...): %s", what, secret, s)
+		}
+	}
+}
+
+func TestAgentIssueAndRevoke(t *testing.T) {
+	fv, srv := newFakeVault(t)
+	cfg, events := agentFixture(t, srv.URL)
+	a, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := a.Issue(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred.ServiceAccount != "v-as-pod-reader-1-x" || cred.TTL != 10*time.Minute || cred.LeaseID == "" {
+		t.Errorf("credential %v", cred)
+	}
+	fi, err := os.Stat(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != KubeconfigMode {
+		t.Errorf("kubeconfig mode %v", fi.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(cfg.Out); !bytes.Contains(b, []byte(secretToken)) {
+		t.Error("kubeconfig lacks the token")
+	}
+	if err := a.Revoke(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig still there after revoke: %v", err)
+	}
+	if len(fv.revoked) != 1 || fv.revoked[0] != testVaultToken {
+		t.Errorf("revoke-self calls: %d", len(fv.revoked))
+	}
+	evs := eventLines(t, events)
+	if len(evs) != 2 {
+		t.Fatalf("events: %s", events)
+	}
+	issued, revoked := evs[0], evs[1]
+	want := map[string]any{"event": EventIssued, "scope": "pod-reader", "namespace": "team-a", "lease_id": "k8s-creds/creds/agent-sandbox-pod-reader/abc",
+		"ttl_seconds": float64(600), "service_account": "v-as-pod-reader-1-x", "time": "2026-11-30T12:00:00Z"}
+	for k, v := range want {
+		if issued[k] != v {
+			t.Errorf("issued[%s] = %v, want %v", k, issued[k], v)
+		}
+	}
+	if revoked["event"] != EventRevoked || revoked["lease_id"] != want["lease_id"] {
+		t.Errorf("revoked event %v", revoked)
+	}
+	assertNoSecrets(t, "events", events.String())
+	// A second revoke has nothing to do.
+	if err := a.Revoke(context.Background()); err != nil {
+		t.Errorf("second revoke: %v", err)
+	}
+}
+
+func TestAgentRunRevokesOnCancel(t *testing.T) {
+	fv, srv := newFakeVault(t)
+	cfg, events := agentFixture(t, srv.URL)
+	a, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for KubeconfigReady(cfg.Out) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("kubeconfig never written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(fv.revoked) != 1 {
+		t.Error("not revoked")
+	}
+	if evs := eventLines(t, events); len(evs) != 2 || evs[1]["event"] != EventRevoked {
+		t.Errorf("events %s", events)
+	}
+}
+
+func TestAgentLoginRefused(t *testing.T) {
+	_, srv := newFakeVault(t)
+	cfg, events := agentFixture(t, srv.URL)
+	cfg.AuthRole = "agent-sandbox-wrong"
+	a, _ := NewAgent(cfg)
+	start := time.Now()
+	_, err := a.Issue(context.Background())
+	if !errors.Is(err, ErrPermissionDenied) {
+		t.Fatalf("err = %v, want permission denied", err)
+	}
+	if got, want := err.Error(), "vault login as role agent-sandbox-wrong failed: permission denied"; got != want {
+		t.Errorf("error %q, want %q", got, want)
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("a refusal was retried for %s", time.Since(start))
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) {
+		t.Error("kubeconfig written after a failed login")
+	}
+	if events.Len() != 0 {
+		t.Errorf("events after a failure: %s", events)
+	}
+}
+
+func TestAgentRetriesTransientErrors(t *testing.T) {
+	fv, srv := newFakeVault(t)
+	ok := fv.login
+	fv.login = func(w http.ResponseWriter, body map[string]any) {
+		if fv.logins < 3 {
+			vaultReply(w, 503, map[string]any{"errors": []string{"Vault is sealed"}})
+			return
+		}
+		ok(w, body)
+	}
+	cfg, _ := agentFixture(t, srv.URL)
+	cfg.LoginTimeout = 10 * time.Second
+	a, _ := NewAgent(cfg)
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatalf("Issue after two 503s: %v", err)
+	}
+	if fv.logins != 3 {
+		t.Errorf("logins = %d, want 3", fv.logins)
+	}
+}
+
+func TestAgentVaultUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + l.Addr().String()
+	l.Close()
+	cfg, _ := agentFixture(t, addr)
+	cfg.LoginTimeout = time.Second
+	a, _ := NewAgent(cfg)
+	start := time.Now()
+	_, err = a.Issue(context.Background())
+	if !errors.Is(err, ErrVaultUnreachable) {
+		t.Fatalf("err = %v, want unreachable", err)
+	}
+	if !strings.Contains(err.Error(), "vault at "+addr+" is unreachable") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("error %q", err)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond || d > 5*time.Second {
+		t.Errorf("gave up after %s with a 1s login timeout", d)
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) {
+		t.Error("kubeconfig written")
+	}
+}
+
+func TestAgentMintRefusedRevokesToken(t *testing.T) {
+	fv, srv := newFakeVault(t)
+	cfg, _ := agentFixture(t, srv.URL)
+	cfg.Namespace = "kube-system"
+	a, _ := NewAgent(cfg)
+	_, err := a.Issue(context.Background())
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "kube-system") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(fv.revoked) != 1 {
+		t.Error("the Vault token was not revoked after the refused mint")
+	}
+	if _, err := os.Stat(cfg.Out); !os.IsNotExist(err) {
+		t.Error("kubeconfig written")
+	}
+	assertNoSecrets(t, "error", err.Error())
+}
+
+func TestAgentConfigValidate(t *testing.T) {
+	err := (&AgentConfig{}).Validate()
+	if err == nil {
+		t.Fatal("empty config is valid")
+	}
+	for _, want := range []string{"vault address", "auth role", "secrets role", "namespace", "token file", "API server", "login timeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+}
+
+func TestAgentMissingTokenFile(t *testing.T) {
+	_, srv := newFakeVault(t)
+	cfg, _ := agentFixture(t, srv.URL)
+	cfg.TokenFile = filepath.Join(t.TempDir(), "nope")
+	a, _ := NewAgent(cfg)
+	if _, err := a.Issue(context.Background()); err == nil || !strings.Contains(err.Error(), "read service-account token") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestAgentRevokeAfterTokenExpiry(t *testing.T) {
+	_, srv := newFakeVault(t) // the Vault token's lease_duration is 600
+	cfg, events := agentFixture(t, srv.URL)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	cfg.Now = func() time.Time { return now }
+	a, _ := NewAgent(cfg)
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Ten minutes later Vault has expired the token and answers 403 to revoke-self.
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vaultReply(w, 403, map[string]any{"errors": []string{"permission denied"}})
+	})
+	now = now.Add(601 * time.Second)
+	if err := a.Revoke(context.Background()); err != nil {
+		t.Fatalf("revoke after expiry: %v", err)
+	}
+	evs := eventLines(t, events)
+	if last := evs[len(evs)-1]; last["event"] != EventRevoked || last["expired"] != true {
+		t.Errorf("last event %v", last)
+	}
+}
+
+func TestAgentRevokeFailure(t *testing.T) {
+	_, srv := newFakeVault(t)
+	cfg, events := agentFixture(t, srv.URL)
+	a, _ := NewAgent(cfg)
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vaultReply(w, 403, map[string]any{"errors": []string{"permission denied"}})
+	})
+	err := a.Revoke(context.Background())
+	if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "the lease ends with its TTL") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, statErr := os.Stat(cfg.Out); !os.IsNotExist(statErr) {
+		t.Error("kubeconfig left behind after a failed revoke")
+	}
+	evs := eventLines(t, events)
+	if last := evs[len(evs)-1]; last["event"] != EventRevokeFailed {
+		t.Errorf("last event %v", last)
+	}
+	assertNoSecrets(t, "events", events.String())
+}

@@ -1,0 +1,317 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// Names of the cluster objects that give Vault its rights.
+const (
+	// DefaultVaultNamespace holds Vault's own identity in the cluster.
+	DefaultVaultNamespace = "agent-sandbox-system"
+	// VaultServiceAccount is Vault's ServiceAccount there; VaultTokenSecret its long-lived token.
+	VaultServiceAccount = "vault"
+	VaultTokenSecret    = "vault-token"
+	// tokenReviewBinding binds Vault to system:auth-delegator, for the auth method's TokenReviews.
+	tokenReviewBinding = "agent-sandbox-vault-tokenreview"
+	// vaultRBACName names the Role and RoleBinding that let Vault mint credentials in a target namespace.
+	vaultRBACName = "agent-sandbox-vault"
+
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelComponent = "app.kubernetes.io/component"
+	managedBy      = "agent-sandbox"
+	componentVault = "vault"
+)
+
+// secretsEngineRules are the calls the Kubernetes secrets engine makes in a target namespace (its
+// integration test's ClusterRole, less what we do not use: ClusterRoles and ClusterRoleBindings, since
+// every scope is namespaced, and `get namespaces`, needed only for namespace label selectors).
+var secretsEngineRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+	{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create", "delete"}},
+}
+
+// vaultRole is the Role Vault holds in one target namespace.
+//
+// RBAC's escalation prevention lets a subject create a Role only with permissions it holds itself, and
+// bind a Role only if it holds the Role's permissions, unless it has the `escalate` and `bind` verbs on
+// roles. Those verbs would let Vault's token create any Role in the namespace, secrets and all: a
+// namespace administrator. Instead Vault holds exactly the union of the rules of the scopes that may be
+// minted in this namespace, next to the verbs the secrets engine calls. That is the least power that
+// works: Vault can grant what the policy lets it grant here, and nothing else.
+func vaultRole(ns string, scopes []*policy.Scope) *rbacv1.Role {
+	rules := slices.Clone(secretsEngineRules)
+	for _, s := range scopes {
+		for _, r := range rbacRules(s) {
+			if !slices.ContainsFunc(rules, func(e rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(e, r) }) {
+				rules = append(rules, r)
+			}
+		}
+	}
+	return &rbacv1.Role{ObjectMeta: managedMeta(ns, vaultRBACName), Rules: rules}
+}
+
+func vaultRoleBinding(ns, vaultNS string) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: managedMeta(ns, vaultRBACName),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: vaultRBACName},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: vaultNS, Name: VaultServiceAccount}},
+	}
+}
+
+func tokenReviewClusterRoleBinding(vaultNS string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		ObjectMeta: managedMeta("", tokenReviewBinding),
+		// system:auth-delegator allows exactly tokenreviews and subjectaccessreviews: what the auth
+		// method needs to check a Pod's token.
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: vaultNS, Name: VaultServiceAccount}},
+	}
+}
+
+func managedMeta(ns, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: managedLabels()}
+}
+
+func managedLabels() map[string]string {
+	return map[string]string{labelManagedBy: managedBy, labelComponent: componentVault}
+}
+
+// clusterStep is one change to the cluster.
+type clusterStep struct {
+	Change
+	apply func(context.Context) error
+}
+
+// planCluster reads the cluster and returns the changes that give Vault its identity and rights for the
+// policy, and the number of objects already as desired. It changes nothing. A target namespace that does
+// not exist is an error: Vault could not mint there, and creating application namespaces is not
+// configure's business.
+func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Policy, vaultNS string) (steps []clusterStep, unchanged int, err error) {
+	add := func(action Action, kind, name string, apply func(context.Context) error) {
+		steps = append(steps, clusterStep{Change: Change{Action: action, Kind: kind, Name: name}, apply: apply})
+	}
+	core, rbac := kube.CoreV1(), kube.RbacV1()
+
+	// Vault's namespace, ServiceAccount and long-lived token.
+	if _, err := core.Namespaces().Get(ctx, vaultNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		add(ActionCreate, "namespace", vaultNS, func(ctx context.Context) error {
+			_, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: managedMeta("", vaultNS)}, metav1.CreateOptions{})
+			return err
+		})
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("get namespace %s: %w", vaultNS, err)
+	} else {
+		unchanged++
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: managedMeta(vaultNS, VaultServiceAccount)}
+	if _, err := core.ServiceAccounts(vaultNS).Get(ctx, VaultServiceAccount, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		add(ActionCreate, "service account", vaultNS+"/"+VaultServiceAccount, func(ctx context.Context) error {
+			_, err := core.ServiceAccounts(vaultNS).Create(ctx, sa, metav1.CreateOptions{})
+			return err
+		})
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("get service account %s/%s: %w", vaultNS, VaultServiceAccount, err)
+	} else {
+		unchanged++
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: managedMeta(vaultNS, VaultTokenSecret),
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}
+	secret.Annotations = map[string]string{corev1.ServiceAccountNameKey: VaultServiceAccount}
+	createSecret := func(ctx context.Context) error {
+		_, err := core.Secrets(vaultNS).Create(ctx, secret, metav1.CreateOptions{})
+		return err
+	}
+	switch cur, err := core.Secrets(vaultNS).Get(ctx, VaultTokenSecret, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+		add(ActionCreate, "secret", vaultNS+"/"+VaultTokenSecret, createSecret)
+	case err != nil:
+		return nil, 0, fmt.Errorf("get secret %s/%s: %w", vaultNS, VaultTokenSecret, err)
+	case cur.Type != secret.Type || cur.Annotations[corev1.ServiceAccountNameKey] != VaultServiceAccount:
+		// A Secret's type is immutable: replace it.
+		add(ActionUpdate, "secret", vaultNS+"/"+VaultTokenSecret, func(ctx context.Context) error {
+			if err := deleteIfExists(core.Secrets(vaultNS).Delete(ctx, VaultTokenSecret, metav1.DeleteOptions{})); err != nil {
+				return err
+			}
+			return createSecret(ctx)
+		})
+	default:
+		unchanged++
+	}
+
+	// TokenReview for the auth method.
+	crb := tokenReviewClusterRoleBinding(vaultNS)
+	createCRB := func(ctx context.Context) error {
+		_, err := rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+		return err
+	}
+	switch cur, err := rbac.ClusterRoleBindings().Get(ctx, crb.Name, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+		add(ActionCreate, "cluster role binding", crb.Name, createCRB)
+	case err != nil:
+		return nil, 0, fmt.Errorf("get cluster role binding %s: %w", crb.Name, err)
+	case cur.RoleRef != crb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, crb.Subjects):
+		// roleRef is immutable: replace the binding.
+		add(ActionUpdate, "cluster role binding", crb.Name, func(ctx context.Context) error {
+			if err := deleteIfExists(rbac.ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{})); err != nil {
+				return err
+			}
+			return createCRB(ctx)
+		})
+	default:
+		unchanged++
+	}
+
+	// A Role and RoleBinding per target namespace.
+	targets := targetNamespaces(p)
+	nsNames := slices.Sorted(maps.Keys(targets))
+	var missing []string
+	for _, ns := range nsNames {
+		if _, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			missing = append(missing, ns)
+			continue
+		} else if err != nil {
+			return nil, 0, fmt.Errorf("get namespace %s: %w", ns, err)
+		}
+		role := vaultRole(ns, targets[ns])
+		switch cur, err := rbac.Roles(ns).Get(ctx, vaultRBACName, metav1.GetOptions{}); {
+		case apierrors.IsNotFound(err):
+			add(ActionCreate, "role", ns+"/"+vaultRBACName, func(ctx context.Context) error {
+				_, err := rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+				return err
+			})
+		case err != nil:
+			return nil, 0, fmt.Errorf("get role %s/%s: %w", ns, vaultRBACName, err)
+		case !equality.Semantic.DeepEqual(cur.Rules, role.Rules) || !hasLabels(cur.Labels, role.Labels):
+			cur = cur.DeepCopy()
+			cur.Rules = role.Rules
+			cur.Labels = withLabels(cur.Labels, role.Labels)
+			add(ActionUpdate, "role", ns+"/"+vaultRBACName, func(ctx context.Context) error {
+				_, err := rbac.Roles(ns).Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+		default:
+			unchanged++
+		}
+		rb := vaultRoleBinding(ns, vaultNS)
+		createRB := func(ctx context.Context) error {
+			_, err := rbac.RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
+			return err
+		}
+		switch cur, err := rbac.RoleBindings(ns).Get(ctx, vaultRBACName, metav1.GetOptions{}); {
+		case apierrors.IsNotFound(err):
+			add(ActionCreate, "role binding", ns+"/"+vaultRBACName, createRB)
+		case err != nil:
+			return nil, 0, fmt.Errorf("get role binding %s/%s: %w", ns, vaultRBACName, err)
+		case cur.RoleRef != rb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, rb.Subjects) || !hasLabels(cur.Labels, rb.Labels):
+			add(ActionUpdate, "role binding", ns+"/"+vaultRBACName, func(ctx context.Context) error {
+				if err := deleteIfExists(rbac.RoleBindings(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{})); err != nil {
+					return err
+				}
+				return createRB(ctx)
+			})
+		default:
+			unchanged++
+		}
+	}
+	if len(missing) > 0 {
+		return nil, 0, fmt.Errorf("%w: %s (the policy's tools target them; create them, then run configure again)",
+			ErrNamespaceMissing, strings.Join(missing, ", "))
+	}
+
+	// Prune the rights in namespaces no tool targets any more.
+	sel := labels.SelectorFromSet(managedLabels()).String()
+	roles, err := rbac.Roles(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list roles: %w", err)
+	}
+	for _, r := range roles.Items {
+		if _, ok := targets[r.Namespace]; ok || r.Name != vaultRBACName {
+			continue
+		}
+		ns := r.Namespace
+		add(ActionDelete, "role", ns+"/"+r.Name, func(ctx context.Context) error {
+			return deleteIfExists(rbac.Roles(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{}))
+		})
+	}
+	bindings, err := rbac.RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list role bindings: %w", err)
+	}
+	for _, b := range bindings.Items {
+		if _, ok := targets[b.Namespace]; ok || b.Name != vaultRBACName {
+			continue
+		}
+		ns := b.Namespace
+		add(ActionDelete, "role binding", ns+"/"+b.Name, func(ctx context.Context) error {
+			return deleteIfExists(rbac.RoleBindings(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{}))
+		})
+	}
+	return steps, unchanged, nil
+}
+
+// reviewerJWT returns the token the token controller put into Vault's Secret, waiting up to timeout for
+// it (a new Secret is filled within a second or so). A zero timeout reads once.
+func reviewerJWT(ctx context.Context, kube kubernetes.Interface, vaultNS string, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := kube.CoreV1().Secrets(vaultNS).Get(ctx, VaultTokenSecret, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("get secret %s/%s: %w", vaultNS, VaultTokenSecret, err)
+		}
+		if err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0 {
+			return string(s.Data[corev1.ServiceAccountTokenKey]), nil
+		}
+		if !time.Now().Before(deadline) {
+			return "", fmt.Errorf("%w: %s/%s has no token after %s; is kube-controller-manager (its token controller) running?",
+				ErrReviewerTokenMissing, vaultNS, VaultTokenSecret, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func deleteIfExists(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func withLabels(have, want map[string]string) map[string]string {
+	out := maps.Clone(have)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, want)
+	return out
+}

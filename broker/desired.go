@@ -1,0 +1,283 @@
+package broker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// Labels on the Kubernetes objects Vault's secrets engine generates per credential. The engine adds its
+// own app.kubernetes.io/managed-by=HashiCorp-Vault and app.kubernetes.io/created-by labels after these,
+// so its managed-by value is the one the objects end up with.
+const (
+	LabelScope = "agent-sandbox.dev/scope"
+	// GeneratedNamePrefix starts the name of every ServiceAccount, Role and RoleBinding Vault generates.
+	GeneratedNamePrefix = "v-as-"
+)
+
+// vaultKind is a kind of Vault object that Configure manages; it is also how change lines name it.
+type vaultKind string
+
+const (
+	kindAuthMount    vaultKind = "auth method"
+	kindSecretsMount vaultKind = "secrets engine"
+	kindConfig       vaultKind = "config"
+	kindAuthRole     vaultKind = "auth role"
+	kindSecretsRole  vaultKind = "secrets role"
+	kindPolicy       vaultKind = "policy"
+)
+
+// mountType is the plugin type of both mounts.
+const mountType = "kubernetes"
+
+// Mount descriptions. Vault never returns the service-account token a config holds, so Configure records
+// a fingerprint of it in the mount's description and rewrites the config when the token changes.
+const (
+	authMountDescription    = "agent-sandbox: sandbox credential agents log in with their service-account token"
+	secretsMountDescription = "agent-sandbox: per-action Kubernetes credentials for sandbox tools"
+	fingerprintMarker       = " (service-account token sha256:"
+)
+
+// vaultObject is one object Configure wants in Vault.
+type vaultObject struct {
+	kind vaultKind
+	// name is how the object is printed: a role or policy name, a mount or config path.
+	name string
+	// path is the API path it is read from and written to (for mounts: the mount path).
+	path string
+	// data is what is written; for a policy, data["policy"] is its text.
+	data map[string]any
+	// secret lists keys of data that Vault never returns: written, never compared.
+	secret []string
+	// fingerprint identifies the secret values of a config; mount is the mount it is recorded on.
+	fingerprint string
+	mount       string
+}
+
+// vaultDesired is the input of desiredVault.
+type vaultDesired struct {
+	KubernetesHost string
+	KubernetesCA   string
+	// ReviewerJWT is Vault's own service-account token: the auth method reviews tokens with it and the
+	// secrets engine creates ServiceAccounts, Roles and RoleBindings with it. Empty in a dry run before
+	// it exists.
+	ReviewerJWT string
+}
+
+// desiredVault renders the Vault objects the policy calls for, in the order they must be written: mounts,
+// configs, ACL policies, then the roles that refer to the policies.
+func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
+	ca := &p.Spec.Sandbox.CredentialAgent
+	authMount, secretsMount := mountPath(ca.VaultAuthMount), mountPath(ca.VaultSecretsMount)
+	fp := fingerprint(in.ReviewerJWT)
+	objs := []vaultObject{
+		{kind: kindAuthMount, name: "auth/" + authMount, path: authMount,
+			data: map[string]any{"type": mountType, "description": describeMount(authMountDescription, fp)}},
+		{kind: kindSecretsMount, name: secretsMount, path: secretsMount,
+			data: map[string]any{"type": mountType, "description": describeMount(secretsMountDescription, fp)}},
+		{kind: kindConfig, name: "auth/" + authMount + "/config", path: "auth/" + authMount + "/config",
+			data: map[string]any{
+				"kubernetes_host":      in.KubernetesHost,
+				"kubernetes_ca_cert":   in.KubernetesCA,
+				"disable_local_ca_jwt": true,
+				"token_reviewer_jwt":   in.ReviewerJWT,
+			},
+			secret: []string{"token_reviewer_jwt"}, fingerprint: fp, mount: "auth/" + authMount},
+		{kind: kindConfig, name: secretsMount + "/config", path: secretsMount + "/config",
+			data: map[string]any{
+				"kubernetes_host":      in.KubernetesHost,
+				"kubernetes_ca_cert":   in.KubernetesCA,
+				"disable_local_ca_jwt": true,
+				"service_account_jwt":  in.ReviewerJWT,
+			},
+			secret: []string{"service_account_jwt"}, fingerprint: fp, mount: secretsMount},
+	}
+	for i := range p.Spec.Tools {
+		t := &p.Spec.Tools[i]
+		s := findScope(p, t.Scope)
+		objs = append(objs, vaultObject{kind: kindPolicy, name: t.VaultPolicy(), path: "sys/policies/acl/" + t.VaultPolicy(),
+			data: map[string]any{"policy": toolPolicy(t, s, secretsMount)}})
+	}
+	for i := range p.Spec.Tools {
+		t := &p.Spec.Tools[i]
+		s := findScope(p, t.Scope)
+		ttl := credentialTTL(s)
+		objs = append(objs, vaultObject{kind: kindAuthRole, name: t.VaultAuthRole(), path: "auth/" + authMount + "/role/" + t.VaultAuthRole(),
+			data: map[string]any{
+				"bound_service_account_names":      []string{t.ServiceAccount},
+				"bound_service_account_namespaces": []string{p.Spec.Sandbox.Namespace},
+				"audience":                         ca.VaultAudience,
+				"token_policies":                   []string{t.VaultPolicy()},
+				// A service token, so that revoke-self also revokes the leases it created; no default
+				// policy, so the token can do exactly what its own policy says.
+				"token_type":              "service",
+				"token_no_default_policy": true,
+				"token_ttl":               ttl,
+				"token_max_ttl":           ttl,
+			}})
+	}
+	for i := range p.Spec.Scopes {
+		s := &p.Spec.Scopes[i]
+		namespaces := scopeNamespaces(p, s.Name)
+		if len(namespaces) == 0 {
+			// No tool uses the scope; Vault refuses a role without namespaces, and nobody could use it.
+			continue
+		}
+		ttl := credentialTTL(s)
+		objs = append(objs, vaultObject{kind: kindSecretsRole, name: s.VaultSecretsRole(), path: secretsMount + "/roles/" + s.VaultSecretsRole(),
+			data: map[string]any{
+				"kubernetes_role_type":          "Role",
+				"generated_role_rules":          scopeRulesJSON(s),
+				"allowed_kubernetes_namespaces": namespaces,
+				"token_default_ttl":             ttl,
+				"token_max_ttl":                 ttl,
+				"name_template":                 nameTemplate(s),
+				"extra_labels": map[string]string{
+					"app.kubernetes.io/managed-by": "vault",
+					LabelScope:                     s.Name,
+				},
+			}})
+	}
+	return objs
+}
+
+// managedKinds are the kinds whose objects Configure prunes: those named with policy.VaultPrefix that the
+// policy no longer declares.
+var managedKinds = []vaultKind{kindAuthRole, kindSecretsRole, kindPolicy}
+
+// credentialTTL is the scope's TTL in whole seconds, raised to Kubernetes' floor for service-account tokens.
+func credentialTTL(s *policy.Scope) int64 {
+	d := s.TTL.Duration
+	if d < policy.MinCredentialTTL {
+		d = policy.MinCredentialTTL
+	}
+	return int64(d / time.Second)
+}
+
+// scopeNamespaces is the sorted union of the namespaces of the tools that use the scope.
+func scopeNamespaces(p *policy.Policy, scope string) []string {
+	var out []string
+	for _, t := range p.Spec.Tools {
+		if t.Scope == scope {
+			out = append(out, t.Namespaces...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// targetNamespaces maps each namespace some tool targets to the scopes that may be minted there.
+func targetNamespaces(p *policy.Policy) map[string][]*policy.Scope {
+	out := map[string][]*policy.Scope{}
+	for _, t := range p.Spec.Tools {
+		s := findScope(p, t.Scope)
+		if s == nil {
+			continue
+		}
+		for _, ns := range t.Namespaces {
+			if !slices.Contains(out[ns], s) {
+				out[ns] = append(out[ns], s)
+			}
+		}
+	}
+	return out
+}
+
+func findScope(p *policy.Policy, name string) *policy.Scope {
+	for i := range p.Spec.Scopes {
+		if p.Spec.Scopes[i].Name == name {
+			return &p.Spec.Scopes[i]
+		}
+	}
+	return nil
+}
+
+// rbacRules converts the scope's rules to RBAC policy rules.
+func rbacRules(s *policy.Scope) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, 0, len(s.Rules))
+	for _, r := range s.Rules {
+		out = append(out, rbacv1.PolicyRule{
+			APIGroups:     slices.Clone(r.APIGroups),
+			Resources:     slices.Clone(r.Resources),
+			Verbs:         slices.Clone(r.Verbs),
+			ResourceNames: slices.Clone(r.ResourceNames),
+		})
+	}
+	return out
+}
+
+// scopeRulesJSON is the secrets role's generated_role_rules: {"rules": [...]}, the form the engine parses.
+// It is deterministic, so an unchanged scope compares equal to what Vault stored.
+func scopeRulesJSON(s *policy.Scope) string {
+	b, err := json.Marshal(struct {
+		Rules []rbacv1.PolicyRule `json:"rules"`
+	}{rbacRules(s)})
+	if err != nil {
+		// PolicyRule is plain strings; this cannot happen.
+		panic(fmt.Sprintf("encode rules of scope %s: %v", s.Name, err))
+	}
+	return string(b)
+}
+
+// nameTemplate names the generated ServiceAccount, Role and RoleBinding "v-as-<scope>-<unix time>-<random>",
+// so that `kubectl get sa` shows at a glance which scope and when. The scope part is cut to 37 characters
+// so that the whole name stays within 62 with its time and random parts intact.
+func nameTemplate(s *policy.Scope) string {
+	scope := s.Name
+	if len(scope) > 37 {
+		scope = strings.TrimRight(scope[:37], "-")
+	}
+	return fmt.Sprintf(`{{ printf "%s%s-%%s-%%s" (unix_time) (random 8) | truncate 62 | lowercase }}`, GeneratedNamePrefix, scope)
+}
+
+// toolPolicy is the tool's Vault ACL policy: mint its own scope's credentials, and revoke its own token
+// (the default policy, which would otherwise allow that, is not attached).
+func toolPolicy(t *policy.Tool, s *policy.Scope, secretsMount string) string {
+	role := ""
+	if s != nil {
+		role = s.VaultSecretsRole()
+	}
+	return fmt.Sprintf(`# Managed by "agent-sandbox vault configure"; changes are overwritten.
+# Tool %s: mint credentials of scope %s only, and revoke its own token when the tool has finished.
+path "%s/creds/%s" {
+  capabilities = ["update"]
+}
+
+path "auth/token/revoke-self" {
+  capabilities = ["update"]
+}
+`, t.Name, t.Scope, secretsMount, role)
+}
+
+// fingerprint identifies a secret value without revealing it.
+func fingerprint(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:8])
+}
+
+func describeMount(base, fp string) string {
+	if fp == "" {
+		return base
+	}
+	return base + fingerprintMarker + fp + ")"
+}
+
+// recordedFingerprint extracts the fingerprint describeMount put into a mount description.
+func recordedFingerprint(description string) string {
+	i := strings.LastIndex(description, fingerprintMarker)
+	if i < 0 || !strings.HasSuffix(description, ")") {
+		return ""
+	}
+	return strings.TrimSuffix(description[i+len(fingerprintMarker):], ")")
+}

@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// vaultEcho turns a desired object's data into what Vault's API returns for it: numbers as json.Number,
+// lists as sorted []any, maps as map[string]any, secret fields left out.
+func vaultEcho(o *vaultObject) map[string]any {
+	out := map[string]any{}
+	for k, v := range o.data {
+		if slices.Contains(o.secret, k) {
+			continue
+		}
+		switch t := v.(type) {
+		case int64:
+			out[k] = json.Number(strconv.FormatInt(t, 10))
+		case []string:
+			s := slices.Sorted(slices.Values(t))
+			l := make([]any, len(s))
+			for i := range s {
+				l[i] = s[i]
+			}
+			out[k] = l
+		case map[string]string:
+			m := map[string]any{}
+			for mk, mv := range t {
+				m[mk] = mv
+			}
+			out[k] = m
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// stateOf is a Vault that already holds exactly the desired objects.
+func stateOf(desired []vaultObject) *vaultState {
+	st := &vaultState{
+		authMounts:    map[string]mountInfo{},
+		secretsMounts: map[string]mountInfo{},
+		objects:       map[string]map[string]any{},
+		managed:       map[vaultKind]map[string]string{},
+	}
+	for i := range desired {
+		o := &desired[i]
+		switch o.kind {
+		case kindAuthMount:
+			st.authMounts[o.path] = mountInfo{Type: mountType, Description: o.data["description"].(string)}
+		case kindSecretsMount:
+			st.secretsMounts[o.path] = mountInfo{Type: mountType, Description: o.data["description"].(string)}
+		default:
+			st.objects[objectKey(o.kind, o.name)] = vaultEcho(o)
+		}
+		if slices.Contains(managedKinds, o.kind) {
+			if st.managed[o.kind] == nil {
+				st.managed[o.kind] = map[string]string{}
+			}
+			st.managed[o.kind][o.name] = o.path
+		}
+	}
+	return st
+}
+
+func lines(steps []vaultStep) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.Line(false))
+	}
+	return out
+}
+
+func TestPlanVaultEmpty(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	steps, unchanged, err := planVault(desired, stateOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unchanged != 0 || len(steps) != len(desired) {
+		t.Fatalf("steps %d, unchanged %d, want %d creations", len(steps), unchanged, len(desired))
+	}
+	for i, s := range steps {
+		if s.Action != ActionCreate || s.obj != &desired[i] {
+			t.Errorf("step %d: %s", i, s.Line(false))
+		}
+	}
+	if got := steps[len(steps)-1].Line(false); got != "created secrets role agent-sandbox-config-editor" {
+		t.Errorf("last line %q", got)
+	}
+}
+
+func TestPlanVaultUnchanged(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	steps, unchanged, err := planVault(desired, stateOf(desired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 0 || unchanged != len(desired) {
+		t.Errorf("a Vault that holds the policy: steps %q, unchanged %d of %d", lines(steps), unchanged, len(desired))
+	}
+}
+
+func TestPlanVaultChanges(t *testing.T) {
+	p := testPolicy(t)
+	desired := testDesired(p)
+	st := stateOf(desired)
+
+	// Someone widened a role's namespaces and shortened an auth role's TTL by hand.
+	st.objects[objectKey(kindSecretsRole, "agent-sandbox-pod-reader")]["allowed_kubernetes_namespaces"] = []any{"team-a", "team-b", "kube-system"}
+	st.objects[objectKey(kindAuthRole, "agent-sandbox-get-pods")]["token_ttl"] = json.Number("5")
+	// Leftovers of a removed tool and scope, and objects that are not ours.
+	st.managed[kindAuthRole]["agent-sandbox-old-tool"] = "auth/k8s-auth/role/agent-sandbox-old-tool"
+	st.managed[kindPolicy]["agent-sandbox-tool-old-tool"] = "sys/policies/acl/agent-sandbox-tool-old-tool"
+	st.managed[kindSecretsRole]["agent-sandbox-old-scope"] = "k8s-creds/roles/agent-sandbox-old-scope"
+	st.managed[kindPolicy]["someone-elses"] = "sys/policies/acl/someone-elses"
+	// A new reviewer token: Vault shows nothing of it but the fingerprint on the mount no longer matches.
+	st.authMounts["k8s-auth"] = mountInfo{Type: mountType, Description: describeMount(authMountDescription, "0123456789abcdef")}
+
+	steps, unchanged, err := planVault(desired, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"updated config auth/k8s-auth/config",
+		"updated auth role agent-sandbox-get-pods",
+		"updated secrets role agent-sandbox-pod-reader",
+		"deleted auth role agent-sandbox-old-tool (no longer in the policy)",
+		"deleted secrets role agent-sandbox-old-scope (no longer in the policy)",
+		"deleted policy agent-sandbox-tool-old-tool (no longer in the policy)",
+	}
+	if got := lines(steps); !slices.Equal(got, want) {
+		t.Errorf("plan:\n got %q\nwant %q", got, want)
+	}
+	if unchanged != len(desired)-3 {
+		t.Errorf("unchanged = %d, want %d", unchanged, len(desired)-3)
+	}
+	for _, s := range steps {
+		if s.Action == ActionDelete && s.deletePath == "" {
+			t.Errorf("%s has no path", s.Line(false))
+		}
+	}
+}
+
+func TestPlanVaultConfigWithoutRecordedToken(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	st := stateOf(desired)
+	// A config written by hand (or by an older configure): the mount records no fingerprint.
+	st.secretsMounts["k8s-creds"] = mountInfo{Type: mountType, Description: "hand made"}
+	steps, _, err := planVault(desired, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lines(steps); !slices.Equal(got, []string{"updated config k8s-creds/config"}) {
+		t.Errorf("plan %q", got)
+	}
+}
+
+func TestPlanVaultMountConflict(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	st := stateOf(desired)
+	st.secretsMounts["k8s-creds"] = mountInfo{Type: "kv"}
+	if _, _, err := planVault(desired, st); !errors.Is(err, ErrMountConflict) {
+		t.Errorf("err = %v, want ErrMountConflict", err)
+	}
+}
+
+func TestChangeLine(t *testing.T) {
+	for _, tc := range []struct {
+		c      Change
+		dryRun bool
+		want   string
+	}{
+		{Change{ActionCreate, "auth role", "agent-sandbox-k8s-get-pod-status"}, false, "created auth role agent-sandbox-k8s-get-pod-status"},
+		{Change{ActionUpdate, "role", "demo-app/agent-sandbox-vault"}, false, "updated role demo-app/agent-sandbox-vault"},
+		{Change{ActionDelete, "policy", "agent-sandbox-tool-x"}, false, "deleted policy agent-sandbox-tool-x (no longer in the policy)"},
+		{Change{ActionCreate, "secrets engine", "kubernetes"}, true, "would create secrets engine kubernetes"},
+		{Change{ActionDelete, "auth role", "agent-sandbox-x"}, true, "would delete auth role agent-sandbox-x (no longer in the policy)"},
+	} {
+		if got := tc.c.Line(tc.dryRun); got != tc.want {
+			t.Errorf("Line(%v) = %q, want %q", tc.dryRun, got, tc.want)
+		}
+	}
+}
+
+func TestSameValue(t *testing.T) {
+	for _, tc := range []struct {
+		a, b any
+		same bool
+	}{
+		{int64(600), json.Number("600"), true},
+		{int64(600), float64(600), true},
+		{int64(600), json.Number("601"), false},
+		{[]string{"b", "a"}, []any{"a", "b"}, true},
+		{[]string{"a"}, []any{"a", "b"}, false},
+		{true, true, true},
+		{true, false, false},
+		{map[string]string{"k": "v"}, map[string]any{"k": "v"}, true},
+		{map[string]string{"k": "v"}, map[string]any{"k": "w"}, false},
+		{"x", nil, false},
+		{[]string{}, nil, true},
+	} {
+		if got := sameValue(tc.a, tc.b); got != tc.same {
+			t.Errorf("sameValue(%#v, %#v) = %v", tc.a, tc.b, got)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/broker"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// credAgentOptions are the flags of `cred-agent`. The admission webhook renders exactly these; nothing
+// here comes from the environment, and no credential is ever a flag or an environment variable.
+type credAgentOptions struct {
+	VaultAddr    string
+	VaultCAFile  string
+	AuthMount    string
+	AuthRole     string
+	SecretsMount string
+	SecretsRole  string
+	Namespace    string
+	TokenFile    string
+	APIServer    string
+	APICAFile    string
+	Out          string
+	Scope        string
+	LoginTimeout time.Duration
+
+	streams IO
+}
+
+// newCredAgentCommand builds `agent-sandbox cred-agent` and `cred-agent ready`.
+func newCredAgentCommand(streams IO) *cobra.Command {
+	o := &credAgentOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "cred-agent",
+		Short: "Fetch one per-action Kubernetes credential from Vault, keep it as a kubeconfig, revoke it on exit",
+		Long: `cred-agent is the native sidecar the admission webhook injects into every sandbox Pod. It logs in to
+Vault with the Pod's projected service-account token (--token-file), asks the Kubernetes secrets engine
+for a credential in --namespace, writes it as a kubeconfig (--out, mode 0400, replaced atomically) and
+prints a credential.issued event as one JSON line on stdout. Then it waits. On SIGTERM (the tool
+container has exited) it revokes its Vault token, which makes Vault delete the generated ServiceAccount,
+Role and RoleBinding, removes the kubeconfig, prints credential.revoked and exits 0.
+
+Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's startup
+probe ("cred-agent ready") then never passes and the tool container never starts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Complete()
+			if err := o.Validate(); err != nil {
+				return o.fail(err)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address")
+	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default: the system roots)")
+	f.StringVar(&o.AuthMount, "auth-mount", policy.DefaultVaultMount, "mount path of Vault's Kubernetes auth method")
+	f.StringVar(&o.AuthRole, "auth-role", "", "Vault login role (the tool's)")
+	f.StringVar(&o.SecretsMount, "secrets-mount", policy.DefaultVaultMount, "mount path of Vault's Kubernetes secrets engine")
+	f.StringVar(&o.SecretsRole, "secrets-role", "", "secrets engine role (the tool's scope)")
+	f.StringVar(&o.Namespace, "namespace", "", "namespace the credential is for")
+	f.StringVar(&o.TokenFile, "token-file", contract.VaultTokenPath, "projected service-account token to log in with")
+	f.StringVar(&o.APIServer, "api-server", "", "API server URL written into the kubeconfig")
+	f.StringVar(&o.APICAFile, "api-ca-file", contract.APIServerCADir+"/ca.crt", "API server CA written into the kubeconfig")
+	f.StringVar(&o.Out, "out", contract.KubeconfigPath, "where to write the kubeconfig")
+	f.StringVar(&o.Scope, "scope", "", "credential scope name (for events only)")
+	f.DurationVar(&o.LoginTimeout, "login-timeout", broker.DefaultLoginTimeout, "give up logging in and minting after this long (transient errors are retried)")
+	cmd.AddCommand(newCredAgentReadyCommand(streams))
+	return cmd
+}
+
+// Complete has nothing to fill: every default is a flag default.
+func (o *credAgentOptions) Complete() {}
+
+// Validate checks that every required flag is set.
+func (o *credAgentOptions) Validate() error {
+	cfg := o.config()
+	return cfg.Validate()
+}
+
+func (o *credAgentOptions) config() broker.AgentConfig {
+	return broker.AgentConfig{
+		VaultAddr: o.VaultAddr, VaultCAFile: o.VaultCAFile,
+		AuthMount: o.AuthMount, AuthRole: o.AuthRole,
+		SecretsMount: o.SecretsMount, SecretsRole: o.SecretsRole,
+		Namespace: o.Namespace, Scope: o.Scope,
+		TokenFile: o.TokenFile, APIServer: o.APIServer, APICAFile: o.APICAFile, Out: o.Out,
+		LoginTimeout: o.LoginTimeout,
+		Events:       o.streams.Out,
+	}
+}
+
+// Run issues the credential, waits for the stop signal (ctx is cancelled on SIGTERM and SIGINT) and
+// revokes it.
+func (o *credAgentOptions) Run(ctx context.Context) error {
+	agent, err := broker.NewAgent(o.config())
+	if err != nil {
+		return o.fail(err)
+	}
+	if err := agent.Run(ctx); err != nil {
+		return o.fail(err)
+	}
+	return nil
+}
+
+// fail prints err as one scrubbed line on stderr and makes the process exit 1.
+func (o *credAgentOptions) fail(err error) error {
+	fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", oneLineError(err))
+	return exitError{code: 1}
+}
+
+// oneLineError flattens an error (errors.Join puts one per line) and scrubs any secret out of it.
+func oneLineError(err error) string {
+	parts := strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return audit.ScrubString(strings.Join(parts, "; "))
+}
+
+// credAgentReadyOptions are the flags of `cred-agent ready`.
+type credAgentReadyOptions struct {
+	File string
+
+	streams IO
+}
+
+func newCredAgentReadyCommand(streams IO) *cobra.Command {
+	o := &credAgentReadyOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "ready",
+		Short: "Exit 0 if the kubeconfig has been written (the sidecar's startup probe)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Complete()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.File, "file", contract.KubeconfigPath, "the kubeconfig the agent writes")
+	return cmd
+}
+
+// Complete fills the default path.
+func (o *credAgentReadyOptions) Complete() {
+	if o.File == "" {
+		o.File = contract.KubeconfigPath
+	}
+}
+
+// Validate has nothing to check beyond Complete.
+func (o *credAgentReadyOptions) Validate() error { return nil }
+
+// Run checks the file.
+func (o *credAgentReadyOptions) Run(context.Context) error {
+	if err := broker.KubeconfigReady(o.File); err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(err))
+		return exitError{code: 1}
+	}
+	return nil
+}

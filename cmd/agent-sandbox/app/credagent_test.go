@@ -1,0 +1,74 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCredAgentReady(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
+
+	code, _, stderr := runCLI(t, "cred-agent", "ready", "--file", path)
+	if code != 1 || !strings.HasPrefix(stderr, "cred-agent ready: kubeconfig not ready") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("missing file: code %d, stderr %q", code, stderr)
+	}
+	if err := os.WriteFile(path, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runCLI(t, "cred-agent", "ready", "--file", path); code != 1 {
+		t.Errorf("empty file: code %d", code)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("apiVersion: v1\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCLI(t, "cred-agent", "ready", "--file", path); code != 0 || stdout != "" || stderr != "" {
+		t.Errorf("written file: code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestCredAgentMissingFlags(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "cred-agent", "--vault-addr", "http://127.0.0.1:1")
+	if code != 1 || stdout != "" {
+		t.Errorf("code %d, stdout %q", code, stdout)
+	}
+	if !strings.HasPrefix(stderr, "cred-agent: ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr is not one line starting with cred-agent: %q", stderr)
+	}
+	for _, want := range []string{"auth role is required", "secrets role is required", "namespace is required", "API server is required"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q: %s", want, stderr)
+		}
+	}
+}
+
+func TestCredAgentBadTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "cred-agent",
+		"--vault-addr", "http://127.0.0.1:1", "--auth-role", "r", "--secrets-role", "s", "--namespace", "n",
+		"--api-server", "https://x", "--api-ca-file", ca, "--token-file", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "kc"))
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "cred-agent: read service-account token: ") {
+		t.Errorf("code %d stdout %q stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestOneLineErrorScrubs(t *testing.T) {
+	err := &testErr{"first line\nsecond: token=hunter2 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"}
+	got := oneLineError(err)
+	if strings.Contains(got, "\n") || strings.Contains(got, "hunter2") || strings.Contains(got, "eyJ") {
+		t.Errorf("oneLineError = %q", got)
+	}
+}
+
+type testErr struct{ s string }
+
+func (e *testErr) Error() string { return e.s }

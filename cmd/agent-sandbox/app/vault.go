@@ -1,0 +1,206 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agent-sandbox/agent-sandbox/broker"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// defaultPolicyFile is the policy `vault configure` reads when --policy is not given.
+const defaultPolicyFile = "policy/policy.yaml"
+
+// tokenRefusedHint is added to a refused token's error: it says how to pass a better one.
+const tokenRefusedHint = "pass an admin or root token with --vault-token-file or VAULT_TOKEN"
+
+// newVaultCommand builds `agent-sandbox vault configure`.
+func newVaultCommand(streams IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "vault",
+		Short: "Configure Vault to mint per-action Kubernetes credentials for the policy's tools",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newVaultConfigureCommand(streams))
+	return cmd
+}
+
+// vaultConfigureOptions are the flags of `vault configure`. The Vault token is deliberately not a flag:
+// flags show up in `ps` and shell history.
+type vaultConfigureOptions struct {
+	PolicyFile       string
+	VaultAddr        string
+	VaultTokenFile   string
+	VaultCAFile      string
+	Kubeconfig       string
+	KubernetesHost   string
+	KubernetesCAFile string
+	VaultNamespace   string
+	DryRun           bool
+
+	streams IO
+	getenv  func(string) string
+}
+
+func newVaultConfigureCommand(streams IO) *cobra.Command {
+	o := &vaultConfigureOptions{streams: streams, getenv: os.Getenv}
+	cmd := &cobra.Command{
+		Use:   "configure",
+		Short: "Make Vault and the cluster match the policy (idempotent; prints one line per change)",
+		Long: `configure sets up, from the policy:
+
+  in the cluster: Vault's own ServiceAccount and long-lived token in --vault-namespace-name, the right to
+  review tokens (system:auth-delegator), and in each namespace a tool targets a Role holding exactly what
+  the scopes minted there grant, plus what Vault needs to create and delete the per-action
+  ServiceAccount, Role and RoleBinding;
+
+  in Vault: the Kubernetes auth method with one login role and one ACL policy per tool, and the Kubernetes
+  secrets engine with one role per credential scope. Roles and policies named agent-sandbox-* that the
+  policy no longer declares are deleted.
+
+The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it needs rights to enable mounts
+and write policies (an admin or root token).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Complete()
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.PolicyFile, "policy", defaultPolicyFile, "policy file")
+	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address (default $VAULT_ADDR)")
+	f.StringVar(&o.VaultTokenFile, "vault-token-file", "", "file holding an admin Vault token (default: the token in $VAULT_TOKEN)")
+	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default $VAULT_CACERT)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig of the cluster (default $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.KubernetesHost, "kubernetes-host", "", "the API server's URL as Vault reaches it (default: the kubeconfig's server)")
+	f.StringVar(&o.KubernetesCAFile, "kubernetes-ca-file", "", "the API server's CA bundle as Vault should trust it (default: the kubeconfig's CA)")
+	f.StringVar(&o.VaultNamespace, "vault-namespace-name", broker.DefaultVaultNamespace, "namespace for Vault's own ServiceAccount and token")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
+	return cmd
+}
+
+// Complete fills defaults from the environment.
+func (o *vaultConfigureOptions) Complete() {
+	if o.getenv == nil {
+		o.getenv = os.Getenv
+	}
+	if o.PolicyFile == "" {
+		o.PolicyFile = defaultPolicyFile
+	}
+	if o.VaultAddr == "" {
+		o.VaultAddr = o.getenv("VAULT_ADDR")
+	}
+	if o.VaultCAFile == "" {
+		o.VaultCAFile = o.getenv("VAULT_CACERT")
+	}
+	if o.VaultNamespace == "" {
+		o.VaultNamespace = broker.DefaultVaultNamespace
+	}
+}
+
+// Validate checks the options without touching the network.
+func (o *vaultConfigureOptions) Validate() error {
+	var errs []error
+	if o.VaultAddr == "" {
+		errs = append(errs, errors.New("Vault's address is required: --vault-addr or VAULT_ADDR"))
+	}
+	if o.VaultTokenFile == "" && o.getenv("VAULT_TOKEN") == "" {
+		errs = append(errs, errors.New("a Vault token is required: --vault-token-file or VAULT_TOKEN"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run loads the policy, connects to the cluster and configures Vault.
+func (o *vaultConfigureOptions) Run(ctx context.Context) error {
+	pol, err := policy.LoadFile(o.PolicyFile)
+	if err != nil {
+		return err
+	}
+	token, err := o.vaultToken()
+	if err != nil {
+		return err
+	}
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = o.Kubeconfig
+	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	host := o.KubernetesHost
+	if host == "" {
+		host = restCfg.Host
+	}
+	ca, err := o.kubernetesCA(restCfg.CAData, restCfg.CAFile)
+	if err != nil {
+		return err
+	}
+	_, err = broker.Configure(ctx, broker.ConfigureConfig{
+		Policy:         pol,
+		Kube:           kube,
+		KubernetesHost: host,
+		KubernetesCA:   ca,
+		VaultAddr:      o.VaultAddr,
+		VaultCAFile:    o.VaultCAFile,
+		VaultNamespace: o.VaultNamespace,
+		DryRun:         o.DryRun,
+		Out:            o.streams.Out,
+	}, token)
+	if errors.Is(err, broker.ErrTokenRefused) {
+		err = fmt.Errorf("%w; %s", err, tokenRefusedHint)
+	}
+	if err != nil {
+		// Nothing we print may carry a token, whatever an API server or Vault put into its message.
+		return errors.New(audit.ScrubString(err.Error()))
+	}
+	return nil
+}
+
+// vaultToken reads the token from the file, else from the environment.
+func (o *vaultConfigureOptions) vaultToken() (string, error) {
+	token := o.getenv("VAULT_TOKEN")
+	if o.VaultTokenFile != "" {
+		b, err := os.ReadFile(o.VaultTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("read Vault token: %w", err)
+		}
+		token = string(b)
+	}
+	token = strings.TrimSpace(token)
+	if token == "" || strings.ContainsAny(token, " \t\r\n") {
+		return "", errors.New("the Vault token is empty or not one word")
+	}
+	return token, nil
+}
+
+// kubernetesCA is --kubernetes-ca-file, else the kubeconfig's CA.
+func (o *vaultConfigureOptions) kubernetesCA(data []byte, file string) ([]byte, error) {
+	if o.KubernetesCAFile != "" {
+		file, data = o.KubernetesCAFile, nil
+	}
+	if len(data) > 0 {
+		return data, nil
+	}
+	if file == "" {
+		return nil, errors.New("the kubeconfig has no CA for the API server; pass --kubernetes-ca-file")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read Kubernetes CA: %w", err)
+	}
+	return b, nil
+}
