@@ -5,15 +5,18 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT"
-"$AS_ROOT/scripts/build-tools.sh" apt kubernetes vault >&2
+"$AS_ROOT/scripts/build-tools.sh" apt kubernetes vault helm terraform-provider-kubernetes >&2
 
 # envtest wants one folder holding kube-apiserver, etcd and kubectl.
 assets=$AS_CACHE/envtest-$KUBE_VERSION
 mkdir -p "$assets"
 ln -sfn "$(bin_kube kube-apiserver)" "$assets/kube-apiserver"
 ln -sfn "$(bin_kube kubectl)" "$assets/kubectl"
+ln -sfn "$(bin_kube kube-controller-manager)" "$assets/kube-controller-manager"
 ln -sfn "$(command -v etcd || echo /usr/bin/etcd)" "$assets/etcd"
 export KUBEBUILDER_ASSETS=$assets
 export AGENT_SANDBOX_VAULT_BIN=$(bin_vault)
+export AGENT_SANDBOX_HELM_BIN=$(bin_helm)
+export AGENT_SANDBOX_TF_PROVIDER_MIRROR=$(dir_tfprovider)
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
 exec go test -tags integration -count=1 -timeout 20m "${@:-./test/integration/...}"
