@@ -1,0 +1,1231 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
+	"github.com/agent-sandbox/agent-sandbox/webhook"
+)
+
+// The chart tests render charts/agent-sandbox with the pinned helm (scripts/lib.sh bin_helm) and hold the
+// result against the code it must agree with: the webhook registrations of webhook.Configurations, the
+// policy loader, the webhook's flags. Every rendered object of a built-in kind is decoded strictly into its
+// Go type, so a misspelt or misplaced field fails here rather than at install time.
+
+const (
+	// chartHelmEnv names the helm binary; scripts/test-integration.sh exports it.
+	chartHelmEnv = "AGENT_SANDBOX_HELM_BIN"
+	// chartGoldenEnv=1 rewrites the golden render instead of comparing with it.
+	chartGoldenEnv = "UPDATE_GOLDEN"
+
+	chartRelease   = "agent-sandbox"
+	chartNamespace = "agent-sandbox-system"
+	chartSandboxNS = "agent-sandbox"
+	chartService   = "agent-sandbox-webhook"
+	chartConfig    = "agent-sandbox"
+)
+
+// chartPaths are the repository root, the chart and the shipped policy.
+func chartPaths(t *testing.T) (root, chart, policyFile string) {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repository root not found from the test's folder: %v", err)
+	}
+	return root, filepath.Join(root, "charts", "agent-sandbox"), filepath.Join(root, "policy", "policy.yaml")
+}
+
+// chartHelm runs helm with its config, cache and data folders in a temporary folder, so the tests neither
+// read nor change the user's helm setup. It returns stdout; stderr is part of the error.
+func chartHelm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := os.Getenv(chartHelmEnv)
+	if bin == "" {
+		t.Fatalf("$%s is not set: it must name the helm binary (scripts/test-integration.sh sets it; by hand: "+
+			"%s=$(bash -c '. scripts/lib.sh; bin_helm'), after scripts/build-tools.sh helm)", chartHelmEnv, chartHelmEnv)
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("$%s=%s is not an executable helm binary (build it with scripts/build-tools.sh helm): %v", chartHelmEnv, bin, err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// chartTemplate renders the chart (or a packaged chart) as release agent-sandbox in agent-sandbox-system.
+func chartTemplate(t *testing.T, chart string, args ...string) (string, error) {
+	t.Helper()
+	return chartHelm(t, append([]string{"template", chartRelease, chart, "--namespace", chartNamespace}, args...)...)
+}
+
+// chartObject is one document of a render.
+type chartObject struct {
+	gvk       schema.GroupVersionKind
+	name      string
+	namespace string
+	json      []byte
+}
+
+// chartRender is a decoded render.
+type chartRender struct {
+	objects []chartObject
+}
+
+// chartRenderArgs renders the chart with args and decodes every document. Objects of kinds the client-go
+// scheme knows are decoded strictly (unknown or duplicate fields fail the test).
+func chartRenderArgs(t *testing.T, args ...string) *chartRender {
+	t.Helper()
+	_, chart, _ := chartPaths(t)
+	out, err := chartTemplate(t, chart, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chartDecode(t, out)
+}
+
+func chartDecode(t *testing.T, out string) *chartRender {
+	t.Helper()
+	r := &chartRender{}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("split the render: %v", err)
+		}
+		js, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			t.Fatalf("rendered document is not valid YAML: %v\n%s", err, doc)
+		}
+		if string(bytes.TrimSpace(js)) == "null" {
+			continue // a document of comments only
+		}
+		var meta struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(js, &meta); err != nil {
+			t.Fatalf("rendered document: %v\n%s", err, doc)
+		}
+		gv, err := schema.ParseGroupVersion(meta.APIVersion)
+		if err != nil || meta.Kind == "" || meta.Metadata.Name == "" {
+			t.Fatalf("rendered document without apiVersion, kind or name:\n%s", doc)
+		}
+		o := chartObject{gvk: gv.WithKind(meta.Kind), name: meta.Metadata.Name, namespace: meta.Metadata.Namespace, json: js}
+		if clientgoscheme.Scheme.Recognizes(o.gvk) {
+			obj, err := clientgoscheme.Scheme.New(o.gvk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := chartStrictUnmarshal(js, obj); err != nil {
+				t.Errorf("%s %s: %v", meta.Kind, meta.Metadata.Name, err)
+			}
+		}
+		for _, prev := range r.objects {
+			if prev.gvk == o.gvk && prev.name == o.name && prev.namespace == o.namespace {
+				t.Errorf("%s %s/%s is rendered twice", o.gvk.Kind, o.namespace, o.name)
+			}
+		}
+		r.objects = append(r.objects, o)
+	}
+	if len(r.objects) == 0 {
+		t.Fatal("the render is empty")
+	}
+	return r
+}
+
+func chartStrictUnmarshal(js []byte, into any) error {
+	strict, err := sigsjson.UnmarshalStrict(js, into, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
+}
+
+// find returns the objects of a kind, optionally only in one namespace ("" for any).
+func (r *chartRender) find(kind, namespace string) []chartObject {
+	var out []chartObject
+	for _, o := range r.objects {
+		if o.gvk.Kind == kind && (namespace == "" || o.namespace == namespace) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (r *chartRender) lookup(kind, namespace, name string) (chartObject, bool) {
+	for _, o := range r.objects {
+		if o.gvk.Kind == kind && o.namespace == namespace && o.name == name {
+			return o, true
+		}
+	}
+	return chartObject{}, false
+}
+
+// get decodes the named object into into, or fails the test if it is not rendered.
+func (r *chartRender) get(t *testing.T, kind, namespace, name string, into any) {
+	t.Helper()
+	o, ok := r.lookup(kind, namespace, name)
+	if !ok {
+		t.Fatalf("%s %s/%s is not rendered; rendered: %s", kind, namespace, name, r.summary())
+	}
+	if err := chartStrictUnmarshal(o.json, into); err != nil {
+		t.Fatalf("%s %s/%s: %v", kind, namespace, name, err)
+	}
+}
+
+func (r *chartRender) has(kind, namespace, name string) bool {
+	_, ok := r.lookup(kind, namespace, name)
+	return ok
+}
+
+func (r *chartRender) summary() string {
+	var s []string
+	for _, o := range r.objects {
+		s = append(s, o.gvk.Kind+" "+o.namespace+"/"+o.name)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *chartRender) webhookConfigurations(t *testing.T, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	t.Helper()
+	var m admissionregistrationv1.MutatingWebhookConfiguration
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	r.get(t, "MutatingWebhookConfiguration", "", name, &m)
+	r.get(t, "ValidatingWebhookConfiguration", "", name, &v)
+	return &m, &v
+}
+
+func (r *chartRender) policyDocument(t *testing.T) []byte {
+	t.Helper()
+	var cm corev1.ConfigMap
+	r.get(t, "ConfigMap", chartNamespace, "agent-sandbox-policy", &cm)
+	doc, ok := cm.Data["policy.yaml"]
+	if !ok {
+		t.Fatalf("the policy ConfigMap has no key policy.yaml (the webhook's --policy file): %v", cm.Data)
+	}
+	return []byte(doc)
+}
+
+func (r *chartRender) deployment(t *testing.T) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	r.get(t, "Deployment", chartNamespace, chartService, &d)
+	return &d
+}
+
+func chartYAML(t *testing.T, v any) string {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestChartWebhookConfigurations: the chart registers exactly the webhooks of webhook.Configurations, in
+// every TLS mode and with a non-default timeout; only caBundle (injected at runtime) is left out.
+func TestChartWebhookConfigurations(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		config  string
+		timeout int32
+		certMgr bool
+	}{
+		{name: "defaults", config: chartConfig},
+		{name: "cert-manager", args: []string{"--set", "tls.mode=certManager"}, config: chartConfig, certMgr: true},
+		{name: "timeout and name", args: []string{"--set", "webhook.timeoutSeconds=25", "--set", "webhook.configurationName=guard"}, config: "guard", timeout: 25},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := chartRenderArgs(t, tc.args...)
+			gotM, gotV := r.webhookConfigurations(t, tc.config)
+			wantM, wantV := webhook.Configurations(webhook.ConfigurationsFor{
+				Name: tc.config, ServiceNamespace: chartNamespace, ServiceName: chartService, Port: 443, TimeoutSeconds: tc.timeout})
+			for i := range gotM.Webhooks {
+				if len(gotM.Webhooks[i].ClientConfig.CABundle) != 0 {
+					t.Errorf("mutating webhook %s: the chart sets caBundle; it must be injected at runtime", gotM.Webhooks[i].Name)
+				}
+				gotM.Webhooks[i].ClientConfig.CABundle = nil
+			}
+			for i := range gotV.Webhooks {
+				if len(gotV.Webhooks[i].ClientConfig.CABundle) != 0 {
+					t.Errorf("validating webhook %s: the chart sets caBundle; it must be injected at runtime", gotV.Webhooks[i].Name)
+				}
+				gotV.Webhooks[i].ClientConfig.CABundle = nil
+			}
+			if gotM.Name != wantM.Name || !apiequality.Semantic.DeepEqual(gotM.Webhooks, wantM.Webhooks) {
+				t.Errorf("the chart's MutatingWebhookConfiguration differs from webhook.Configurations\nchart:\n%s\ncode:\n%s",
+					chartYAML(t, gotM.Webhooks), chartYAML(t, wantM.Webhooks))
+			}
+			if gotV.Name != wantV.Name || !apiequality.Semantic.DeepEqual(gotV.Webhooks, wantV.Webhooks) {
+				t.Errorf("the chart's ValidatingWebhookConfiguration differs from webhook.Configurations\nchart:\n%s\ncode:\n%s",
+					chartYAML(t, gotV.Webhooks), chartYAML(t, wantV.Webhooks))
+			}
+			want := ""
+			if tc.certMgr {
+				want = chartNamespace + "/" + chartService
+			}
+			for kind, ann := range map[string]map[string]string{"mutating": gotM.Annotations, "validating": gotV.Annotations} {
+				if got := ann["cert-manager.io/inject-ca-from"]; got != want {
+					t.Errorf("%s configuration: cert-manager.io/inject-ca-from = %q, want %q", kind, got, want)
+				}
+			}
+			// The webhook injects its CA into the configurations named by --webhook-config, and serves the
+			// Service named by --service-name: both must name what the chart rendered.
+			args := r.deployment(t).Spec.Template.Spec.Containers[0].Args
+			for _, want := range []string{"--webhook-config=" + tc.config, "--service-name=" + chartService} {
+				if !slices.Contains(args, want) {
+					t.Errorf("webhook args %q lack %s", args, want)
+				}
+			}
+		})
+	}
+}
+
+// TestChartPolicy: the rendered policy loads with the webhook's own loader; with default values it is the
+// shipped policy unchanged, and each override lands where the webhook reads it.
+func TestChartPolicy(t *testing.T) {
+	_, _, policyFile := chartPaths(t)
+	shipped, err := os.ReadFile(policyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := policy.Decode(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("defaults are the shipped policy", func(t *testing.T) {
+		doc := chartRenderArgs(t).policyDocument(t)
+		if _, err := policy.Load(doc); err != nil {
+			t.Fatalf("the rendered policy does not load: %v\n%s", err, doc)
+		}
+		got, err := policy.Decode(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(got, want) {
+			t.Errorf("with default values the rendered policy differs from policy/policy.yaml\nrendered:\n%s\nshipped:\n%s", chartYAML(t, got), chartYAML(t, want))
+		}
+	})
+
+	t.Run("overrides", func(t *testing.T) {
+		const image = "registry.example/agent-sandbox:v1.2.3@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		r := chartRenderArgs(t,
+			"--set", "image.repository=registry.example/agent-sandbox",
+			"--set", "image.tag=v1.2.3",
+			"--set", "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+			"--set", "vault.address=https://vault.example:8200",
+			"--set", "apiServer.url=https://203.0.113.10:443",
+			"--set", "clusterID=gke-prod-1",
+			"--set-json", `sandbox.nodeSelector={"sandbox.gke.io/runtime":"gvisor"}`,
+			"--set-json", `sandbox.tolerations=[{"key":"sandbox.gke.io/runtime","operator":"Equal","value":"gvisor","effect":"NoSchedule"}]`,
+		)
+		doc := r.policyDocument(t)
+		c, err := policy.Load(doc)
+		if err != nil {
+			t.Fatalf("the rendered policy does not load: %v\n%s", err, doc)
+		}
+		sb := c.Spec.Sandbox
+		ca := sb.CredentialAgent
+		checks := []struct{ what, got, want string }{
+			{"spec.clusterID", c.Spec.ClusterID, "gke-prod-1"},
+			{"credentialAgent.image", ca.Image, image},
+			{"credentialAgent.vaultAddress", ca.VaultAddress, "https://vault.example:8200"},
+			{"credentialAgent.apiServer", ca.APIServer, "https://203.0.113.10:443"},
+			{"sandbox.nodeSelector", fmt.Sprint(sb.NodeSelector), "map[sandbox.gke.io/runtime:gvisor]"},
+		}
+		for _, tool := range c.Spec.Tools {
+			checks = append(checks, struct{ what, got, want string }{"tool " + tool.Name + " image", tool.Image, image})
+		}
+		for _, ck := range checks {
+			if ck.got != ck.want {
+				t.Errorf("%s = %q, want %q", ck.what, ck.got, ck.want)
+			}
+		}
+		wantTol := []corev1.Toleration{{Key: "sandbox.gke.io/runtime", Operator: corev1.TolerationOpEqual, Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}}
+		if !apiequality.Semantic.DeepEqual(sb.Tolerations, wantTol) {
+			t.Errorf("sandbox.tolerations = %+v, want %+v", sb.Tolerations, wantTol)
+		}
+		// Everything else is the shipped policy's.
+		if !apiequality.Semantic.DeepEqual(c.Spec.AdmissionRules, want.Spec.AdmissionRules) || !apiequality.Semantic.DeepEqual(c.Spec.Scopes, want.Spec.Scopes) {
+			t.Error("overriding values changed the policy's admission rules or scopes")
+		}
+		if got := r.deployment(t).Spec.Template.Spec.Containers[0].Image; got != image {
+			t.Errorf("webhook image = %q, want %q", got, image)
+		}
+	})
+
+	t.Run("values.policy replaces the file", func(t *testing.T) {
+		custom, err := policy.Decode(shipped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		custom.Spec.Sandbox.Namespace = "other-sandbox"
+		custom.Spec.ClusterID = "custom"
+		values, err := yaml.Marshal(map[string]any{"policy": custom})
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(file, values, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// image.tag is set too, to show that values.policy is used as given, without overrides.
+		r := chartRenderArgs(t, "-f", file, "--set", "image.tag=ignored-by-policy")
+		c, err := policy.Load(r.policyDocument(t))
+		if err != nil {
+			t.Fatalf("the rendered policy does not load: %v", err)
+		}
+		if c.Spec.ClusterID != "custom" || c.Spec.Sandbox.Namespace != "other-sandbox" {
+			t.Errorf("values.policy was not used: clusterID %q, namespace %q", c.Spec.ClusterID, c.Spec.Sandbox.Namespace)
+		}
+		if got := c.Spec.Tools[0].Image; got != want.Spec.Tools[0].Image {
+			t.Errorf("values.policy was overridden: tool image %q, want %q", got, want.Spec.Tools[0].Image)
+		}
+		if !r.has("NetworkPolicy", "other-sandbox", "agent-sandbox-default-deny") || !r.has("Role", "other-sandbox", "agent-sandbox-webhook") {
+			t.Errorf("the sandbox namespace's objects do not follow the policy's namespace: %s", r.summary())
+		}
+	})
+}
+
+// TestChartWebhookDeployment: the webhook runs hardened, highly available, and with flags that the
+// webhook command accepts and that point at what the chart mounts.
+func TestChartWebhookDeployment(t *testing.T) {
+	r := chartRenderArgs(t)
+	d := r.deployment(t)
+	ps := d.Spec.Template.Spec
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %v, want 2", d.Spec.Replicas)
+	}
+	if len(ps.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(ps.Containers))
+	}
+	c := ps.Containers[0]
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("the webhook container has no securityContext")
+	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+		t.Error("runAsNonRoot is not true")
+	case sc.RunAsUser == nil || *sc.RunAsUser != 65532:
+		t.Errorf("runAsUser = %v, want 65532", sc.RunAsUser)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("readOnlyRootFilesystem is not true")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("allowPrivilegeEscalation is not false")
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0:
+		t.Errorf("capabilities = %+v, want drop [ALL]", sc.Capabilities)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("seccompProfile = %+v, want RuntimeDefault", sc.SeccompProfile)
+	}
+	if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot {
+		t.Error("the pod's runAsNonRoot is not true")
+	}
+	if ps.AutomountServiceAccountToken == nil || !*ps.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken must be true: the webhook calls the API server")
+	}
+	if ps.ServiceAccountName != chartService {
+		t.Errorf("serviceAccountName = %q", ps.ServiceAccountName)
+	}
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if c.Resources.Requests.Name(res, "").IsZero() || c.Resources.Limits.Name(res, "").IsZero() {
+			t.Errorf("resources: %s needs both a request and a limit: %+v", res, c.Resources)
+		}
+	}
+	if c.Image != "localhost/agent-sandbox:dev" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %q pull %q, want localhost/agent-sandbox:dev IfNotPresent", c.Image, c.ImagePullPolicy)
+	}
+	if a := ps.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0 ||
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+		t.Errorf("want a preferred pod anti-affinity by hostname, got %+v", ps.Affinity)
+	}
+	var env *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == "POD_NAMESPACE" {
+			env = &c.Env[i]
+		}
+	}
+	if env == nil || env.ValueFrom == nil || env.ValueFrom.FieldRef == nil || env.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("POD_NAMESPACE must come from the fieldRef metadata.namespace: %+v", c.Env)
+	}
+
+	// The flags: the real webhook command must accept every one of them (--help stops it before it runs).
+	if len(c.Args) == 0 || c.Args[0] != "webhook" {
+		t.Fatalf("args must start with the webhook subcommand: %q", c.Args)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := app.Main(context.Background(), append(slices.Clone(c.Args), "--help"), strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Errorf("agent-sandbox %s refuses the chart's flags: %s", strings.Join(c.Args, " "), stderr.String())
+	}
+	flags := map[string]string{}
+	for _, a := range c.Args[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !strings.HasPrefix(k, "--") {
+			t.Errorf("arg %q is not --flag=value", a)
+			continue
+		}
+		if k != "--job-controller-user" {
+			flags[k] = v
+		}
+	}
+	for _, f := range []string{"--policy", "--approver-keys", "--port", "--cert-dir", "--tls-mode", "--tls-secret", "--service-name",
+		"--webhook-config", "--namespace", "--metrics-bind-address", "--health-probe-bind-address"} {
+		if _, ok := flags[f]; !ok {
+			t.Errorf("the webhook has no %s flag; args: %q", f, c.Args)
+		}
+	}
+	if flags["--tls-mode"] != "self" || flags["--namespace"] != "$(POD_NAMESPACE)" {
+		t.Errorf("--tls-mode=%s --namespace=%s, want self and $(POD_NAMESPACE)", flags["--tls-mode"], flags["--namespace"])
+	}
+	for _, u := range webhook.DefaultJobControllerUsers {
+		if !slices.Contains(c.Args, "--job-controller-user="+u) {
+			t.Errorf("args lack --job-controller-user=%s", u)
+		}
+	}
+
+	// The files the flags name are where the chart mounts them.
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range ps.Volumes {
+		volumes[v.Name] = v
+	}
+	checkFile := func(flag, volume, configMap, key string) {
+		t.Helper()
+		m, ok := mounts[volume]
+		if !ok || filepath.Join(m.MountPath, key) != flags[flag] || !m.ReadOnly || m.SubPath != "" {
+			t.Errorf("%s=%s: volume %s must be mounted read-only (no subPath, for reloads) at its folder: %+v", flag, flags[flag], volume, m)
+		}
+		if v := volumes[volume]; v.ConfigMap == nil || v.ConfigMap.Name != configMap {
+			t.Errorf("volume %s must be ConfigMap %s: %+v", volume, configMap, v.VolumeSource)
+		}
+	}
+	checkFile("--policy", "policy", "agent-sandbox-policy", "policy.yaml")
+	checkFile("--approver-keys", "approvers", "agent-sandbox-approvers", "approvers.jwks.json")
+	if m, ok := mounts["tmp"]; !ok || !strings.HasPrefix(flags["--cert-dir"], m.MountPath+"/") || volumes["tmp"].EmptyDir == nil {
+		t.Errorf("--cert-dir=%s must be on the writable emptyDir: %+v", flags["--cert-dir"], m)
+	}
+	var approvers corev1.ConfigMap
+	r.get(t, "ConfigMap", chartNamespace, "agent-sandbox-approvers", &approvers)
+	if _, ok := approvers.Data["approvers.jwks.json"]; ok {
+		t.Error("with no approver keys the ConfigMap must not hold approvers.jwks.json: the webhook refuses to start on an empty JWK set, and treats a missing file as no approvers")
+	}
+
+	// Probes and ports agree with the flags and the Service.
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if fmt.Sprint(ports["https"]) != flags["--port"] || ":"+fmt.Sprint(ports["healthz"]) != flags["--health-probe-bind-address"] ||
+		":"+fmt.Sprint(ports["metrics"]) != flags["--metrics-bind-address"] {
+		t.Errorf("container ports %v disagree with the flags %v", ports, flags)
+	}
+	for probe, want := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || probe.HTTPGet.Port.String() != "healthz" {
+			t.Errorf("want an HTTP probe of %s on port healthz, got %+v", want, probe)
+		}
+	}
+	var svc corev1.Service
+	r.get(t, "Service", chartNamespace, chartService, &svc)
+	svcPorts := map[string]corev1.ServicePort{}
+	for _, p := range svc.Spec.Ports {
+		svcPorts[p.Name] = p
+	}
+	if p := svcPorts["https"]; p.Port != 443 || p.TargetPort.String() != "https" {
+		t.Errorf("Service port https = %+v, want 443 -> https", p)
+	}
+	if p := svcPorts["metrics"]; p.Port != 8080 || p.TargetPort.String() != "metrics" {
+		t.Errorf("Service port metrics = %+v, want 8080 -> metrics", p)
+	}
+	for k, v := range svc.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("the Service's selector %s=%s does not select the webhook Pods", k, v)
+		}
+	}
+
+	var pdb policyv1.PodDisruptionBudget
+	r.get(t, "PodDisruptionBudget", chartNamespace, chartService, &pdb)
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget minAvailable = %v, want 1", pdb.Spec.MinAvailable)
+	}
+	if got := chartRenderArgs(t, "--set", "webhook.replicaCount=1"); got.has("PodDisruptionBudget", chartNamespace, chartService) {
+		t.Error("with one replica a minAvailable 1 budget would block every drain; it must not be rendered")
+	}
+}
+
+// TestChartRBAC: least privilege for the webhook, and an MCP identity that cannot read Secrets or exec.
+func TestChartRBAC(t *testing.T) {
+	type rule struct {
+		groups, resources, verbs, names string
+	}
+	rulesOf := func(rs []rbacv1.PolicyRule) []rule {
+		var out []rule
+		for _, r := range rs {
+			out = append(out, rule{strings.Join(r.APIGroups, ","), strings.Join(r.Resources, ","), strings.Join(r.Verbs, ","), strings.Join(r.ResourceNames, ",")})
+		}
+		return out
+	}
+	bound := func(t *testing.T, r *chartRender, kind, namespace, name, saNamespace, sa string) {
+		t.Helper()
+		var b rbacv1.RoleBinding
+		r.get(t, kind+"Binding", namespace, name, &b)
+		if b.RoleRef.Kind != kind || b.RoleRef.Name != name || len(b.Subjects) != 1 ||
+			b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != sa || b.Subjects[0].Namespace != saNamespace {
+			t.Errorf("%sBinding %s/%s must bind %s %s to ServiceAccount %s/%s only: %+v", kind, namespace, name, kind, name, saNamespace, sa, b)
+		}
+	}
+
+	t.Run("self-managed TLS", func(t *testing.T) {
+		r := chartRenderArgs(t)
+		var role rbacv1.Role
+		r.get(t, "Role", chartNamespace, chartService, &role)
+		want := []rule{
+			{"", "configmaps", "create,list,delete", ""},
+			{"", "secrets", "get,update", "agent-sandbox-webhook-tls"},
+			{"", "secrets", "create", ""},
+		}
+		if got := rulesOf(role.Rules); !slices.Equal(got, want) {
+			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
+		}
+		bound(t, r, "Role", chartNamespace, chartService, chartNamespace, chartService)
+
+		var jobs rbacv1.Role
+		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
+		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}}; !slices.Equal(got, want) {
+			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
+		}
+		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)
+
+		crName := chartNamespace + ":" + chartService
+		var cr rbacv1.ClusterRole
+		r.get(t, "ClusterRole", "", crName, &cr)
+		if got, want := rulesOf(cr.Rules), []rule{{"admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "get,update", chartConfig}}; !slices.Equal(got, want) {
+			t.Errorf("webhook ClusterRole = %+v, want %+v", got, want)
+		}
+		var crb rbacv1.ClusterRoleBinding
+		r.get(t, "ClusterRoleBinding", "", crName, &crb)
+		if crb.RoleRef.Name != crName || len(crb.Subjects) != 1 || crb.Subjects[0].Name != chartService || crb.Subjects[0].Namespace != chartNamespace {
+			t.Errorf("ClusterRoleBinding %s: %+v", crName, crb)
+		}
+		if n := len(r.find("ClusterRole", "")); n != 1 {
+			t.Errorf("want exactly one ClusterRole, got %d", n)
+		}
+	})
+
+	t.Run("cert-manager TLS needs no Secret or configuration access", func(t *testing.T) {
+		r := chartRenderArgs(t, "--set", "tls.mode=certManager")
+		var role rbacv1.Role
+		r.get(t, "Role", chartNamespace, chartService, &role)
+		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""}}; !slices.Equal(got, want) {
+			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
+		}
+		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 0 {
+			t.Errorf("cert-manager mode needs no cluster-wide permission, got %d cluster roles and bindings", n)
+		}
+	})
+
+	t.Run("MCP server", func(t *testing.T) {
+		r := chartRenderArgs(t)
+		var sa corev1.ServiceAccount
+		r.get(t, "ServiceAccount", chartSandboxNS, "agent-sandbox-mcp", &sa)
+		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+			t.Error("the MCP ServiceAccount must not automount a token")
+		}
+		var role rbacv1.Role
+		r.get(t, "Role", chartSandboxNS, "agent-sandbox-mcp", &role)
+		want := []rule{
+			{"batch", "jobs", "create,get,list,watch,delete", ""},
+			{"", "configmaps", "create,get,delete", ""},
+			{"", "pods", "get,list,watch", ""},
+			{"", "pods/log", "get", ""},
+			{"", "events", "get,list,watch", ""},
+		}
+		if got := rulesOf(role.Rules); !slices.Equal(got, want) {
+			t.Errorf("MCP Role rules = %+v, want %+v", got, want)
+		}
+		// Spelled out again as the properties that matter, so that a future edit of the list above cannot
+		// quietly grant them.
+		for _, pr := range role.Rules {
+			for _, res := range pr.Resources {
+				if res == "secrets" || res == "pods/exec" || res == "pods/attach" || res == "pods/portforward" || res == "pods/ephemeralcontainers" || res == "*" {
+					t.Errorf("the MCP server may %v %s", pr.Verbs, res)
+				}
+				if res == "pods" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
+					t.Errorf("the MCP server may %v pods; only the Job controller creates them", pr.Verbs)
+				}
+			}
+			if slices.Contains(pr.Verbs, "*") || slices.Contains(pr.APIGroups, "*") {
+				t.Errorf("wildcard in MCP rule %+v", pr)
+			}
+		}
+		bound(t, r, "Role", chartSandboxNS, "agent-sandbox-mcp", chartSandboxNS, "agent-sandbox-mcp")
+	})
+
+	t.Run("tool ServiceAccounts", func(t *testing.T) {
+		r := chartRenderArgs(t)
+		c, err := policy.Load(r.policyDocument(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range c.Spec.Tools {
+			names = append(names, tool.ServiceAccount)
+			var sa corev1.ServiceAccount
+			r.get(t, "ServiceAccount", chartSandboxNS, tool.ServiceAccount, &sa)
+			if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+				t.Errorf("tool ServiceAccount %s must not automount a token", sa.Name)
+			}
+		}
+		for _, o := range r.find("ServiceAccount", chartSandboxNS) {
+			if o.name != "agent-sandbox-mcp" && !slices.Contains(names, o.name) {
+				t.Errorf("ServiceAccount %s in the sandbox namespace belongs to no tool", o.name)
+			}
+		}
+	})
+}
+
+// TestChartSandboxNamespace: the namespace's labels and the default-deny egress, with and without creating
+// the namespace.
+func TestChartSandboxNamespace(t *testing.T) {
+	t.Run("created", func(t *testing.T) {
+		r := chartRenderArgs(t)
+		var ns corev1.Namespace
+		r.get(t, "Namespace", "", chartSandboxNS, &ns)
+		for k, v := range map[string]string{
+			"agent-sandbox.dev/sandbox":                  "true",
+			"pod-security.kubernetes.io/enforce":         "restricted",
+			"pod-security.kubernetes.io/enforce-version": "latest",
+			"pod-security.kubernetes.io/warn":            "restricted",
+			"pod-security.kubernetes.io/audit":           "restricted",
+		} {
+			if ns.Labels[k] != v {
+				t.Errorf("namespace label %s = %q, want %q", k, ns.Labels[k], v)
+			}
+		}
+		if !chartWebhookSelects(t, ns.Labels) {
+			t.Error("the webhooks' namespaceSelector does not select the sandbox namespace")
+		}
+		if chartWebhookSelects(t, map[string]string{"kubernetes.io/metadata.name": chartNamespace}) {
+			t.Error("the webhooks' namespaceSelector selects the webhook's own namespace")
+		}
+
+		var deny networkingv1.NetworkPolicy
+		r.get(t, "NetworkPolicy", chartSandboxNS, "agent-sandbox-default-deny", &deny)
+		if len(deny.Spec.PodSelector.MatchLabels)+len(deny.Spec.PodSelector.MatchExpressions) != 0 || len(deny.Spec.Ingress)+len(deny.Spec.Egress) != 0 ||
+			!slices.Equal(deny.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+			t.Errorf("default-deny must select every Pod and allow nothing in or out: %+v", deny.Spec)
+		}
+		var egress []string
+		for _, o := range r.find("NetworkPolicy", "") {
+			if o.namespace != chartSandboxNS {
+				t.Errorf("NetworkPolicy %s/%s is outside the sandbox namespace", o.namespace, o.name)
+			}
+			var np networkingv1.NetworkPolicy
+			r.get(t, "NetworkPolicy", o.namespace, o.name, &np)
+			if len(np.Spec.Ingress) != 0 {
+				t.Errorf("NetworkPolicy %s allows ingress", o.name)
+			}
+			for _, e := range np.Spec.Egress {
+				for _, p := range e.Ports {
+					for _, to := range e.To {
+						peer := "peers"
+						if to.IPBlock != nil {
+							peer = to.IPBlock.CIDR
+						}
+						egress = append(egress, fmt.Sprintf("%s %s:%s", o.name, peer, p.Port))
+					}
+				}
+			}
+		}
+		slices.Sort(egress)
+		want := []string{
+			"agent-sandbox-allow-apiserver 192.0.2.2/32:6443",
+			"agent-sandbox-allow-dns peers:53",
+			"agent-sandbox-allow-dns peers:53",
+			"agent-sandbox-allow-vault 10.244.0.1/32:8200",
+		}
+		if !slices.Equal(egress, want) {
+			t.Errorf("sandbox egress = %q, want only DNS, the API server and Vault: %q", egress, want)
+		}
+	})
+
+	t.Run("existing namespace", func(t *testing.T) {
+		r := chartRenderArgs(t, "--set", "sandbox.createNamespace=false", "--set", "networkPolicy.dns.enabled=false")
+		if n := len(r.find("Namespace", "")); n != 0 {
+			t.Errorf("createNamespace=false still renders %d Namespace", n)
+		}
+		for _, o := range []struct{ kind, name string }{
+			{"NetworkPolicy", "agent-sandbox-default-deny"}, {"NetworkPolicy", "agent-sandbox-allow-apiserver"}, {"NetworkPolicy", "agent-sandbox-allow-vault"},
+			{"ServiceAccount", "agent-sandbox-mcp"}, {"Role", "agent-sandbox-mcp"}, {"RoleBinding", "agent-sandbox-mcp"},
+			{"Role", chartService}, {"RoleBinding", chartService}, {"ServiceAccount", "tool-terraform-apply"},
+		} {
+			if !r.has(o.kind, chartSandboxNS, o.name) {
+				t.Errorf("createNamespace=false must still render %s %s/%s", o.kind, chartSandboxNS, o.name)
+			}
+		}
+		if r.has("NetworkPolicy", chartSandboxNS, "agent-sandbox-allow-dns") {
+			t.Error("networkPolicy.dns.enabled=false still allows DNS")
+		}
+	})
+
+	t.Run("GKE placement and RuntimeClass", func(t *testing.T) {
+		r := chartRenderArgs(t, "--set", "runtimeClass.create=true",
+			"--set-json", `sandbox.nodeSelector={"sandbox.gke.io/runtime":"gvisor"}`,
+			"--set-json", `sandbox.tolerations=[{"key":"sandbox.gke.io/runtime","operator":"Equal","value":"gvisor","effect":"NoSchedule"}]`)
+		var rc struct {
+			Metadata struct{ Name string } `json:"metadata"`
+			Handler  string                `json:"handler"`
+		}
+		o, ok := r.lookup("RuntimeClass", "", "gvisor")
+		if !ok {
+			t.Fatalf("runtimeClass.create=true renders no RuntimeClass gvisor: %s", r.summary())
+		}
+		if err := json.Unmarshal(o.json, &rc); err != nil || rc.Handler != "runsc" {
+			t.Errorf("RuntimeClass gvisor: handler %q, %v", rc.Handler, err)
+		}
+		c, err := policy.Load(r.policyDocument(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Spec.Sandbox.NodeSelector["sandbox.gke.io/runtime"] != "gvisor" || len(c.Spec.Sandbox.Tolerations) != 1 {
+			t.Errorf("GKE placement missing from the policy: %+v %+v", c.Spec.Sandbox.NodeSelector, c.Spec.Sandbox.Tolerations)
+		}
+		// The webhook Pods are not sandbox Pods: they keep their own placement.
+		if ps := r.deployment(t).Spec.Template.Spec; len(ps.NodeSelector) != 0 || len(ps.Tolerations) != 0 {
+			t.Errorf("sandbox placement leaked into the webhook Deployment: %+v %+v", ps.NodeSelector, ps.Tolerations)
+		}
+	})
+}
+
+// chartWebhookSelects reports whether every webhook's namespaceSelector (from the code) matches labels.
+func chartWebhookSelects(t *testing.T, labels map[string]string) bool {
+	t.Helper()
+	sel := webhook.SandboxNamespaceSelector()
+	for k, v := range sel.MatchLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel.MatchExpressions) == 0
+}
+
+// TestChartCertManager: in certManager mode cert-manager issues the certificate for the Service's names, the
+// webhook serves it from the mounted Secret, and the CA is injected into both configurations.
+func TestChartCertManager(t *testing.T) {
+	r := chartRenderArgs(t, "--set", "tls.mode=certManager")
+	o, ok := r.lookup("Certificate", chartNamespace, chartService)
+	if !ok {
+		t.Fatalf("no Certificate %s: %s", chartService, r.summary())
+	}
+	var cert struct {
+		Spec struct {
+			SecretName string   `json:"secretName"`
+			DNSNames   []string `json:"dnsNames"`
+			IssuerRef  struct{ Name, Kind string }
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(o.json, &cert); err != nil {
+		t.Fatal(err)
+	}
+	svcDNS := chartService + "." + chartNamespace + ".svc"
+	if cert.Spec.SecretName != "agent-sandbox-webhook-tls" || !slices.Contains(cert.Spec.DNSNames, svcDNS) {
+		t.Errorf("Certificate: secret %q, dnsNames %q; want agent-sandbox-webhook-tls and %s", cert.Spec.SecretName, cert.Spec.DNSNames, svcDNS)
+	}
+	if !r.has("Issuer", chartNamespace, cert.Spec.IssuerRef.Name) || cert.Spec.IssuerRef.Kind != "Issuer" {
+		t.Errorf("the Certificate's issuer %+v is not rendered", cert.Spec.IssuerRef)
+	}
+	ps := r.deployment(t).Spec.Template.Spec
+	c := ps.Containers[0]
+	if !slices.Contains(c.Args, "--tls-mode=files") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--tls-secret") }) {
+		t.Errorf("args %q: want --tls-mode=files and no --tls-secret", c.Args)
+	}
+	certDir := ""
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--cert-dir="); ok {
+			certDir = v
+		}
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		for _, v := range ps.Volumes {
+			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == cert.Spec.SecretName && m.MountPath == certDir && m.ReadOnly {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("the Certificate's Secret must be mounted read-only at --cert-dir=%s: %+v %+v", certDir, c.VolumeMounts, ps.Volumes)
+	}
+	if r2 := chartRenderArgs(t, "--set", "tls.mode=certManager", "--set", "tls.certManager.issuerRef.name=corp-ca", "--set", "tls.certManager.issuerRef.kind=ClusterIssuer"); len(r2.find("Issuer", "")) != 0 {
+		t.Error("with tls.certManager.issuerRef the chart must not create its own Issuer")
+	}
+}
+
+// TestChartRejects: values that would weaken the webhook or cannot work fail the render with a clear message.
+func TestChartRejects(t *testing.T) {
+	_, chart, _ := chartPaths(t)
+	dir := t.TempDir()
+	privateJWKS := filepath.Join(dir, "private.jwks.json")
+	if err := os.WriteFile(privateJWKS, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"failurePolicy Ignore", []string{"--set", "webhook.failurePolicy=Ignore"}, "/webhook/failurePolicy"},
+		{"unknown top-level key", []string{"--set", "replicas=3"}, "additional properties 'replicas' not allowed"},
+		{"unknown nested key", []string{"--set", "webhook.failurPolicy=Fail"}, "additional properties 'failurPolicy' not allowed"},
+		{"bad tls.mode", []string{"--set", "tls.mode=manual"}, "/tls/mode"},
+		{"timeout above 30s", []string{"--set", "webhook.timeoutSeconds=31"}, "/webhook/timeoutSeconds"},
+		{"timeout zero", []string{"--set", "webhook.timeoutSeconds=0"}, "/webhook/timeoutSeconds"},
+		{"no replicas", []string{"--set", "webhook.replicaCount=0"}, "/webhook/replicaCount"},
+		{"bad pull policy", []string{"--set", "image.pullPolicy=Sometimes"}, "/image/pullPolicy"},
+		{"egress without port", []string{"--set-json", `vault.egress=[{"cidr":"10.0.0.1/32"}]`}, "/vault/egress/0"},
+		{"webhook in the sandbox namespace", []string{"--namespace", chartSandboxNS}, "never into the namespace it guards"},
+		{"approver keys not JSON", []string{"--set-string", "approvers.jwks=not json"}, "approvers.jwks must be a JWK set"},
+		{"approver private key", []string{"--set-file", "approvers.jwks=" + privateJWKS}, "private key material"},
+		{"Kubernetes older than 1.29", []string{"--kube-version", "1.28.0"}, "kubeVersion"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := chartHelm(t, append([]string{"template", chartRelease, chart, "--namespace", chartNamespace}, tc.args...)...)
+			if err == nil {
+				t.Fatalf("helm template %s succeeded; want a failure mentioning %q (rendered %d bytes)", strings.Join(tc.args, " "), tc.want, len(out))
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template %s failed without mentioning %q: %v", strings.Join(tc.args, " "), tc.want, err)
+			}
+		})
+	}
+}
+
+// TestChartLintAndPackage: helm lint --strict is clean, and the packaged chart (which must follow the
+// files/policy.yaml symlink and carry the policy's contents) renders exactly like the chart folder.
+func TestChartLintAndPackage(t *testing.T) {
+	_, chart, policyFile := chartPaths(t)
+	for _, args := range [][]string{nil, {"--set", "tls.mode=certManager"}, {"--set", "sandbox.createNamespace=false"}} {
+		if out, err := chartHelm(t, append([]string{"lint", "--strict", chart, "--namespace", chartNamespace}, args...)...); err != nil {
+			t.Errorf("helm lint --strict %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
+	if fi, err := os.Lstat(filepath.Join(chart, "files", "policy.yaml")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("charts/agent-sandbox/files/policy.yaml must be a symlink to policy/policy.yaml (one policy, no copy): %v", err)
+	}
+	dir := t.TempDir()
+	if out, err := chartHelm(t, "package", chart, "--destination", dir); err != nil {
+		t.Fatalf("helm package: %v\n%s", err, out)
+	}
+	pkgs, _ := filepath.Glob(filepath.Join(dir, "agent-sandbox-*.tgz"))
+	if len(pkgs) != 1 {
+		t.Fatalf("helm package wrote %v", pkgs)
+	}
+	fromDir, err := chartTemplate(t, chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromPkg, err := chartTemplate(t, pkgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromDir != fromPkg {
+		t.Error("the packaged chart renders differently from the chart folder")
+	}
+	extract := exec.Command("tar", "-xzf", pkgs[0], "-C", dir, "agent-sandbox/files/policy.yaml")
+	if out, err := extract.CombinedOutput(); err != nil {
+		t.Fatalf("the package has no files/policy.yaml: %v\n%s", err, out)
+	}
+	packaged, err := os.Lstat(filepath.Join(dir, "agent-sandbox", "files", "policy.yaml"))
+	if err != nil || !packaged.Mode().IsRegular() {
+		t.Fatalf("files/policy.yaml in the package must be a regular file (the symlink's target): %v", err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "agent-sandbox", "files", "policy.yaml"))
+	want, _ := os.ReadFile(policyFile)
+	if !bytes.Equal(got, want) {
+		t.Error("the packaged files/policy.yaml differs from policy/policy.yaml")
+	}
+	list, err := exec.Command("tar", "-tzf", pkgs[0]).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(list), "agent-sandbox/tests/") {
+		t.Error("the package carries the chart's tests folder (.helmignore)")
+	}
+}
+
+// TestChartGolden compares the full default render with charts/agent-sandbox/tests/golden/default.yaml.
+// UPDATE_GOLDEN=1 rewrites the file; review its diff like code.
+func TestChartGolden(t *testing.T) {
+	_, chart, _ := chartPaths(t)
+	got, err := chartTemplate(t, chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join(chart, "tests", "golden", "default.yaml")
+	if os.Getenv(chartGoldenEnv) == "1" {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", golden)
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (create it with %s=1)", err, chartGoldenEnv)
+	}
+	if got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		line := 0
+		for line < len(gl) && line < len(wl) && gl[line] == wl[line] {
+			line++
+		}
+		show := func(ls []string) string { return strings.Join(ls[line:min(line+5, len(ls))], "\n") }
+		t.Errorf("the default render differs from %s from line %d on (rerun with %s=1 if the change is intended)\nrendered:\n%s\ngolden:\n%s",
+			golden, line+1, chartGoldenEnv, show(gl), show(wl))
+	}
+}
+
+// TestHelmInstallOnAPIServer installs the chart with helm into a real kube-apiserver the way the local
+// cluster does (the sandbox namespace already exists, created by cluster/manifests/namespaces.yaml), then
+// runs the webhook's own TLS and ledger code and the MCP server's permissions under the installed
+// ServiceAccounts: the chart's RBAC must be enough for what the webhook does, and no more.
+//
+// It is named without "Chart" so that `-run Chart` needs only helm; it needs $KUBEBUILDER_ASSETS too,
+// which scripts/test-integration.sh sets.
+func TestHelmInstallOnAPIServer(t *testing.T) {
+	root, chart, _ := chartPaths(t)
+	api := harness.StartAPIServer(t)
+	ctx := context.Background()
+	admin, err := client.New(api.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The local cluster's namespaces, from the same manifest scripts/up.sh applies.
+	manifest, err := os.ReadFile(filepath.Join(root, "cluster", "manifests", "namespaces.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range chartDecode(t, string(manifest)).find("Namespace", "") {
+		var ns corev1.Namespace
+		if err := chartStrictUnmarshal(o.json, &ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, &ns); err != nil {
+			t.Fatalf("create namespace %s: %v", ns.Name, err)
+		}
+	}
+
+	kube := []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
+	// With the default sandbox.createNamespace=true, Helm refuses a namespace it does not own, before it
+	// creates anything: that is why the local cluster installs with createNamespace=false.
+	if out, err := chartHelm(t, append([]string{"install", chartRelease, chart, "--create-namespace"}, kube...)...); err == nil {
+		t.Fatalf("helm install over an existing, unowned sandbox namespace succeeded:\n%s", out)
+	} else if !strings.Contains(err.Error(), `Namespace "agent-sandbox"`) {
+		t.Errorf("helm install over an existing namespace failed for another reason: %v", err)
+	}
+	if out, err := chartHelm(t, append([]string{"install", chartRelease, chart, "--create-namespace", "--set", "sandbox.createNamespace=false"}, kube...)...); err != nil {
+		t.Fatalf("helm install with sandbox.createNamespace=false: %v\n%s", err, out)
+	}
+
+	var dep appsv1.Deployment
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: chartNamespace, Name: chartService}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]string{}
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			flags[k] = v
+		}
+	}
+	saUser := func(ns, name string) (string, []string) {
+		return "system:serviceaccount:" + ns + ":" + name, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	hookUser, hookGroups := saUser(chartNamespace, dep.Spec.Template.Spec.ServiceAccountName)
+	cfg := rest.CopyConfig(api.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: hookUser, Groups: hookGroups}
+	asWebhook, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("self-managed TLS as the webhook", func(t *testing.T) {
+		tlsm := &webhook.SelfManagedTLS{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
+			ServiceName: flags["--service-name"], WebhookConfigs: []string{flags["--webhook-config"]}, CertDir: t.TempDir()}
+		for i := range 2 { // the first run creates the Secret, the second reads it back
+			if err := tlsm.Ensure(ctx); err != nil {
+				t.Fatalf("Ensure #%d with the chart's RBAC: %v", i+1, err)
+			}
+		}
+		chartCABundles(t, ctx, admin, flags["--webhook-config"], 5)
+
+		// An upgrade that changes the configurations keeps the injected caBundle: the chart never sets it,
+		// so Helm's three-way merge leaves it alone.
+		if out, err := chartHelm(t, append([]string{"upgrade", chartRelease, chart, "--set", "sandbox.createNamespace=false", "--set", "webhook.timeoutSeconds=12"}, kube...)...); err != nil {
+			t.Fatalf("helm upgrade: %v\n%s", err, out)
+		}
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := admin.Get(ctx, client.ObjectKey{Name: flags["--webhook-config"]}, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Webhooks[0].TimeoutSeconds == nil || *v.Webhooks[0].TimeoutSeconds != 12 {
+			t.Errorf("helm upgrade did not change timeoutSeconds: %v", v.Webhooks[0].TimeoutSeconds)
+		}
+		chartCABundles(t, ctx, admin, flags["--webhook-config"], 5)
+	})
+
+	t.Run("approval ledger as the webhook", func(t *testing.T) {
+		l := &webhook.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
+		const id = "00112233445566778899aabbccddeeff"
+		if err := l.Record(ctx, id, time.Now().Add(-time.Hour)); err != nil {
+			t.Fatalf("Record with the chart's RBAC: %v", err)
+		}
+		if err := l.Record(ctx, id, time.Now().Add(-time.Hour)); !errors.Is(err, approval.ErrReplayed) {
+			t.Fatalf("second Record = %v, want ErrReplayed", err)
+		}
+		if n, err := l.Prune(ctx); err != nil || n != 1 {
+			t.Fatalf("Prune with the chart's RBAC = %d, %v; want 1 pruned", n, err)
+		}
+	})
+
+	t.Run("owner Jobs as the webhook", func(t *testing.T) {
+		var job batchv1.Job
+		// NotFound, not Forbidden: authorization is checked before existence.
+		if err := asWebhook.Get(ctx, client.ObjectKey{Namespace: chartSandboxNS, Name: "no-such-job"}, &job); !apierrors.IsNotFound(err) {
+			t.Errorf("get a Job in the sandbox namespace: %v, want NotFound", err)
+		}
+		if err := asWebhook.Get(ctx, client.ObjectKey{Namespace: "demo-app", Name: "no-such-job"}, &job); !apierrors.IsForbidden(err) {
+			t.Errorf("get a Job outside the sandbox namespace: %v, want Forbidden", err)
+		}
+	})
+
+	mcpUser, mcpGroups := saUser(chartSandboxNS, "agent-sandbox-mcp")
+	for _, tc := range []struct {
+		who                                  string
+		user                                 string
+		groups                               []string
+		verb, group, resource, sub, ns, name string
+		allowed                              bool
+	}{
+		{"webhook", hookUser, hookGroups, "get", "", "secrets", "", chartNamespace, "some-other-secret", false},
+		{"webhook", hookUser, hookGroups, "list", "", "secrets", "", chartNamespace, "", false},
+		{"webhook", hookUser, hookGroups, "get", "", "secrets", "", chartSandboxNS, flags["--tls-secret"], false},
+		{"webhook", hookUser, hookGroups, "update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "someone-elses", false},
+		{"webhook", hookUser, hookGroups, "create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "", false},
+		{"webhook", hookUser, hookGroups, "create", "", "configmaps", "", chartSandboxNS, "", false},
+		{"webhook", hookUser, hookGroups, "list", "batch", "jobs", "", chartSandboxNS, "", false},
+		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
+		{"mcp", mcpUser, mcpGroups, "delete", "batch", "jobs", "", chartSandboxNS, "j", true},
+		{"mcp", mcpUser, mcpGroups, "create", "", "configmaps", "", chartSandboxNS, "", true},
+		{"mcp", mcpUser, mcpGroups, "get", "", "pods", "log", chartSandboxNS, "p", true},
+		{"mcp", mcpUser, mcpGroups, "list", "", "events", "", chartSandboxNS, "", true},
+		{"mcp", mcpUser, mcpGroups, "get", "", "secrets", "", chartSandboxNS, "s", false},
+		{"mcp", mcpUser, mcpGroups, "list", "", "secrets", "", chartSandboxNS, "", false},
+		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "exec", chartSandboxNS, "p", false},
+		{"mcp", mcpUser, mcpGroups, "get", "", "pods", "exec", chartSandboxNS, "p", false},
+		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "attach", chartSandboxNS, "p", false},
+		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "", chartSandboxNS, "", false},
+		{"mcp", mcpUser, mcpGroups, "update", "", "pods", "ephemeralcontainers", chartSandboxNS, "p", false},
+		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", "demo-app", "", false},
+		{"mcp", mcpUser, mcpGroups, "create", "", "serviceaccounts", "token", chartSandboxNS, "tool-terraform-apply", false},
+		{"mcp", mcpUser, mcpGroups, "create", "batch", "cronjobs", "", chartSandboxNS, "", false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: tc.user, Groups: tc.groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tc.verb, Group: tc.group, Resource: tc.resource,
+				Subresource: tc.sub, Namespace: tc.ns, Name: tc.name}}}
+		if err := admin.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.allowed {
+			t.Errorf("%s may %s %s/%s %s in %q (name %q): %v, want %v", tc.who, tc.verb, tc.resource, tc.sub, tc.group, tc.ns, tc.name, sar.Status.Allowed, tc.allowed)
+		}
+	}
+}
+
+// chartCABundles checks that every webhook of both configurations has a caBundle.
+func chartCABundles(t *testing.T, ctx context.Context, c client.Client, name string, want int) {
+	t.Helper()
+	var m admissionregistrationv1.MutatingWebhookConfiguration
+	var v admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &v); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range m.Webhooks {
+		if len(w.ClientConfig.CABundle) > 0 {
+			n++
+		}
+	}
+	for _, w := range v.Webhooks {
+		if len(w.ClientConfig.CABundle) > 0 {
+			n++
+		}
+	}
+	if n != want {
+		t.Errorf("%d of the webhooks have a caBundle, want %d", n, want)
+	}
+}
