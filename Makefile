@@ -71,3 +71,15 @@ check-clean: ## Check that nothing of the local cluster is left behind after `ma
 .PHONY: verify-cluster
 verify-cluster: ## Prove on the live cluster: gVisor kernel, NetworkPolicy egress enforcement
 	scripts/verify-cluster.sh
+
+.PHONY: image
+image: ## Build localhost/agent-sandbox:dev without Docker and import it into the local cluster
+	scripts/image-agent-sandbox.sh
+
+.PHONY: deploy
+deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver keys, Vault configured, MCP kubeconfig
+	scripts/deploy.sh
+
+.PHONY: verify
+verify: ## verify-cluster plus the admission check: every unsafe object of the corpus rejected on the live cluster
+	scripts/verify.sh

@@ -35,6 +35,9 @@ type Env struct {
 	Client   kubernetes.Interface
 	// Runs distinguishes object names between runs against the same cluster.
 	Run string
+
+	mu      sync.Mutex
+	created []string // Jobs admitted for real, for Cleanup
 }
 
 // Namespace is the sandbox namespace under test.
@@ -125,7 +128,25 @@ func (e *Env) CreateJob(ctx context.Context, j *batchv1.Job, dryRun bool) (*batc
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	return e.Client.BatchV1().Jobs(e.Namespace()).Create(ctx, j, opts)
+	out, err := e.Client.BatchV1().Jobs(e.Namespace()).Create(ctx, j, opts)
+	if err == nil && !dryRun {
+		e.mu.Lock()
+		e.created = append(e.created, out.Name)
+		e.mu.Unlock()
+	}
+	return out, err
+}
+
+// Cleanup deletes every Job the corpus got admitted (on a live cluster they would otherwise run).
+func (e *Env) Cleanup(ctx context.Context) {
+	e.mu.Lock()
+	names := e.created
+	e.created = nil
+	e.mu.Unlock()
+	bg := metav1.DeletePropagationBackground
+	for _, n := range names {
+		_ = e.Client.BatchV1().Jobs(e.Namespace()).Delete(ctx, n, metav1.DeleteOptions{PropagationPolicy: &bg})
+	}
 }
 
 func (e *Env) jobCase(name, rule string, mutate func(*batchv1.Job), base func() *batchv1.Job) Case {
@@ -392,12 +413,16 @@ func (e *Env) PodActions(job *batchv1.Job, pod *corev1.Pod) []Case {
 				Param("stdout", "true").Do(ctx).Error()
 		}},
 		{Name: "ephemeral container on a sandbox Pod", Rule: "no-ephemeral-containers", Submit: func(ctx context.Context) error {
-			p := pod.DeepCopy()
+			// Read the Pod again: on a live node its status has moved on since it was first seen.
+			p, err := e.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
 			// A debug container that passes Pod Security "restricted", so that the refusal is agent-sandbox's.
 			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 				Name: "debug", Image: "localhost/busybox:agent-sandbox", Command: []string{"sh"},
 				SecurityContext: sandbox.HardenedContainerSecurityContext()}})
-			_, err := e.Client.CoreV1().Pods(pod.Namespace).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
+			_, err = e.Client.CoreV1().Pods(pod.Namespace).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
 			return err
 		}},
 		{Name: "Pod with a forged owner reference", Rule: "pods-only-from-jobs", Submit: func(ctx context.Context) error {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# make verify: proves on the live cluster that sandboxes are isolated (verify-cluster: gVisor kernel,
+# NetworkPolicy egress) and that admission rejects every unsafe object of the adversarial corpus while it
+# admits and mutates the safe Job. Needs `make deploy` first. Exits non-zero on any FAIL.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$AS_ROOT"
+export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
+rc=0
+scripts/verify-cluster.sh || rc=1
+go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
+  --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" ${VERBOSE:+-v} || rc=1
+exit $rc
