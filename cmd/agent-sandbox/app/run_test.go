@@ -1,0 +1,101 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+)
+
+// runTool runs `agent-sandbox run ...` and checks the output contract: stdout is exactly one JSON line.
+func runTool(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, append([]string{"run"}, args...)...)
+	if strings.Count(stdout, "\n") != 1 || !strings.HasPrefix(stdout, "{") {
+		t.Errorf("stdout is not one JSON line: %q", stdout)
+	}
+	return code, stdout, stderr
+}
+
+// toolError decodes the error line and returns its message.
+func toolError(t *testing.T, stdout string) string {
+	t.Helper()
+	_, err := runner.DecodeResult[runner.PlanResult]([]byte(stdout))
+	var te *runner.ToolError
+	if !errors.As(err, &te) {
+		t.Fatalf("not an error line: %q (%v)", stdout, err)
+	}
+	return te.Message
+}
+
+func TestRunFailuresAreErrorLines(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	// A syntactically valid kubeconfig for a server that is not there.
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: "s3cr3t-token-value"}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kc)
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	okID := strings.Repeat("0a", 32)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"pod-status without namespace", []string{"pod-status"}, []string{"--namespace"}},
+		{"pod-status bad selector", []string{"pod-status", "--namespace=demo-app", "--selector=a in (b"}, []string{"--selector"}},
+		{"pod-status bad namespace", []string{"pod-status", "--namespace=Demo_App"}, []string{"--namespace \"Demo_App\""}},
+		{"pod-status unknown flag", []string{"pod-status", "--namespace=demo-app", "--all-namespaces"}, []string{"unknown flag"}},
+		{"pod-status unreachable server", []string{"pod-status", "--namespace=demo-app"}, []string{"list pods in demo-app"}},
+		{"pod-status missing kubeconfig", []string{"pod-status", "--namespace=demo-app", "--kubeconfig=" + filepath.Join(dir, "nope")}, []string{"no kubeconfig file at"}},
+		{"plan without workspace", []string{"terraform-plan", "--source=" + ws, "--namespace=demo-app"}, []string{"workspace \"\""}},
+		{"plan bad workspace and namespace", []string{"terraform-plan", "--workspace=../x", "--source=" + ws, "--namespace=kube.system"}, []string{"workspace \"../x\"", "namespace \"kube.system\""}},
+		{"apply without plan id", []string{"terraform-apply", "--workspace=w", "--source=" + ws, "--namespace=demo-app"}, []string{"plan id \"\""}},
+		{"apply upper-case plan id", []string{"terraform-apply", "--workspace=w", "--source=" + ws, "--namespace=demo-app", "--plan-id=" + strings.ToUpper(okID)}, []string{"64 lowercase hex digits"}},
+		{"apply unreachable server", []string{"terraform-apply", "--workspace=w", "--source=" + ws, "--namespace=demo-app", "--plan-id=" + okID}, []string{"load plan tfplan-0a0a0a0a0a0a0a0a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runTool(t, tt.args...)
+			if code != 1 {
+				t.Errorf("exit %d", code)
+			}
+			msg := toolError(t, stdout)
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			if strings.Contains(stdout+stderr, "s3cr3t-token-value") {
+				t.Error("the token leaked")
+			}
+		})
+	}
+}
+
+func TestRunKubeconfigDefault(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	if got := runKubeconfig(""); got != "/var/run/agent-sandbox/credentials/kubeconfig" {
+		t.Errorf("default %q", got)
+	}
+	t.Setenv("KUBECONFIG", "/k")
+	if got := runKubeconfig(""); got != "/k" {
+		t.Errorf("env %q", got)
+	}
+	if got := runKubeconfig("/flag"); got != "/flag" {
+		t.Errorf("flag %q", got)
+	}
+}

@@ -1,0 +1,48 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// userAgent identifies the runner in the API server's audit log.
+const userAgent = "agent-sandbox-runner"
+
+// NewClient builds a clientset from the per-action kubeconfig file.
+func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+	if err := checkKubeconfig(kubeconfig); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load the kubeconfig file %s (%w)", kubeconfig, err)
+	}
+	cfg.UserAgent = userAgent
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}
+
+// checkKubeconfig says clearly when the credential is missing. Its wording keeps the path away from a
+// following ':' so that secret scrubbing, which redacts "...kubeconfig: value", leaves the message readable.
+func checkKubeconfig(path string) error {
+	if path == "" {
+		return errors.New("no kubeconfig file given (set KUBECONFIG)")
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("no kubeconfig file at %s (the credential agent writes it)", path)
+	case err != nil:
+		return fmt.Errorf("kubeconfig file %s unreadable (%w)", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("kubeconfig file %s is a directory", path)
+	}
+	return nil
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package runner
+
+// ProtectProcess does nothing outside Linux; the runner only runs in Linux containers.
+func ProtectProcess() error { return nil }
+
+func sweepStrays() error { return nil }

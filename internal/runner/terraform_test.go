@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTerraformEnv(t *testing.T) {
+	base := []string{
+		"PATH=/usr/bin", "HOME=/tmp", "TF_CLI_CONFIG_FILE=/etc/terraform.rc", "TF_PLUGIN_CACHE_DIR=/tmp/c",
+		"TF_LOG=trace", "TF_LOG_PROVIDER=debug", "TF_CLI_ARGS_apply=-lock=false", "TF_WORKSPACE=other", "TF_VAR_replicas=9",
+		"TF_DATA_DIR=/x", "KUBE_TOKEN=abc", "KUBE_HOST=https://evil", "KUBECONFIG=/old", "KUBE_CONFIG_PATH=/old", "CHECKPOINT_DISABLE=",
+	}
+	got := TerraformEnv(base, "/run/kubeconfig")
+	want := []string{
+		"PATH=/usr/bin", "HOME=/tmp", "TF_CLI_CONFIG_FILE=/etc/terraform.rc", "TF_PLUGIN_CACHE_DIR=/tmp/c",
+		"KUBECONFIG=/run/kubeconfig", "KUBE_CONFIG_PATH=/run/kubeconfig", "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestDiagnostics(t *testing.T) {
+	out := "Initializing...\n\nError: Saved plan is stale\n\nThe given plan file...\n│ Error: Unauthorized\n╵\nWarning: x\n"
+	got := diagnostics(out)
+	if !slices.Equal(got, []string{"Error: Saved plan is stale", "Error: Unauthorized"}) {
+		t.Errorf("%q", got)
+	}
+}
+
+// fakeTerraform writes a shell script that stands in for terraform.
+func fakeTerraform(t *testing.T, script string) *terraform {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "terraform")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	return &terraform{bin: bin, dir: dir, env: []string{"PATH=/usr/bin:/bin"}, stderr: &stderr}
+}
+
+func TestTerraformRun(t *testing.T) {
+	ctx := context.Background()
+	tf := fakeTerraform(t, `echo "out $*"; echo "err" >&2; [ "$1" = show ] && echo '{"json":1}'; exit 0`)
+	so, text, err := tf.run(ctx, true, "show", "-json", "p")
+	if err != nil || string(so) != "out show -json p\n{\"json\":1}\n" || text != "err\n" {
+		t.Errorf("captured stdout: %q %q %v", so, text, err)
+	}
+	so, text, err = tf.run(ctx, false, "plan")
+	if err != nil || so != nil && len(so) != 0 || !strings.Contains(text, "out plan") || !strings.Contains(text, "err") {
+		t.Errorf("streamed: %q %q %v", so, text, err)
+	}
+	if s := tf.stderr.(*strings.Builder).String(); !strings.Contains(s, "out plan") {
+		t.Errorf("not streamed to stderr: %q", s)
+	}
+
+	stale := fakeTerraform(t, `printf '\nError: Saved plan is stale\n\nThe given plan file can no longer be applied\n'; exit 1`)
+	_, _, err = stale.run(ctx, false, "apply", "plan.tfplan")
+	var terr *TerraformError
+	if !errors.Is(err, ErrStalePlan) || !errors.As(err, &terr) || terr.Command != "apply" || !slices.Equal(terr.Diagnostics, []string{"Error: Saved plan is stale"}) {
+		t.Errorf("stale: %v", err)
+	}
+	failed := fakeTerraform(t, `echo "Error: Unsupported argument" >&2; exit 1`)
+	if _, _, err = failed.run(ctx, false, "plan"); errors.Is(err, ErrStalePlan) || err == nil ||
+		err.Error() != "terraform plan: Error: Unsupported argument (exit status 1)" {
+		t.Errorf("failed: %v", err)
+	}
+}
+
+// A cancelled run interrupts Terraform (so that it releases the state lock) rather than killing it.
+func TestTerraformRunInterrupts(t *testing.T) {
+	dir := t.TempDir()
+	marker, started := filepath.Join(dir, "interrupted"), filepath.Join(dir, "started")
+	tf := fakeTerraform(t, `trap 'echo interrupted > `+marker+`; exit 130' INT; touch `+started+`; while :; do sleep 0.05; done`)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Wait until the script has set its trap.
+		for {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	start := time.Now()
+	_, _, err := tf.run(ctx, false, "apply")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v", err)
+	}
+	if _, serr := os.Stat(marker); serr != nil {
+		t.Errorf("terraform was not interrupted: %v", serr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+}

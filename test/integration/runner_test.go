@@ -1,0 +1,499 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
+)
+
+const (
+	runnerNS        = "demo-app"
+	runnerWorkspace = "k8s-demo"
+	// runnerDemoLine is the line of terraform/k8s-demo/main.tf that the demo edits.
+	runnerDemoLine = `track = "stable" # demo: change to "canary" to force replacement`
+)
+
+// runnerEnv is the shared state of TestRunner's steps. Every tool runs in process through app.Main with
+// the argv the policy renders, against a real kube-apiserver, with the real terraform binary and the
+// locally built provider, and with a credential bound to exactly the RBAC rules of the tool's scope in
+// policy/policy.yaml, always at one kubeconfig path (as in the sandbox, where the credential agent
+// writes each Job's credential to the same place).
+type runnerEnv struct {
+	api        *harness.APIServer
+	admin      kubernetes.Interface
+	creds      map[string][]byte // scope name -> kubeconfig
+	kubeconfig string            // where the current credential is
+	workspace  string            // a copy of terraform/k8s-demo laid out like a ConfigMap volume
+	tmp        string            // TMPDIR of the runs
+}
+
+func TestRunner(t *testing.T) {
+	ctx := context.Background()
+	e := &runnerEnv{api: harness.StartAPIServer(t), creds: map[string][]byte{}}
+	e.admin = e.api.Clientset
+	dir := t.TempDir()
+	runnerTerraformSetup(t, dir)
+	e.tmp = filepath.Join(dir, "tmp")
+	if err := os.Mkdir(e.tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", e.tmp)
+	e.kubeconfig = filepath.Join(dir, "credentials", "kubeconfig")
+	if err := os.Mkdir(filepath.Dir(e.kubeconfig), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", e.kubeconfig)
+
+	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: runnerNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.LoadFile("../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []string{"pod-reader", "terraform-plan", "terraform-apply"} {
+		e.creds[scope] = e.scopedCredential(t, pol, scope)
+	}
+	e.workspace = runnerConfigMapVolume(t, filepath.Join(dir, "workspace"), map[string]string{
+		// The bare API server runs no controllers: the Deployment never becomes ready.
+		"ci.auto.tfvars": "wait_for_rollout = false\n",
+		"README.md":      "skipped by the runner\n",
+	})
+
+	steps := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"PodStatus", e.testPodStatus},
+		{"PlanAndApply", e.testPlanAndApply},
+		{"ReplacementAndRefusals", e.testReplacementAndRefusals},
+		{"BackendOverrideWins", e.testBackendOverrideWins},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.fn) {
+			t.FailNow()
+		}
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(e.tmp, "*"))
+	if len(leftovers) > 0 {
+		t.Errorf("working directories left behind: %v", leftovers)
+	}
+}
+
+// runnerTerraformSetup checks for terraform, builds the provider mirror if needed and points
+// TF_CLI_CONFIG_FILE at a CLI configuration that installs only from it (the environment's own setting
+// names a file that may not exist).
+func runnerTerraformSetup(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("terraform"); err != nil {
+		t.Fatalf("terraform is not on PATH (expected /usr/local/bin/terraform): %v", err)
+	}
+	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
+	if mirror == "" {
+		build := exec.Command("../../scripts/build-tools.sh", "terraform-provider-kubernetes")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("scripts/build-tools.sh terraform-provider-kubernetes: %v\n%s", err, out)
+		}
+		out, err := exec.Command("bash", "-c", ". ../../scripts/lib.sh && dir_tfprovider").Output()
+		if err != nil {
+			t.Fatalf("dir_tfprovider: %v", err)
+		}
+		mirror = strings.TrimSpace(string(out))
+	}
+	if _, err := os.Stat(filepath.Join(mirror, "registry.terraform.io/hashicorp/kubernetes/1.13.4/linux_amd64")); err != nil {
+		t.Fatalf("provider mirror %s: %v", mirror, err)
+	}
+	rc := filepath.Join(dir, "terraform.rc")
+	conf := "provider_installation {\n  filesystem_mirror {\n    path    = \"" + mirror + "\"\n" +
+		"    include = [\"registry.terraform.io/hashicorp/kubernetes\"]\n  }\n}\ndisable_checkpoint = true\n"
+	if err := os.WriteFile(rc, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TF_CLI_CONFIG_FILE", rc)
+	t.Setenv("HOME", dir)
+}
+
+// scopedCredential makes a user bound to exactly the rules of one policy scope in the namespace, as
+// Vault's Kubernetes secrets engine does for each action, and returns its kubeconfig.
+func (e *runnerEnv) scopedCredential(t *testing.T, pol *policy.Compiled, scope string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	s := pol.Scope(scope)
+	if s == nil {
+		t.Fatalf("policy has no scope %s", scope)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "scope-" + scope, Namespace: runnerNS}}
+	for _, r := range s.Rules {
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: r.APIGroups, Resources: r.Resources, Verbs: r.Verbs, ResourceNames: r.ResourceNames})
+	}
+	if _, err := e.admin.RbacV1().Roles(runnerNS).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user := "runner-" + scope
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: runnerNS},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+	}
+	if _, err := e.admin.RbacV1().RoleBindings(runnerNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := e.api.Env.AddUser(envtest.User{Name: user}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// runnerConfigMapVolume lays out terraform/k8s-demo plus extra files the way the kubelet writes a
+// ConfigMap volume: the files in a timestamped folder, ..data linking to it, one link per key.
+func runnerConfigMapVolume(t *testing.T, dir string, extra map[string]string) string {
+	t.Helper()
+	files := map[string]string{}
+	src, err := filepath.Glob("../../terraform/k8s-demo/*")
+	if err != nil || len(src) == 0 {
+		t.Fatalf("terraform/k8s-demo: %v", err)
+	}
+	for _, p := range src {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(p)] = string(data)
+	}
+	for k, v := range extra {
+		files[k] = v
+	}
+	stamp := "..2026_11_30_12_00_00.000000001"
+	if err := os.MkdirAll(filepath.Join(dir, stamp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// use puts one scope's credential at the kubeconfig path.
+func (e *runnerEnv) use(t *testing.T, scope string) {
+	t.Helper()
+	if err := os.Remove(e.kubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.kubeconfig, e.creds[scope], 0o400); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs one tool in process with the scope's credential and checks the output contract: stdout is
+// exactly one line, a JSON object. It returns the exit code and stdout.
+func (e *runnerEnv) run(t *testing.T, scope string, args ...string) (int, []byte) {
+	t.Helper()
+	e.use(t, scope)
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := app.Main(context.Background(), append([]string{"run"}, args...), strings.NewReader(""), &stdout, &stderr)
+	t.Logf("run %s: exit %d in %s", strings.Join(args, " "), code, time.Since(start).Round(10*time.Millisecond))
+	if t.Failed() || code != 0 {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+	if n := strings.Count(stdout.String(), "\n"); n != 1 || !strings.HasPrefix(stdout.String(), "{") {
+		t.Errorf("stdout is not exactly one JSON line (%d lines): %.500s", n, stdout.String())
+	}
+	return code, stdout.Bytes()
+}
+
+func (e *runnerEnv) plan(t *testing.T) runner.PlanResult {
+	t.Helper()
+	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace="+runnerWorkspace, "--source="+e.workspace, "--namespace="+runnerNS)
+	res, err := runner.DecodeResult[runner.PlanResult](out)
+	if code != 0 || err != nil {
+		t.Fatalf("terraform-plan: exit %d: %v", code, err)
+	}
+	t.Logf("plan %s: %+v, timings %+v", res.PlanID[:16], res.Summary, res.Timings)
+	return res
+}
+
+func (e *runnerEnv) apply(t *testing.T, planID string) (int, runner.ApplyResult, error) {
+	t.Helper()
+	code, out := e.run(t, "terraform-apply", "terraform-apply", "--workspace="+runnerWorkspace, "--source="+e.workspace, "--namespace="+runnerNS, "--plan-id="+planID)
+	res, err := runner.DecodeResult[runner.ApplyResult](out)
+	if err == nil {
+		t.Logf("apply %s: %+v, timings %+v", planID[:16], res.Summary, res.Timings)
+	}
+	return code, res, err
+}
+
+func (e *runnerEnv) testPodStatus(t *testing.T) {
+	ctx := context.Background()
+	for i, name := range []string{"probe-b", "probe-a", "other"} {
+		label := "probe"
+		if i == 2 {
+			label = "other"
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: runnerNS, Labels: map[string]string{"app": label}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "one", Image: "localhost/busybox:agent-sandbox"}, {Name: "two", Image: "localhost/busybox:agent-sandbox"},
+			}},
+		}
+		if _, err := e.admin.CoreV1().Pods(runnerNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The pod-reader credential really is limited: RBAC is in force, so what passes below is enough.
+	reader := e.clientFor(t, "pod-reader")
+	if _, err := reader.CoreV1().Secrets(runnerNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("pod-reader lists secrets: %v", err)
+	}
+
+	code, out := e.run(t, "pod-reader", "pod-status", "--namespace="+runnerNS, "--selector=app=probe")
+	res, err := runner.DecodeResult[runner.PodStatusResult](out)
+	if code != 0 || err != nil {
+		t.Fatalf("pod-status: exit %d: %v", code, err)
+	}
+	if res.Namespace != runnerNS || res.Selector != "app=probe" || len(res.Pods) != 2 {
+		t.Fatalf("pod-status: %+v", res)
+	}
+	for i, want := range []string{"probe-a", "probe-b"} {
+		p := res.Pods[i]
+		if p.Name != want || p.Phase != "Pending" || p.Ready != "0/2" || p.Restarts != 0 || p.Node != "" || p.Age == "" || p.AgeSeconds < 0 {
+			t.Errorf("pod %d: %+v", i, p)
+		}
+	}
+
+	// An empty selector (the policy renders --selector= when none is given) lists every pod.
+	code, out = e.run(t, "pod-reader", "pod-status", "--namespace="+runnerNS, "--selector=")
+	if res, err = runner.DecodeResult[runner.PodStatusResult](out); code != 0 || err != nil || len(res.Pods) != 3 {
+		t.Errorf("pod-status without selector: exit %d, %v, %+v", code, err, res)
+	}
+
+	code, out = e.run(t, "pod-reader", "pod-status", "--namespace="+runnerNS, "--selector=app==(")
+	var te *runner.ToolError
+	if _, err = runner.DecodeResult[runner.PodStatusResult](out); code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "selector") {
+		t.Errorf("bad selector: exit %d, %v", code, err)
+	}
+
+	// Another namespace is outside the credential.
+	code, out = e.run(t, "pod-reader", "pod-status", "--namespace=kube-system")
+	if _, err = runner.DecodeResult[runner.PodStatusResult](out); code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "forbidden") {
+		t.Errorf("kube-system: exit %d, %v", code, err)
+	}
+}
+
+func (e *runnerEnv) testPlanAndApply(t *testing.T) {
+	ctx := context.Background()
+	p := e.plan(t)
+	if !regexp.MustCompile(`^[a-f0-9]{64}$`).MatchString(p.PlanID) {
+		t.Fatalf("plan id %q", p.PlanID)
+	}
+	if p.Summary != (runner.PlanSummary{Add: 2}) || len(p.Changes) != 2 || p.NoChanges || p.Workspace != runnerWorkspace {
+		t.Fatalf("first plan: %+v %+v", p.Summary, p.Changes)
+	}
+	for _, c := range p.Changes {
+		if len(c.Actions) != 1 || c.Actions[0] != "create" || c.Replace {
+			t.Errorf("first plan change %+v", c)
+		}
+	}
+	if !strings.Contains(p.Text, "Plan: 2 to add, 0 to change, 0 to destroy.") {
+		t.Errorf("plan text: %s", p.Text)
+	}
+
+	// The saved plan is stored unchanged: its bytes hash to the plan ID.
+	sec, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfplan-"+p.PlanID[:16], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(sec.Data["plan.tfplan"])
+	if hex.EncodeToString(sum[:]) != p.PlanID || sec.Annotations[runner.AnnotationPlanID] != p.PlanID ||
+		sec.Labels[runner.LabelPlanID] != p.PlanID[:16] || sec.Labels[runner.LabelWorkspace] != runnerWorkspace {
+		t.Errorf("plan secret: labels %v annotations %v", sec.Labels, sec.Annotations)
+	}
+
+	code, a, err := e.apply(t, p.PlanID)
+	if code != 0 || err != nil || !a.Applied || a.PlanID != p.PlanID || a.Summary != p.Summary {
+		t.Fatalf("apply: exit %d, %v, %+v", code, err, a)
+	}
+	if !strings.Contains(a.Text, "Apply complete! Resources: 2 added, 0 changed, 0 destroyed.") {
+		t.Errorf("apply text: %s", a.Text)
+	}
+	dep, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Selector.MatchLabels["track"] != "stable" || *dep.Spec.Replicas != 2 {
+		t.Errorf("deployment: %+v", dep.Spec)
+	}
+	if _, err := e.admin.CoreV1().Services(runnerNS).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); err != nil {
+		t.Errorf("state secret: %v", err)
+	}
+	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfplan-"+p.PlanID[:16], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("applied plan's secret still there: %v", err)
+	}
+
+	// Applying the same plan again: its Secret is gone.
+	code, _, err = e.apply(t, p.PlanID)
+	var te *runner.ToolError
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "no saved plan") {
+		t.Errorf("second apply of one plan: exit %d, %v", code, err)
+	}
+
+	// Nothing changed since: the provider sees no drift in what it created.
+	if again := e.plan(t); !again.NoChanges || again.Summary != (runner.PlanSummary{}) || len(again.Changes) != 0 {
+		t.Errorf("plan after apply: %+v %+v\n%s", again.Summary, again.Changes, again.Text)
+	}
+}
+
+func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
+	ctx := context.Background()
+	// The demo's one-line edit, made the way the kubelet updates a ConfigMap volume's file.
+	mainTF, err := filepath.EvalSymlinks(filepath.Join(e.workspace, "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(mainTF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(src), runnerDemoLine) != 1 {
+		t.Fatalf("main.tf lacks the marked demo line %q", runnerDemoLine)
+	}
+	edited := strings.Replace(string(src), runnerDemoLine, `track = "canary" # demo: change to "canary" to force replacement`, 1)
+	if err := os.WriteFile(mainTF, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	first := e.plan(t)
+	if first.Summary != (runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}) || len(first.Changes) != 1 {
+		t.Fatalf("replacement plan: %+v %+v", first.Summary, first.Changes)
+	}
+	c := first.Changes[0]
+	if c.Address != "kubernetes_deployment.web" || !c.Replace || strings.Join(c.Actions, ",") != "delete,create" || len(c.ReplacePaths) == 0 {
+		t.Errorf("replacement change: %+v", c)
+	}
+	for _, want := range []string{"forces replacement", "must be replaced", "Plan: 1 to add, 0 to change, 1 to destroy."} {
+		if !strings.Contains(first.Text, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, first.Text)
+		}
+	}
+	before, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A plan ID that differs from the saved plan's hash in one digit (same Secret name) is refused
+	// before Terraform runs; so is an ID with no saved plan at all.
+	wrong := first.PlanID[:63] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", first.PlanID[63])+1)%16])
+	code, _, err := e.apply(t, wrong)
+	var te *runner.ToolError
+	if code != 1 || !errors.As(err, &te) || te.Message != runner.ErrPlanMismatch.Error() {
+		t.Errorf("apply with a wrong plan id: exit %d, %v", code, err)
+	}
+	code, _, err = e.apply(t, strings.Repeat("ab", 32))
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "no saved plan") {
+		t.Errorf("apply with an unknown plan id: exit %d, %v", code, err)
+	}
+
+	// Stale plans: plan again, apply that second plan, then try the first.
+	second := e.plan(t)
+	if second.PlanID == first.PlanID {
+		t.Fatal("two plans with one id")
+	}
+	code, a, err := e.apply(t, second.PlanID)
+	if code != 0 || err != nil || !a.Applied || a.Summary != (runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}) {
+		t.Fatalf("apply the second plan: exit %d, %v, %+v", code, err, a)
+	}
+	after, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID == before.UID || after.Spec.Selector.MatchLabels["track"] != "canary" {
+		t.Errorf("deployment not replaced: uid %s -> %s, selector %v", before.UID, after.UID, after.Spec.Selector.MatchLabels)
+	}
+	code, _, err = e.apply(t, first.PlanID)
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "stale") {
+		t.Errorf("apply a stale plan: exit %d, %v", code, err)
+	}
+	now, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || now.UID != after.UID {
+		t.Errorf("the stale plan changed the deployment: %v", err)
+	}
+	// The state lock is free again after every refusal.
+	lease, err := e.admin.CoordinationV1().Leases(runnerNS).Get(ctx, "lock-tfstate-default-"+runnerWorkspace, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity != nil {
+		t.Errorf("state lock: %v %+v", err, lease)
+	}
+}
+
+// A workspace that declares its own backend still keeps its state where the runner says.
+func (e *runnerEnv) testBackendOverrideWins(t *testing.T) {
+	ctx := context.Background()
+	stolen := filepath.Join(t.TempDir(), "stolen.tfstate")
+	ws := runnerConfigMapVolume(t, filepath.Join(t.TempDir(), "workspace"), map[string]string{
+		"ci.auto.tfvars": "wait_for_rollout = false\n",
+		"backend.tf":     "terraform {\n  backend \"local\" {\n    path = \"" + stolen + "\"\n  }\n}\n",
+	})
+	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace=other-ws", "--source="+ws, "--namespace="+runnerNS)
+	res, err := runner.DecodeResult[runner.PlanResult](out)
+	if code != 0 || err != nil || res.Summary.Add != 2 {
+		t.Fatalf("plan: exit %d, %v, %+v", code, err, res.Summary)
+	}
+	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfstate-default-other-ws", metav1.GetOptions{}); err != nil {
+		t.Errorf("state secret: %v", err)
+	}
+	if _, err := os.Stat(stolen); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the workspace's own backend was used: %v", err)
+	}
+}
+
+func (e *runnerEnv) clientFor(t *testing.T, scope string) kubernetes.Interface {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, e.creds[scope], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := runner.NewClient(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
