@@ -83,3 +83,9 @@ deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver k
 .PHONY: verify
 verify: ## verify-cluster plus the admission check: every unsafe object of the corpus rejected on the live cluster
 	scripts/verify.sh
+
+##@ Benchmarks (print figures; nothing is asserted)
+
+.PHONY: bench-admission
+bench-admission: ## Admission latency through a real apiserver: none vs webhook vs ValidatingAdmissionPolicy, concurrency 1/16/64
+	bench/admission.sh

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -41,19 +43,32 @@ type Webhook struct {
 // registration uses webhook.Configurations, the reference the chart is tested against.
 func StartWebhook(t testing.TB, api *APIServer, checker *webhook.Checker) *Webhook {
 	t.Helper()
-	dir := t.TempDir()
-	caPEM := writeServingCert(t, dir)
-	port, err := freePort()
+	w, err := ServeWebhook(api.Clientset, checker, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// ServeWebhook is StartWebhook for programs that are not tests (the admission benchmark): it serves from
+// dir and registers with the API server behind cs. Call Stop when done.
+func ServeWebhook(cs kubernetes.Interface, checker *webhook.Checker, dir string) (*Webhook, error) {
+	caPEM, err := WriteServingCert(dir)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	m, err := webhook.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	srv := crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
 	for path, h := range webhook.Handlers(scheme, checker, m) {
@@ -63,11 +78,8 @@ func StartWebhook(t testing.TB, api *APIServer, checker *webhook.Checker) *Webho
 	w := &Webhook{URL: "https://127.0.0.1:" + strconv.Itoa(port), Metrics: m, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		if err := srv.Start(ctx); err != nil {
-			t.Logf("webhook server: %v", err)
-		}
+		_ = srv.Start(ctx)
 	}()
-	t.Cleanup(w.Stop)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probe only
@@ -76,7 +88,8 @@ func StartWebhook(t testing.TB, api *APIServer, checker *webhook.Checker) *Webho
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("webhook server did not listen on %d: %v", port, err)
+			w.Stop()
+			return nil, fmt.Errorf("webhook server did not listen on %d: %w", port, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -92,14 +105,16 @@ func StartWebhook(t testing.TB, api *APIServer, checker *webhook.Checker) *Webho
 	for i := range val.Webhooks {
 		toURL(&val.Webhooks[i].ClientConfig)
 	}
-	ar := api.Clientset.AdmissionregistrationV1()
+	ar := cs.AdmissionregistrationV1()
 	if _, err := ar.MutatingWebhookConfigurations().Create(context.Background(), mut, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("register mutating webhook: %v", err)
+		w.Stop()
+		return nil, fmt.Errorf("register mutating webhook: %w", err)
 	}
 	if _, err := ar.ValidatingWebhookConfigurations().Create(context.Background(), val, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("register validating webhook: %v", err)
+		w.Stop()
+		return nil, fmt.Errorf("register validating webhook: %w", err)
 	}
-	return w
+	return w, nil
 }
 
 // Stop shuts the webhook server down; the registrations stay, so the API server now fails closed.
@@ -108,32 +123,44 @@ func (w *Webhook) Stop() {
 	<-w.done
 }
 
-func writeServingCert(t testing.TB, dir string) []byte {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// WriteServingCert writes tls.crt and tls.key for 127.0.0.1, signed by a throwaway CA, into dir and
+// returns the CA in PEM.
+func WriteServingCert(dir string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "harness-webhook-ca"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
 	}
-	must(os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }

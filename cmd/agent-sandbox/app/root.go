@@ -63,6 +63,11 @@ for a human to approve them with a signed token.`,
 		newDenyCommand(streams),
 		newAuditCommand(streams),
 		newVersionCommand(streams),
+		newWebhookCommand(streams),
+		newVaultCommand(streams),
+		newCredAgentCommand(streams),
+		newRunCommand(streams),
+		newMCPCommand(streams),
 	)
 	return root
 }

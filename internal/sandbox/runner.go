@@ -1,0 +1,310 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+)
+
+// Stage is a step of a sandbox run, reported as progress to the caller.
+type Stage string
+
+// The stages, in order.
+const (
+	StageQueued      Stage = "queued"
+	StageAdmitted    Stage = "admitted"
+	StageCredentials Stage = "credentials ready"
+	StageRunning     Stage = "running"
+	StageDone        Stage = "done"
+)
+
+// Stages lists every stage in order (for progress totals).
+var Stages = []Stage{StageQueued, StageAdmitted, StageCredentials, StageRunning, StageDone}
+
+// Sentinel errors of a run, checked with errors.Is.
+var (
+	ErrDenied          = errors.New("admission denied the sandbox Job")
+	ErrWebhookDown     = errors.New("the admission webhook is unreachable, so sandbox Jobs are refused (fail closed)")
+	ErrClusterDown     = errors.New("cannot reach the cluster")
+	ErrCredentials     = errors.New("the credential agent could not get a credential")
+	ErrDeadline        = errors.New("the sandbox exceeded its deadline")
+	ErrSandboxFailed   = errors.New("the sandbox failed")
+	ErrRunnerSaturated = errors.New("too many sandbox runs in progress")
+)
+
+// Result is what a finished run produced.
+type Result struct {
+	JobName string
+	// ExitCode of the tool container (-1 if it never ran).
+	ExitCode int32
+	// Stdout is the tool container's log.
+	Stdout []byte
+	// CredentialEvents are the credential agent's structured events (credential.issued, credential.revoked).
+	CredentialEvents []map[string]any
+	// Timings of each phase.
+	Timings Timings
+}
+
+// Timings split a run into its phases.
+type Timings struct {
+	Admission   time.Duration // create call, through both webhooks
+	PodStart    time.Duration // admitted until the sidecar container started
+	Credentials time.Duration // sidecar started until it was ready (kubeconfig written)
+	Run         time.Duration // tool container running until the Job finished
+	Cleanup     time.Duration // log collection and deletion
+	Total       time.Duration
+}
+
+// Runner creates sandbox Jobs, follows them to the end, collects their output and deletes them. It holds
+// only a client for the sandbox namespace: the untrusted MCP server's identity.
+type Runner struct {
+	Client    kubernetes.Interface
+	Namespace string
+	// PollInterval is how often a running Job is checked.
+	PollInterval time.Duration
+	sem          chan struct{}
+}
+
+// NewRunner returns a Runner that runs at most maxConcurrent sandboxes at once.
+func NewRunner(c kubernetes.Interface, namespace string, maxConcurrent int) *Runner {
+	if maxConcurrent <= 0 {
+		maxConcurrent = 4
+	}
+	return &Runner{Client: c, Namespace: namespace, PollInterval: 100 * time.Millisecond, sem: make(chan struct{}, maxConcurrent)}
+}
+
+// Run submits job and waits for it; progress is called at each stage. The Job is always deleted before Run
+// returns, also when ctx is cancelled (the call was cancelled) or the run fails.
+func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)) (*Result, error) {
+	if progress == nil {
+		progress = func(Stage) {}
+	}
+	progress(StageQueued)
+	select {
+	case r.sem <- struct{}{}:
+		defer func() { <-r.sem }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	res := &Result{JobName: job.Name, ExitCode: -1}
+	created, err := r.Client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	res.Timings.Admission = time.Since(start)
+	if err != nil {
+		return nil, classifyCreate(err)
+	}
+	progress(StageAdmitted)
+	defer func() {
+		c := time.Now()
+		r.delete(created.Name)
+		res.Timings.Cleanup += time.Since(c)
+		res.Timings.Total = time.Since(start)
+	}()
+
+	if err := r.follow(ctx, created, res, progress); err != nil {
+		return res, err
+	}
+	c := time.Now()
+	pod, err := r.pod(ctx, created.Name)
+	if err == nil {
+		res.Stdout, _ = r.logs(ctx, pod.Name, contract.ToolContainer)
+		agent, _ := r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
+		res.CredentialEvents = parseEvents(agent)
+	}
+	res.Timings.Cleanup = time.Since(c)
+	return res, nil
+}
+
+// follow polls the Job and its Pod until the Job finishes, reporting stages and failing fast when the
+// credential agent fails.
+func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
+	admitted := time.Now()
+	var sidecarStarted, sidecarReady, toolRunning time.Time
+	t := time.NewTicker(r.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if pod, err := r.pod(ctx, job.Name); err == nil {
+			for _, s := range pod.Status.InitContainerStatuses {
+				if s.Name != contract.CredentialAgentContainer {
+					continue
+				}
+				if s.State.Running != nil && sidecarStarted.IsZero() {
+					sidecarStarted = time.Now()
+					res.Timings.PodStart = sidecarStarted.Sub(admitted)
+				}
+				if s.Started != nil && *s.Started && sidecarReady.IsZero() && !sidecarStarted.IsZero() {
+					sidecarReady = time.Now()
+					res.Timings.Credentials = sidecarReady.Sub(sidecarStarted)
+					progress(StageCredentials)
+				}
+				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
+					return fmt.Errorf("%w: %s", ErrCredentials, oneLine(audit.ScrubString(term.Message)))
+				}
+			}
+			for _, s := range pod.Status.ContainerStatuses {
+				if s.Name != contract.ToolContainer {
+					continue
+				}
+				if (s.State.Running != nil || s.State.Terminated != nil) && toolRunning.IsZero() {
+					toolRunning = time.Now()
+					progress(StageRunning)
+				}
+				if s.State.Terminated != nil {
+					res.ExitCode = s.State.Terminated.ExitCode
+				}
+			}
+			if err := stuck(pod); err != nil {
+				return err
+			}
+		}
+		cur, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: read Job %s: %v", ErrClusterDown, job.Name, err)
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case batchv1.JobComplete:
+				if !toolRunning.IsZero() {
+					res.Timings.Run = time.Since(toolRunning)
+				}
+				progress(StageDone)
+				return nil
+			case batchv1.JobFailed:
+				if !toolRunning.IsZero() {
+					res.Timings.Run = time.Since(toolRunning)
+				}
+				if c.Reason == "DeadlineExceeded" {
+					return fmt.Errorf("%w (%ds)", ErrDeadline, *job.Spec.ActiveDeadlineSeconds)
+				}
+				if res.ExitCode > 0 {
+					// The tool ran and failed; its own error result is in its output.
+					progress(StageDone)
+					return nil
+				}
+				return fmt.Errorf("%w: %s: %s", ErrSandboxFailed, c.Reason, oneLine(c.Message))
+			}
+		}
+	}
+}
+
+// failedTermination returns the termination record of a container that exited with an error.
+func failedTermination(s corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
+		return t
+	}
+	if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+		return t
+	}
+	return nil
+}
+
+// stuck reports a Pod that cannot start for a reason that will not fix itself.
+func stuck(pod *corev1.Pod) error {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, s := range list {
+			if w := s.State.Waiting; w != nil {
+				switch w.Reason {
+				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
+					return fmt.Errorf("%w: container %s: %s: %s", ErrSandboxFailed, s.Name, w.Reason, oneLine(w.Message))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Runner) pod(ctx context.Context, job string) (*corev1.Pod, error) {
+	pods, err := r.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil {
+		return nil, err
+	}
+	if len(pods.Items) == 0 {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), job)
+	}
+	return &pods.Items[0], nil
+}
+
+func (r *Runner) logs(ctx context.Context, pod, container string) ([]byte, error) {
+	rc, err := r.Client.CoreV1().Pods(r.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, 8<<20))
+}
+
+// delete removes the Job and its Pod, with a fresh context: it also runs after the call was cancelled.
+func (r *Runner) delete(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// An error is not fatal: the Job's ttlSecondsAfterFinished removes it eventually.
+	_ = r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+}
+
+// parseEvents reads the credential agent's JSON event lines and ignores anything else.
+func parseEvents(out []byte) []map[string]any {
+	var events []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var ev map[string]any
+		if json.Unmarshal([]byte(line), &ev) == nil && ev["event"] != nil {
+			events = append(events, audit.Scrub(ev).(map[string]any))
+		}
+	}
+	return events
+}
+
+// classifyCreate turns a failed create into an error a person can act on.
+func classifyCreate(err error) error {
+	msg := oneLine(audit.ScrubString(err.Error()))
+	switch {
+	case strings.Contains(msg, "failed calling webhook"):
+		return fmt.Errorf("%w: %s", ErrWebhookDown, msg)
+	case apierrors.IsForbidden(err) && strings.Contains(msg, "admission webhook"):
+		return fmt.Errorf("%w: %s", ErrDenied, msg)
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return fmt.Errorf("%w: %s", ErrDenied, msg)
+	case isConnectionError(err):
+		return fmt.Errorf("%w: %s", ErrClusterDown, msg)
+	}
+	return fmt.Errorf("create sandbox Job: %s", msg)
+}
+
+func isConnectionError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") || strings.Contains(s, "i/o timeout") ||
+		strings.Contains(s, "dial tcp") || strings.Contains(s, "EOF")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

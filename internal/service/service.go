@@ -1,0 +1,204 @@
+// Package service executes agent tool calls: the guardrails that mirror the webhook's policy (default
+// deny, tier, namespace), the approval workflow for destructive tools, the sandbox run, and the audit chain
+// of every call. It knows nothing of MCP; package mcp maps the protocol onto it.
+//
+// The service runs inside the untrusted MCP server. Its refusals are early and friendly; the admission
+// webhook enforces the same policy whatever this package does.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// Runner runs one sandbox Job to completion (sandbox.Runner).
+type Runner interface {
+	Run(ctx context.Context, job *batchv1.Job, progress func(sandbox.Stage)) (*sandbox.Result, error)
+}
+
+// WorkspaceStore publishes a workspace's files to the sandbox namespace (as an immutable ConfigMap).
+type WorkspaceStore interface {
+	EnsureWorkspace(ctx context.Context, name string, files map[string]string) error
+}
+
+// Progress receives the stages of a call; n counts from 1 to total.
+type Progress func(stage string, n, total int)
+
+// Service executes tool calls.
+type Service struct {
+	Policy     *policy.Compiled
+	Approvals  *approval.Store
+	Audit      *audit.Log
+	Runner     Runner
+	Workspaces WorkspaceStore
+	// WorkspaceDir holds one folder of Terraform files per workspace.
+	WorkspaceDir string
+	Now          func() time.Time
+
+	mu    sync.Mutex
+	plans map[string]*PlanOutput // by plan ID, for the approval request's summary
+}
+
+// Kind classifies a refused or failed call.
+type Kind string
+
+// The kinds of call errors.
+const (
+	KindDenied   Kind = "denied"   // the policy refuses the call
+	KindInvalid  Kind = "invalid"  // the parameters are wrong
+	KindFailed   Kind = "failed"   // the sandbox ran and the tool failed, or the sandbox could not run
+	KindApproval Kind = "approval" // the approval was denied, expired or already used
+)
+
+// Error is a call that did not produce a result: a domain failure, reported to the agent as a tool error
+// with one line of reason, never a protocol error.
+type Error struct {
+	Kind      Kind
+	RequestID string
+	Message   string
+	Err       error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap exposes the cause for errors.Is.
+func (e *Error) Unwrap() error { return e.Err }
+
+// call is one tool call in progress: its correlation ID and audit trail.
+type call struct {
+	s        *Service
+	id       string
+	tool     string
+	progress Progress
+	// auditErr collects audit writes that failed after the call began.
+	auditErr error
+}
+
+func (s *Service) begin(tool string, params map[string]any, progress Progress) (*call, error) {
+	id, err := approval.NewRequestID()
+	if err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = func(string, int, int) {}
+	}
+	c := &call{s: s, id: id, tool: tool, progress: progress}
+	// Without an audit record there is no call: refuse rather than run unrecorded.
+	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: map[string]any{"params": params}}); err != nil {
+		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
+	}
+	return c, nil
+}
+
+func (c *call) audit(event string, fields map[string]any) {
+	// A failed write after the call began must not pass silently, nor turn a finished sandbox run into a
+	// false failure: it is kept and reported by the caller (AuditErr).
+	if err := c.s.Audit.Write(audit.Event{RequestID: c.id, Name: event, Tool: c.tool, Fields: fields}); err != nil {
+		c.auditErr = errors.Join(c.auditErr, err)
+	}
+}
+
+// fail ends the call with a domain error and records it.
+func (c *call) fail(kind Kind, err error) error {
+	msg := oneLine(audit.ScrubString(err.Error()))
+	if kind == KindDenied || kind == KindInvalid {
+		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": msg})
+	}
+	c.audit(audit.EventToolResult, map[string]any{"is_error": true, "kind": string(kind), "reason": msg})
+	return &Error{Kind: kind, RequestID: c.id, Message: msg, Err: err}
+}
+
+// invoke applies the guardrails: the tool exists (default deny) and the parameters and namespace are ones
+// the policy allows. The scope and namespace come from the policy.
+func (c *call) invoke(params map[string]any) (*policy.Invocation, error) {
+	t, err := c.s.Policy.Tool(c.tool)
+	if err != nil {
+		return nil, c.fail(KindDenied, fmt.Errorf("tool %s is not allowed by the policy", c.tool))
+	}
+	inv, err := t.Invoke(params)
+	switch {
+	case errors.Is(err, policy.ErrNamespaceDenied):
+		return nil, c.fail(KindDenied, fmt.Errorf("refused by policy: %w", err))
+	case err != nil:
+		return nil, c.fail(KindInvalid, err)
+	}
+	return inv, nil
+}
+
+// run renders and runs the sandbox Job, writing the sandbox and credential events of the audit chain.
+func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*sandbox.Result, error) {
+	job, err := sandbox.RenderJob(c.s.Policy, sandbox.JobSpec{Invocation: inv, RequestID: c.id, ApprovalToken: token})
+	if err != nil {
+		return nil, c.fail(KindFailed, err)
+	}
+	total := len(sandbox.Stages)
+	res, err := c.s.Runner.Run(ctx, job, func(st sandbox.Stage) {
+		for i, s := range sandbox.Stages {
+			if s == st {
+				c.progress(string(st), i+1, total)
+			}
+		}
+		if st == sandbox.StageAdmitted {
+			c.audit(audit.EventSandboxStarted, map[string]any{"job": job.Name, "namespace": job.Namespace,
+				"scope": inv.Scope, "target_namespace": inv.TargetNamespace, "runtime_class": c.s.Policy.Spec.Sandbox.RuntimeClassName})
+		}
+	})
+	if res != nil {
+		c.credentialEvents(res, audit.EventCredentialIssued)
+		c.audit(audit.EventSandboxCompleted, map[string]any{"job": job.Name, "exit_code": res.ExitCode, "ok": err == nil && res.ExitCode == 0,
+			"timings_ms": timingsMS(res.Timings)})
+		c.credentialEvents(res, audit.EventCredentialRevoked)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
+		}
+		kind := KindFailed
+		if errors.Is(err, sandbox.ErrDenied) {
+			kind = KindDenied
+		}
+		return nil, c.fail(kind, err)
+	}
+	return res, nil
+}
+
+// credentialEvents copies the credential agent's events of one kind into the audit chain.
+func (c *call) credentialEvents(res *sandbox.Result, name string) {
+	for _, ev := range res.CredentialEvents {
+		if ev["event"] != name {
+			continue
+		}
+		fields := map[string]any{}
+		for k, v := range ev {
+			if k != "event" {
+				fields[k] = v
+			}
+		}
+		c.audit(name, fields)
+	}
+}
+
+func timingsMS(t sandbox.Timings) map[string]int64 {
+	return map[string]int64{"admission": t.Admission.Milliseconds(), "pod_start": t.PodStart.Milliseconds(),
+		"credentials": t.Credentials.Milliseconds(), "run": t.Run.Milliseconds(), "cleanup": t.Cleanup.Milliseconds(), "total": t.Total.Milliseconds()}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

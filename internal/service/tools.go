@@ -1,0 +1,321 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// Tool names the service offers (the first three are policy tools run in sandboxes).
+const (
+	ToolPodStatus      = "k8s_get_pod_status"
+	ToolPlan           = "terraform_plan"
+	ToolApply          = "terraform_apply"
+	ToolApprovalStatus = "approval_status"
+)
+
+// PodStatusInput are the arguments of k8s_get_pod_status.
+type PodStatusInput struct {
+	Namespace     string `json:"namespace" jsonschema:"the namespace to list pods in (the policy allows only some)"`
+	LabelSelector string `json:"label_selector,omitempty" jsonschema:"optional label selector, e.g. app=web"`
+}
+
+// PodStatusOutput is the result of k8s_get_pod_status.
+type PodStatusOutput struct {
+	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
+	runner.PodStatusResult
+}
+
+// PodStatus lists pods of one namespace from a read-only sandbox.
+func (s *Service) PodStatus(ctx context.Context, in PodStatusInput, progress Progress) (*PodStatusOutput, error) {
+	params := map[string]any{"namespace": in.Namespace}
+	if in.LabelSelector != "" {
+		params["label_selector"] = in.LabelSelector
+	}
+	c, err := s.begin(ToolPodStatus, params, progress)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := c.invoke(params)
+	if err != nil {
+		return nil, err
+	}
+	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
+	res, err := c.run(ctx, inv, "")
+	if err != nil {
+		return nil, err
+	}
+	out, err := decode[runner.PodStatusResult](res)
+	if err != nil {
+		return nil, c.fail(KindFailed, fmt.Errorf("%s failed: %w", ToolPodStatus, err))
+	}
+	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "pods": len(out.Pods)})
+	return &PodStatusOutput{RequestID: c.id, PodStatusResult: out}, nil
+}
+
+// PlanInput are the arguments of terraform_plan.
+type PlanInput struct {
+	Workspace string `json:"workspace" jsonschema:"the Terraform workspace to plan (a folder the server is configured with)"`
+}
+
+// PlanOutput is the result of terraform_plan.
+type PlanOutput struct {
+	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
+	runner.PlanResult
+	// DestructiveSignals are the policy's destructive patterns found in the plan.
+	DestructiveSignals []policy.SignalMatch `json:"destructive_signals" jsonschema:"destructive changes found in the plan (replacements, deletions)"`
+	Destructive        bool                 `json:"destructive" jsonschema:"true when the plan destroys or replaces something"`
+	Next               string               `json:"next" jsonschema:"what to do next"`
+}
+
+// Plan runs terraform plan in a sandbox, saves the plan and reports what it would change.
+func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*PlanOutput, error) {
+	c, err := s.begin(ToolPlan, map[string]any{"workspace": in.Workspace}, progress)
+	if err != nil {
+		return nil, err
+	}
+	source, err := s.publishWorkspace(ctx, in.Workspace)
+	if err != nil {
+		return nil, c.fail(KindInvalid, err)
+	}
+	inv, err := c.invoke(map[string]any{"workspace": in.Workspace, "source": source})
+	if err != nil {
+		return nil, err
+	}
+	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
+	res, err := c.run(ctx, inv, "")
+	if err != nil {
+		return nil, err
+	}
+	plan, err := decode[runner.PlanResult](res)
+	if err != nil {
+		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan failed: %w", err))
+	}
+	out := &PlanOutput{RequestID: c.id, PlanResult: plan, DestructiveSignals: s.Policy.DetectSignals(plan.Text)}
+	if out.DestructiveSignals == nil {
+		out.DestructiveSignals = []policy.SignalMatch{}
+	}
+	out.Destructive = len(out.DestructiveSignals) > 0 || plan.Summary.Destroy > 0 || plan.Summary.Replace > 0
+	switch {
+	case plan.NoChanges:
+		out.Next = "no changes: nothing to apply"
+	case out.Destructive:
+		out.Next = fmt.Sprintf("DESTRUCTIVE: review the signals with the user; terraform_apply(workspace=%q, plan_id=%q) will need a human's approval", in.Workspace, plan.PlanID)
+	default:
+		out.Next = fmt.Sprintf("call terraform_apply(workspace=%q, plan_id=%q); it needs a human's approval", in.Workspace, plan.PlanID)
+	}
+	s.rememberPlan(out)
+	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "plan_id": plan.PlanID, "summary": plan.Summary, "destructive": out.Destructive,
+		"signals": signalNames(out.DestructiveSignals)})
+	return out, nil
+}
+
+// ApplyInput are the arguments of terraform_apply.
+type ApplyInput struct {
+	Workspace string `json:"workspace" jsonschema:"the Terraform workspace"`
+	PlanID    string `json:"plan_id" jsonschema:"the plan_id returned by terraform_plan; exactly that saved plan is applied"`
+}
+
+// Apply statuses.
+const (
+	StatusApplied          = "applied"
+	StatusApprovalRequired = "approval_required"
+)
+
+// ApplyOutput is the result of terraform_apply.
+type ApplyOutput struct {
+	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
+	Status    string `json:"status" jsonschema:"applied, or approval_required"`
+	// ApprovalRequest is set when a human must approve first.
+	ApprovalRequest string              `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
+	ApproveCommand  string              `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
+	Message         string              `json:"message" jsonschema:"what happened and what to do next"`
+	Result          *runner.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
+}
+
+// Apply applies one saved plan, once a human has approved exactly this workspace and plan. Without a grant
+// it files (or finds) the approval request and returns it; nothing here can approve.
+func (s *Service) Apply(ctx context.Context, in ApplyInput, progress Progress) (*ApplyOutput, error) {
+	c, err := s.begin(ToolApply, map[string]any{"workspace": in.Workspace, "plan_id": in.PlanID}, progress)
+	if err != nil {
+		return nil, err
+	}
+	source, err := s.publishWorkspace(ctx, in.Workspace)
+	if err != nil {
+		return nil, c.fail(KindInvalid, err)
+	}
+	inv, err := c.invoke(map[string]any{"workspace": in.Workspace, "source": source, "plan_id": in.PlanID})
+	if err != nil {
+		return nil, err
+	}
+	hash, err := approval.ParamsHash(inv.Tool.Name, inv.Params)
+	if err != nil {
+		return nil, c.fail(KindInvalid, err)
+	}
+	token, req, err := s.takeGrant(ctx, c, inv, hash)
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return s.requestApproval(ctx, c, inv, hash)
+	}
+	res, err := c.run(ctx, inv, token)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := decode[runner.ApplyResult](res)
+	if err != nil {
+		return nil, c.fail(KindFailed, fmt.Errorf("terraform apply failed: %w", err))
+	}
+	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "applied": applied.Applied, "plan_id": in.PlanID, "approval_request": req.ID})
+	return &ApplyOutput{RequestID: c.id, Status: StatusApplied, ApprovalRequest: req.ID, Result: &applied,
+		Message: fmt.Sprintf("applied plan %s (approved by %s under %s)", short(in.PlanID), req.Approver, req.ID)}, nil
+}
+
+// takeGrant consumes a granted approval for exactly these parameters, if there is one. Consuming is one
+// SQLite statement, so two concurrent calls cannot both take it; the webhook's ledger enforces single use
+// again at admission.
+func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation, hash string) (string, *approval.Request, error) {
+	req, err := s.Approvals.FindGranted(ctx, inv.Tool.Name, hash)
+	if errors.Is(err, approval.ErrNotFound) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, c.fail(KindFailed, fmt.Errorf("read approvals: %w", err))
+	}
+	token, err := s.Approvals.Consume(ctx, req.ID, inv.Tool.Name, hash)
+	if err != nil {
+		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": "approval unusable", "approval_request": req.ID})
+		return "", nil, c.fail(KindApproval, fmt.Errorf("approval %s cannot be used: %w", req.ID, err))
+	}
+	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope,
+		"target_namespace": inv.TargetNamespace, "approval_request": req.ID})
+	c.audit(audit.EventApprovalGranted, map[string]any{"approval_request": req.ID, "approver": req.Approver,
+		"decided_at": req.DecidedAt.UTC().Format(time.RFC3339), "token_id": req.TokenID})
+	c.audit(audit.EventApprovalConsumed, map[string]any{"approval_request": req.ID, "token_id": req.TokenID})
+	return token, req, nil
+}
+
+// requestApproval files an approval request for these exact parameters (or finds the pending one) and
+// tells the agent what the human must run.
+func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invocation, hash string) (*ApplyOutput, error) {
+	req, err := s.Approvals.FindPending(ctx, inv.Tool.Name, hash)
+	if errors.Is(err, approval.ErrNotFound) {
+		summary, signals := s.planSummary(inv.PlanDigest)
+		req, err = s.Approvals.CreateRequest(ctx, approval.Request{
+			ID: c.id, Tool: inv.Tool.Name, Params: inv.Params, Namespace: inv.TargetNamespace, PlanDigest: inv.PlanDigest,
+			PlanSummary: summary, Signals: signals,
+			ExpiresAt: s.now().Add(s.Policy.Spec.Approval.RequestTTL.Duration),
+		})
+	}
+	if err != nil {
+		return nil, c.fail(KindFailed, fmt.Errorf("file approval request: %w", err))
+	}
+	cmd := "agent-sandbox approve " + req.ID
+	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "needs-approval", "tier": string(inv.Tool.Tier), "approval_request": req.ID})
+	c.audit(audit.EventApprovalRequested, map[string]any{"approval_request": req.ID, "plan_id": inv.PlanDigest, "signals": len(req.Signals)})
+	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "status": StatusApprovalRequired, "approval_request": req.ID})
+	return &ApplyOutput{RequestID: c.id, Status: StatusApprovalRequired, ApprovalRequest: req.ID, ApproveCommand: cmd,
+		Message: fmt.Sprintf("approval required: ask a human to review and run `%s` in a terminal, then call terraform_apply again with the same arguments", cmd)}, nil
+}
+
+// ApprovalStatusInput is the argument of approval_status.
+type ApprovalStatusInput struct {
+	RequestID string `json:"request_id" jsonschema:"the approval request ID (req-…) returned by terraform_apply"`
+}
+
+// ApprovalStatusOutput is the read-only state of an approval request.
+type ApprovalStatusOutput struct {
+	RequestID string `json:"request_id"`
+	Tool      string `json:"tool"`
+	Status    string `json:"status" jsonschema:"pending, granted, denied, consumed or expired"`
+	Namespace string `json:"namespace"`
+	PlanID    string `json:"plan_id,omitempty"`
+	CreatedAt string `json:"created_at"`
+	ExpiresAt string `json:"expires_at"`
+	DecidedBy string `json:"decided_by,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// ApprovalStatus reports an approval request's state. It changes nothing.
+func (s *Service) ApprovalStatus(ctx context.Context, in ApprovalStatusInput) (*ApprovalStatusOutput, error) {
+	if !approval.ValidRequestID(in.RequestID) {
+		return nil, &Error{Kind: KindInvalid, Message: fmt.Sprintf("%q is not an approval request ID (req-…)", in.RequestID)}
+	}
+	r, err := s.Approvals.Get(ctx, in.RequestID)
+	if errors.Is(err, approval.ErrNotFound) {
+		return nil, &Error{Kind: KindInvalid, Message: fmt.Sprintf("no approval request %s", in.RequestID), Err: err}
+	}
+	if err != nil {
+		return nil, &Error{Kind: KindFailed, Message: oneLine(err.Error()), Err: err}
+	}
+	out := &ApprovalStatusOutput{RequestID: r.ID, Tool: r.Tool, Status: string(r.Status), Namespace: r.Namespace, PlanID: r.PlanDigest,
+		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ExpiresAt: r.ExpiresAt.UTC().Format(time.RFC3339), DecidedBy: r.Approver, Reason: r.Reason}
+	return out, nil
+}
+
+func (s *Service) rememberPlan(p *PlanOutput) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.plans == nil {
+		s.plans = map[string]*PlanOutput{}
+	}
+	s.plans[p.PlanID] = p
+}
+
+// planSummary describes a plan for the approver, from the plan this server made. The token binds the plan
+// digest, so what is applied is exactly that plan whatever this text says.
+func (s *Service) planSummary(planID string) (string, []approval.Signal) {
+	s.mu.Lock()
+	p := s.plans[planID]
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Sprintf("plan %s (its summary is not known to this server: it was made before the server started)", short(planID)), nil
+	}
+	text := fmt.Sprintf("plan %s: %d to add, %d to change, %d to destroy, %d to replace", short(planID),
+		p.Summary.Add, p.Summary.Change, p.Summary.Destroy, p.Summary.Replace)
+	for _, ch := range p.Changes {
+		text += fmt.Sprintf("\n  %v %s", ch.Actions, ch.Address)
+	}
+	var signals []approval.Signal
+	for _, m := range p.DestructiveSignals {
+		signals = append(signals, approval.Signal{Name: m.Name, Match: m.Line})
+	}
+	return text, signals
+}
+
+func signalNames(ms []policy.SignalMatch) []string {
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// decode reads the tool's result line. A result is trusted only from a tool that exited 0; otherwise its
+// error line (or its exit code) is the reason.
+func decode[T any](res *sandbox.Result) (T, error) {
+	out, err := runner.DecodeResult[T](res.Stdout)
+	if err != nil {
+		return out, err
+	}
+	if res.ExitCode != 0 {
+		var zero T
+		return zero, fmt.Errorf("the tool exited with code %d", res.ExitCode)
+	}
+	return out, nil
+}

@@ -1,0 +1,187 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/service"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeService answers like the real service without a cluster; the real one is driven by the stdio and
+// end-to-end tests.
+type fakeService struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeService) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+
+func (f *fakeService) PodStatus(_ context.Context, in service.PodStatusInput, p service.Progress) (*service.PodStatusOutput, error) {
+	f.record("pods " + in.Namespace)
+	if in.Namespace == "kube-system" {
+		return nil, &service.Error{Kind: service.KindDenied, RequestID: "req-aaaaaaaaaaaa", Message: "refused by policy: namespace kube-system is not allowed"}
+	}
+	for i, st := range []string{"queued", "admitted", "credentials ready", "running", "done"} {
+		if p != nil {
+			p(st, i+1, 5)
+		}
+	}
+	return &service.PodStatusOutput{RequestID: "req-bbbbbbbbbbbb", PodStatusResult: runner.PodStatusResult{Namespace: in.Namespace,
+		Pods: []runner.PodStatus{{Name: "web-1", Phase: "Running", Ready: "1/1"}}}}, nil
+}
+
+func (f *fakeService) Plan(context.Context, service.PlanInput, service.Progress) (*service.PlanOutput, error) {
+	return &service.PlanOutput{RequestID: "req-cccccccccccc", DestructiveSignals: []policy.SignalMatch{}}, nil
+}
+
+func (f *fakeService) Apply(_ context.Context, in service.ApplyInput, _ service.Progress) (*service.ApplyOutput, error) {
+	f.record("apply " + in.PlanID)
+	return &service.ApplyOutput{RequestID: "req-dddddddddddd", Status: service.StatusApprovalRequired, ApprovalRequest: "req-dddddddddddd",
+		ApproveCommand: "agent-sandbox approve req-dddddddddddd", Message: "approval required"}, nil
+}
+
+func (f *fakeService) ApprovalStatus(context.Context, service.ApprovalStatusInput) (*service.ApprovalStatusOutput, error) {
+	return &service.ApprovalStatusOutput{RequestID: "req-dddddddddddd", Status: "pending"}, nil
+}
+
+func connect(t *testing.T, svc Service, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	p, err := policy.LoadFile("../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := NewServer(svc, p, "test", nil)
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "1"}, opts).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+	})
+	return cs
+}
+
+// TestToolsListGolden pins the tools/list contract agents see. UPDATE_GOLDEN=1 rewrites it.
+func TestToolsListGolden(t *testing.T) {
+	cs := connect(t, &fakeService{}, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.MarshalIndent(res.Tools, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "tools-list.golden.json")
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (UPDATE_GOLDEN=1 creates it)", err)
+	}
+	if strings.TrimSpace(string(want)) != strings.TrimSpace(string(got)) {
+		t.Fatalf("tools/list differs from %s (UPDATE_GOLDEN=1 to accept):\n%s", golden, got)
+	}
+	names := map[string]*sdk.Tool{}
+	for _, tl := range res.Tools {
+		names[tl.Name] = tl
+	}
+	for _, n := range []string{"k8s_get_pod_status", "terraform_plan", "terraform_apply", "approval_status"} {
+		if names[n] == nil {
+			t.Errorf("tool %s missing", n)
+		}
+	}
+	if a := names["terraform_apply"].Annotations; a == nil || a.DestructiveHint == nil || !*a.DestructiveHint || a.ReadOnlyHint {
+		t.Errorf("terraform_apply must be marked destructive: %+v", a)
+	}
+	if a := names["k8s_get_pod_status"].Annotations; a == nil || !a.ReadOnlyHint {
+		t.Errorf("k8s_get_pod_status must be marked read-only: %+v", a)
+	}
+	for _, tl := range res.Tools {
+		if strings.Contains(strings.ToLower(tl.Name), "approve") && tl.Name != "approval_status" {
+			t.Errorf("no tool may approve anything, found %s", tl.Name)
+		}
+	}
+}
+
+func TestCallToolProgressAndStructuredResult(t *testing.T) {
+	var mu sync.Mutex
+	var stages []string
+	cs := connect(t, &fakeService{}, &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		stages = append(stages, r.Params.Message)
+	}})
+	params := &sdk.CallToolParams{Name: "k8s_get_pod_status", Arguments: map[string]any{"namespace": "demo-app"}}
+	params.SetProgressToken("p1")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("unexpected tool error: %+v", res.Content)
+	}
+	out, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(out), `"web-1"`) || !strings.Contains(string(out), `"request_id":"req-bbbbbbbbbbbb"`) {
+		t.Errorf("structured content %s", out)
+	}
+	// Notifications may arrive after the response; the session delivers them in order before closing.
+	cs.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(stages, ",") != "queued,admitted,credentials ready,running,done" {
+		t.Errorf("progress stages %q", stages)
+	}
+}
+
+func TestDomainErrorsAreToolResults(t *testing.T) {
+	cs := connect(t, &fakeService{}, nil)
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "k8s_get_pod_status", Arguments: map[string]any{"namespace": "kube-system"}})
+	if err != nil {
+		t.Fatalf("a policy refusal must be a tool result, not a protocol error: %v", err)
+	}
+	if !res.IsError || len(res.Content) != 1 {
+		t.Fatalf("want isError with one line, got %+v", res)
+	}
+	text := res.Content[0].(*sdk.TextContent).Text
+	if !strings.Contains(text, "denied: refused by policy") || !strings.Contains(text, "req-aaaaaaaaaaaa") || strings.Contains(text, "\n") {
+		t.Errorf("error text %q", text)
+	}
+	// A malformed request (missing required argument) is rejected by the schema before the handler.
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "terraform_apply", Arguments: map[string]any{"workspace": "k8s-demo"}})
+	if err == nil && !res.IsError {
+		t.Fatalf("terraform_apply without plan_id was accepted: %+v", res)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "kubectl_exec", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("an unknown tool must be a protocol error")
+	}
+}
