@@ -89,3 +89,9 @@ verify: ## verify-cluster plus the admission check: every unsafe object of the c
 .PHONY: bench-admission
 bench-admission: ## Admission latency through a real apiserver: none vs webhook vs ValidatingAdmissionPolicy, concurrency 1/16/64
 	bench/admission.sh
+
+##@ Demo
+
+.PHONY: demo
+demo: ## The scenario end to end through a real MCP client (sets up the local cluster, or uses $KUBECONFIG)
+	scripts/demo.sh

@@ -1,0 +1,98 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Client is a small MCP client over a server process's stdio, for the demo and the end-to-end tests: it
+// talks to `agent-sandbox mcp` exactly as Claude or Cursor would.
+type Client struct {
+	session *sdk.ClientSession
+	// OnProgress, when set, receives each progress notification's message.
+	OnProgress func(message string, progress, total float64)
+}
+
+// Result is one tool call's outcome.
+type Result struct {
+	IsError bool
+	// Text is the text content (the one-line reason for an error).
+	Text string
+	// Structured is the structured content, JSON-encoded.
+	Structured json.RawMessage
+}
+
+// Decode unmarshals the structured content into v.
+func (r *Result) Decode(v any) error { return json.Unmarshal(r.Structured, v) }
+
+// DialCommand starts cmd as an MCP server and initializes a session with it.
+func DialCommand(ctx context.Context, cmd *exec.Cmd) (*Client, error) {
+	c := &Client{}
+	client := sdk.NewClient(&sdk.Implementation{Name: "agent-sandbox-demo-client", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			if c.OnProgress != nil {
+				c.OnProgress(r.Params.Message, r.Params.Progress, r.Params.Total)
+			}
+		},
+	})
+	s, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cmd.Path, err)
+	}
+	c.session = s
+	return c, nil
+}
+
+// ServerName is the name and version the server reported at initialization.
+func (c *Client) ServerName() string {
+	r := c.session.InitializeResult()
+	if r == nil || r.ServerInfo == nil {
+		return ""
+	}
+	return r.ServerInfo.Name + " " + r.ServerInfo.Version
+}
+
+// ToolNames lists the server's tools.
+func (c *Client) ToolNames(ctx context.Context) ([]string, error) {
+	res, err := c.session.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(res.Tools))
+	for i, t := range res.Tools {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+// Call calls a tool with progress notifications requested.
+func (c *Client) Call(ctx context.Context, name string, args map[string]any) (*Result, error) {
+	p := &sdk.CallToolParams{Name: name, Arguments: args}
+	p.SetProgressToken(name)
+	res, err := c.session.CallTool(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &Result{IsError: res.IsError}
+	var texts []string
+	for _, ct := range res.Content {
+		if t, ok := ct.(*sdk.TextContent); ok {
+			texts = append(texts, t.Text)
+		}
+	}
+	out.Text = strings.Join(texts, "\n")
+	if res.StructuredContent != nil {
+		if out.Structured, err = json.Marshal(res.StructuredContent); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Close ends the session and waits for the server process to exit.
+func (c *Client) Close() error { return c.session.Close() }
