@@ -28,9 +28,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	_ "modernc.org/sqlite" // the approvals database, read as an attacker who stole a used token would
 
-	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 )
 
@@ -456,4 +456,3 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
-
