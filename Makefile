@@ -95,3 +95,7 @@ bench-admission: ## Admission latency through a real apiserver: none vs webhook 
 .PHONY: demo
 demo: ## The scenario end to end through a real MCP client (sets up the local cluster, or uses $KUBECONFIG)
 	scripts/demo.sh
+
+.PHONY: e2e
+e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clients, gVisor Jobs, approvals, audit
+	scripts/e2e.sh

@@ -14,7 +14,7 @@ ls /run/netns/cni-* >/dev/null 2>&1 && leftover "network namespaces: $(ls /run/n
 ip link show as-cni0 >/dev/null 2>&1 && leftover "bridge as-cni0"
 veths=$(ip -o link show type veth 2>/dev/null | awk -F': ' '{print $2}')
 [ -z "$veths" ] || leftover "veth interfaces: $veths"
-rules=$(iptables-save 2>/dev/null | grep -E 'agent-sandbox|NFQUEUE|CNI-' || true)
+rules=$( (iptables-save; ip6tables-save) 2>/dev/null | grep -E 'agent-sandbox|NFQUEUE|CNI-|KUBE-' || true)
 [ -z "$rules" ] || leftover "iptables rules:"$'\n'"$rules"
 nft list table inet kube-network-policies >/dev/null 2>&1 && leftover "nftables table inet kube-network-policies"
 for p in 2379 2380 6443 8200 8201 9080 10248 10250 10257 10259; do

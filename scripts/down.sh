@@ -89,6 +89,19 @@ cleanup_host() {
       eval iptables -t nat $(echo "$rule" | sed 's/^-A/-D/') || break
     done
   done
+  # The kubelet's own chains (KUBE-FIREWALL and its canaries) and the jumps to them; nothing else here
+  # creates KUBE-* chains (there is no kube-proxy).
+  for ipt in iptables ip6tables; do
+    for t in filter nat mangle; do
+      "$ipt" -t "$t" -S 2>/dev/null | grep -E -- '^-A .* -j KUBE-(FIREWALL|IPTABLES-HINT|KUBELET-CANARY)$' | while read -r rule; do
+        # shellcheck disable=SC2086
+        "$ipt" -t "$t" -D ${rule#-A } 2>/dev/null
+      done
+      for ch in KUBE-FIREWALL KUBE-IPTABLES-HINT KUBE-KUBELET-CANARY; do
+        "$ipt" -t "$t" -F "$ch" 2>/dev/null && "$ipt" -t "$t" -X "$ch" 2>/dev/null
+      done
+    done
+  done
   # kube-network-policies' own nftables table, if its start got that far.
   nft list table inet kube-network-policies >/dev/null 2>&1 && nft delete table inet kube-network-policies
   # Files the kubelet and containerd keep at fixed host paths.

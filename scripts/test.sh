@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it (README: `make test`):
 #   1. go vet and the unit tests;
 #   2. integration tests against a real etcd + kube-apiserver and a real Vault (started by the harness);
-#   3. the live local cluster: up, verify-cluster, down, and a check that nothing was left behind.
+#   3. the live local cluster: up, deploy, verify (gVisor, egress, the admission corpus), the end-to-end
+#      suite (real MCP clients, approvals, Terraform), down, and a check that nothing was left behind.
 # Phase 3 needs root on Linux; set SKIP_CLUSTER=1 to stop after phase 2.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -23,8 +24,12 @@ need_root "the live-cluster phase of make test" test
 phase "live cluster: up"
 trap 'phase "live cluster: down (after a failure)"; scripts/down.sh >/dev/null 2>&1 || true' ERR
 scripts/up.sh
-phase "live cluster: verify-cluster"
-scripts/verify-cluster.sh
+phase "live cluster: deploy"
+CI=1 scripts/deploy.sh
+phase "live cluster: verify"
+scripts/verify.sh
+phase "end to end"
+scripts/e2e.sh
 phase "live cluster: down"
 trap - ERR
 scripts/down.sh

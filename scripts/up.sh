@@ -175,7 +175,8 @@ main() {
   start etcd etcd_ok 30 -- /usr/bin/etcd --name agent-sandbox --data-dir "$AS_STATE/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster agent-sandbox=http://127.0.0.1:2380 --quota-backend-bytes 2147483648
+    --initial-cluster agent-sandbox=http://127.0.0.1:2380 --quota-backend-bytes 2147483648 \
+    --experimental-watch-progress-notify-interval=1s
 
   alive kube-apiserver || check_ports kube-apiserver 6443
   start kube-apiserver apiserver_ok 90 -- "$(bin_kube kube-apiserver)" \
@@ -259,7 +260,7 @@ start_netpol() {
       mount -t tmpfs agent-sandbox-netpol /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount /run/nri &&
       mount --move '$AS_STATE/run/netpol/nri' /run/nri &&
       cp '$AS_STATE/run/netpol/token' '$AS_STATE/run/netpol/ca.crt' /run/secrets/kubernetes.io/serviceaccount/ &&
-      exec '$(bin_netpol)' --hostname-override='$NODE_NAME' --netfilter-bug-1766-fix=false --metrics-bind-address=127.0.0.1:9080 -v=2"
+      exec '$(bin_netpol)' --hostname-override='$NODE_NAME' --netfilter-bug-1766-fix=false --metrics-bind-address=127.0.0.1:9080 -v=0"
   # This kernel may lack the nftables "queue" expression that the enforcer's own rules use; iptables'
   # NFQUEUE target (through nft_compat) works everywhere, so new pod connections are diverted with it.
   # POSTROUTING covers pod-to-pod and pod-to-outside; INPUT covers pod-to-node (the API server, Vault).

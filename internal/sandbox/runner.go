@@ -158,7 +158,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					progress(StageCredentials)
 				}
 				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
-					return fmt.Errorf("%w: %s", ErrCredentials, oneLine(audit.ScrubString(term.Message)))
+					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(audit.ScrubString(term.Message)))
 				}
 			}
 			for _, s := range pod.Status.ContainerStatuses {
@@ -308,3 +308,10 @@ func isConnectionError(err error) bool {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// lastLine is the last non-empty line of a termination message: the kubelet fills it with the tail of the
+// container's log, and the credential agent's reason is its last line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return oneLine(lines[len(lines)-1])
+}

@@ -1,0 +1,357 @@
+//go:build e2e
+
+// Package e2e runs agent-sandbox end to end on a live cluster set up by `make deploy` (scripts/e2e.sh
+// prepares everything and passes the paths in E2E_* variables): the real binary as an MCP server over
+// stdio, real gVisor Jobs, the webhook, Vault, Terraform, a human approval through a pseudo-terminal, and a
+// second MCP client that nobody here wrote (the official TypeScript SDK, from npm).
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
+	"github.com/agent-sandbox/agent-sandbox/test/demo"
+)
+
+var jwtRE = regexp.MustCompile(`eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`)
+
+func env(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run the end-to-end tests with `make e2e` (scripts/e2e.sh), after `make deploy`", name)
+	}
+	return v
+}
+
+func config(t *testing.T) demo.Config {
+	dir := env(t, "E2E_DIR")
+	return demo.Config{
+		Binary: env(t, "E2E_BINARY"), Policy: env(t, "E2E_POLICY"), MCPKubeconfig: env(t, "E2E_MCP_KUBECONFIG"),
+		AdminKubeconfig: env(t, "E2E_ADMIN_KUBECONFIG"), Workspaces: filepath.Join(dir, "workspaces"),
+		DB: filepath.Join(dir, "approvals.db"), AuditLog: filepath.Join(dir, "audit.jsonl"),
+		ApproverKey: env(t, "E2E_APPROVER_KEY"), PassphraseFile: env(t, "E2E_PASSPHRASE_FILE"), Audience: env(t, "E2E_AUDIENCE"),
+	}
+}
+
+func admin(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestE2EScenario plays the whole story and checks every claim of it on the live cluster.
+func TestE2EScenario(t *testing.T) {
+	cfg := config(t)
+	var out bytes.Buffer
+	cfg.Out = &out
+	cs := admin(t, cfg.AdminKubeconfig)
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.Spec.Sandbox.Namespace
+
+	// Observe the sandbox namespace while the scenario runs: every sandbox Pod must run under gVisor with
+	// the injected credential agent. (Polled, not watched: this etcd (3.4) lets a watch lag behind.)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	pods := map[string]*corev1.Pod{}
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pollCtx.Err() == nil {
+			if list, err := cs.CoreV1().Pods(ns).List(pollCtx, metav1.ListOptions{}); err == nil {
+				mu.Lock()
+				for i := range list.Items {
+					pods[list.Items[i].Name] = &list.Items[i]
+				}
+				mu.Unlock()
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	r, err := demo.Run(ctx, cfg)
+	stopPoll()
+	<-polled
+	t.Logf("scenario output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("scenario: %v", err)
+	}
+
+	t.Run("pod status comes from gVisor sandboxes", func(t *testing.T) {
+		if len(r.Pods.Pods) == 0 || !strings.HasPrefix(r.Pods.Pods[0].Name, "web-") {
+			t.Fatalf("k8s_get_pod_status did not return the demo-app pods: %+v", r.Pods)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(pods) == 0 {
+			t.Fatal("no sandbox Pod was seen")
+		}
+		t.Logf("%d sandbox Pods seen, all under %s with the credential agent", len(pods), p.Spec.Sandbox.RuntimeClassName)
+		for name, pod := range pods {
+			if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != p.Spec.Sandbox.RuntimeClassName {
+				t.Errorf("sandbox Pod %s does not run under %s", name, p.Spec.Sandbox.RuntimeClassName)
+			}
+			if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != contract.CredentialAgentContainer {
+				t.Errorf("sandbox Pod %s has no credential agent", name)
+			}
+		}
+	})
+	t.Run("kube-system is refused by the server", func(t *testing.T) {
+		if !strings.Contains(r.KubeSystemRefusal, "denied") || !strings.Contains(r.KubeSystemRefusal, "kube-system") {
+			t.Errorf("refusal %q", r.KubeSystemRefusal)
+		}
+	})
+	t.Run("plan flags forces replacement", func(t *testing.T) {
+		if !r.CleanPlan.NoChanges {
+			t.Error("the first plan was not clean")
+		}
+		var names []string
+		for _, s := range r.ReplacePlan.DestructiveSignals {
+			names = append(names, s.Name)
+		}
+		if !slices.Contains(names, "forces-replacement") || r.ReplacePlan.Summary.Replace != 1 {
+			t.Errorf("signals %v, summary %+v", names, r.ReplacePlan.Summary)
+		}
+	})
+	t.Run("apply waits for approval, then replaces the Deployment once", func(t *testing.T) {
+		if r.ApprovalRequired.Status != "approval_required" || !strings.HasPrefix(r.ApprovalRequired.ApproveCommand, "agent-sandbox approve req-") {
+			t.Errorf("first apply: %+v", r.ApprovalRequired)
+		}
+		if !strings.Contains(r.ApproveTranscript, "forces-replacement") || !strings.Contains(r.ApproveTranscript, "approved "+r.ApprovalRequired.ApprovalRequest) {
+			t.Errorf("the approver did not see the destructive signal, or did not approve:\n%s", r.ApproveTranscript)
+		}
+		if r.Applied.Status != "applied" || r.Applied.Result == nil || !r.Applied.Result.Applied {
+			t.Errorf("second apply: %+v", r.Applied)
+		}
+		if r.DeploymentBefore == "" || r.DeploymentBefore == r.DeploymentAfter {
+			t.Errorf("Deployment not replaced: %s -> %s", r.DeploymentBefore, r.DeploymentAfter)
+		}
+	})
+	t.Run("a used approval is refused when replayed", func(t *testing.T) {
+		if r.ReplayThroughServer.Status != "approval_required" || r.ReplayThroughServer.ApprovalRequest == r.ApprovalRequired.ApprovalRequest {
+			t.Errorf("the server reused the grant: %+v", r.ReplayThroughServer)
+		}
+		if !corpus.Refused(r.ReplayAtCluster, "already used") {
+			t.Errorf("replay at the cluster: %v", r.ReplayAtCluster)
+		}
+	})
+	t.Run("every call leaves the full audit chain and the chain verifies", func(t *testing.T) {
+		if _, err := audit.VerifyFile(cfg.AuditLog); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := audit.ReadFile(cfg.AuditLog, audit.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains := map[string][]string{}
+		for _, rec := range recs {
+			chains[rec.RequestID] = append(chains[rec.RequestID], rec.Event)
+		}
+		sandboxChain := []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventSandboxStarted, audit.EventCredentialIssued,
+			audit.EventSandboxCompleted, audit.EventCredentialRevoked, audit.EventToolResult}
+		for _, id := range r.RequestIDs {
+			got := chains[id]
+			if len(got) == 0 {
+				t.Errorf("request %s left no audit record", id)
+				continue
+			}
+			if got[0] != audit.EventToolRequest || got[len(got)-1] != audit.EventToolResult {
+				t.Errorf("request %s: chain %v does not start with tool.request and end with tool.result", id, got)
+			}
+			if slices.Contains(got, audit.EventSandboxStarted) && !isSubsequence(sandboxChain, got) {
+				t.Errorf("request %s: chain %v lacks the sandbox chain %v", id, got, sandboxChain)
+			}
+		}
+		applied := chains[r.Applied.RequestID]
+		for _, ev := range []string{audit.EventApprovalGranted, audit.EventApprovalConsumed} {
+			if !slices.Contains(applied, ev) {
+				t.Errorf("the approved apply's chain %v lacks %s", applied, ev)
+			}
+		}
+		if !slices.Contains(chains[r.ApprovalRequired.RequestID], audit.EventApprovalRequested) {
+			t.Errorf("the first apply's chain lacks approval.requested")
+		}
+	})
+	t.Run("no Vault-minted ServiceAccount remains", func(t *testing.T) {
+		if len(r.LeftoverVaultObjects) > 0 {
+			t.Errorf("left over: %v", r.LeftoverVaultObjects)
+		}
+	})
+	t.Run("no token in tool results, the audit log or the server log", func(t *testing.T) {
+		logData, _ := os.ReadFile(cfg.AuditLog)
+		for name, data := range map[string]string{
+			"tool results": strings.Join(r.ToolResults, "\n"), "audit log": string(logData), "server log": r.ServerLog.String(),
+			"approve transcript": r.ApproveTranscript,
+		} {
+			if m := jwtRE.FindString(data); m != "" {
+				t.Errorf("a JWT-shaped string appears in the %s: %.20s…", name, m)
+			}
+		}
+	})
+}
+
+// TestE2EBypassKubeSystem: creating the sandbox Job for kube-system directly, bypassing the server, is
+// refused by admission.
+func TestE2EBypassKubeSystem(t *testing.T) {
+	cfg := config(t)
+	cs := admin(t, cfg.AdminKubeconfig)
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &corpus.Env{Policy: p, Client: cs, Run: "e2e"}
+	j := e.Job("k8s_get_pod_status", corpus.PodParams(), "")
+	j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
+	j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
+	j.Spec.Template.Spec.Containers[0].Command[3] = "--namespace=kube-system"
+	_, err = e.CreateJob(context.Background(), j, false)
+	defer e.Cleanup(context.Background())
+	if !corpus.Refused(err, "namespace-not-allowed") {
+		t.Fatalf("a kube-system Job created directly was not refused: %v", err)
+	}
+}
+
+// TestE2ESecondClientFromNPM: the official TypeScript SDK's client lists the tools and calls
+// k8s_get_pod_status successfully.
+func TestE2ESecondClientFromNPM(t *testing.T) {
+	cfg := config(t)
+	dir := env(t, "E2E_NODE_CLIENT")
+	cmd := exec.Command("node", filepath.Join(dir, "client.mjs"), cfg.Binary, "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
+		"--workspaces", cfg.Workspaces, "--db", filepath.Join(t.TempDir(), "approvals.db"), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Tools      []string `json:"tools"`
+		IsError    bool     `json:"isError"`
+		Structured struct {
+			Pods []struct {
+				Name  string `json:"name"`
+				Phase string `json:"phase"`
+			} `json:"pods"`
+		} `json:"structured"`
+		Progress []string `json:"progress"`
+	}
+	if err := json.Unmarshal(lastLine(out), &res); err != nil {
+		t.Fatalf("node client output %q: %v", out, err)
+	}
+	if !slices.Contains(res.Tools, "k8s_get_pod_status") || res.IsError || len(res.Structured.Pods) == 0 {
+		t.Fatalf("node client result: %s", out)
+	}
+	t.Logf("TypeScript SDK client: tools %v, %d pods, progress %v", res.Tools, len(res.Structured.Pods), res.Progress)
+}
+
+// TestE2EVaultDown: with Vault unreachable the call fails with a clear error and leaves no Job behind
+// (invariant 7). It stops the local Vault and starts it again (E2E_VAULT_RESTART), so it runs last.
+func TestE2EVaultDown(t *testing.T) {
+	cfg := config(t)
+	stop, restart := os.Getenv("E2E_VAULT_STOP"), os.Getenv("E2E_VAULT_RESTART")
+	if stop == "" || restart == "" {
+		t.Fatal("E2E_VAULT_STOP and E2E_VAULT_RESTART must name commands that stop and restart Vault")
+	}
+	if out, err := exec.Command("sh", "-c", stop).CombinedOutput(); err != nil {
+		t.Fatalf("stop Vault: %v\n%s", err, out)
+	}
+	defer func() {
+		if out, err := exec.Command("sh", "-c", restart).CombinedOutput(); err != nil {
+			t.Errorf("restart Vault: %v\n%s", err, out)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client, err := demoClient(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	start := time.Now()
+	res, err := client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Text, "credential") {
+		t.Fatalf("with Vault down the call did not fail clearly: %+v", res)
+	}
+	t.Logf("failed after %s: %s", time.Since(start).Round(time.Millisecond), res.Text)
+	cs := admin(t, cfg.AdminKubeconfig)
+	p, _ := policy.LoadFile(cfg.Policy)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		jobs, err := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Jobs left behind: %d", len(jobs.Items))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func isSubsequence(want, got []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+func lastLine(b []byte) []byte {
+	var last []byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	for sc.Scan() {
+		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
+			last = append([]byte(nil), l...)
+		}
+	}
+	return last
+}
+
+// demoClient starts the MCP server for cfg and connects to it.
+func demoClient(ctx context.Context, cfg demo.Config) (*mcp.Client, error) {
+	cmd := exec.CommandContext(ctx, cfg.Binary, "mcp", "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
+		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog)
+	return mcp.DialCommand(ctx, cmd)
+}

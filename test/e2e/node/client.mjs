@@ -1,0 +1,25 @@
+// Drives `agent-sandbox mcp` with the official TypeScript MCP SDK's client: list the tools, then call
+// k8s_get_pod_status. Prints one JSON object on stdout for the Go end-to-end test to check.
+//   node client.mjs <agent-sandbox binary> <mcp args...>
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const [command, ...args] = process.argv.slice(2);
+const transport = new StdioClientTransport({ command, args: ["mcp", ...args], stderr: "ignore" });
+const client = new Client({ name: "typescript-sdk-e2e", version: "1.0.0" });
+await client.connect(transport);
+const { tools } = await client.listTools();
+const progress = [];
+const result = await client.callTool(
+  { name: "k8s_get_pod_status", arguments: { namespace: "demo-app" } },
+  undefined,
+  { onprogress: (p) => progress.push(p.message), timeout: 120000 },
+);
+console.log(JSON.stringify({
+  server: client.getServerVersion(),
+  tools: tools.map((t) => t.name),
+  isError: result.isError ?? false,
+  structured: result.structuredContent,
+  progress,
+}));
+await client.close();
