@@ -99,3 +99,7 @@ demo: ## The scenario end to end through a real MCP client (sets up the local cl
 .PHONY: e2e
 e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clients, gVisor Jobs, approvals, audit
 	scripts/e2e.sh
+
+.PHONY: bench-e2e
+bench-e2e: ## 20 sequential k8s_get_pod_status calls on the live cluster: p50/p95 per phase; MCP start-up and RSS
+	bench/e2e.sh

@@ -422,15 +422,13 @@ func sameContainers(what string, got, want []corev1.Container) error {
 			return deny("exact-mounts", "%s %s: volume mounts differ from what the policy renders", what, w.Name)
 		case len(g.Ports) > 0:
 			return deny(rule, "%s %s: sandbox containers expose no ports", what, w.Name)
-		case g.Lifecycle != nil || g.Stdin || g.TTY:
-			return deny(rule, "%s %s: lifecycle hooks, stdin and tty are not allowed", what, w.Name)
+		case !equality.Semantic.DeepEqual(g.Lifecycle, w.Lifecycle) || g.Stdin || g.TTY:
+			return deny(rule, "%s %s: lifecycle hooks other than the policy's, stdin and tty are not allowed", what, w.Name)
 		case !equality.Semantic.DeepEqual(g.RestartPolicy, w.RestartPolicy):
 			return deny(rule, "%s %s: restartPolicy differs from what the policy renders", what, w.Name)
 		case !sameLimits(g.Resources, w.Resources):
 			return deny("exact-resources", "%s %s: CPU and memory limits must be the policy's (%s)", what, w.Name, limitsText(w.Resources))
-		case w.StartupProbe != nil && (g.StartupProbe == nil || g.StartupProbe.Exec == nil || !slices.Equal(g.StartupProbe.Exec.Command, w.StartupProbe.Exec.Command)):
-			return deny(rule, "%s %s: the startup probe differs from what the policy renders", what, w.Name)
-		case g.LivenessProbe != nil || g.ReadinessProbe != nil || w.StartupProbe == nil && g.StartupProbe != nil:
+		case g.LivenessProbe != nil || g.ReadinessProbe != nil || g.StartupProbe != nil:
 			return deny(rule, "%s %s: probes are not allowed", what, w.Name)
 		}
 	}

@@ -101,16 +101,14 @@ func CredentialAgentContainer(p *policy.Compiled, inv *policy.Invocation) corev1
 		Image:           ca.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         args,
-		// restartPolicy Always makes this a native sidecar: it starts before the tool, must pass its
-		// startup probe (the kubeconfig exists) before the tool starts, and is stopped (SIGTERM, then it
-		// revokes the credential) once the tool has exited, so the Job completes.
+		// restartPolicy Always makes this a native sidecar: it starts before the tool, and is stopped
+		// (SIGTERM, then it revokes the credential) once the tool has exited, so the Job completes. The
+		// kubelet starts the tool only after this postStart hook returns, which it does once the
+		// kubeconfig exists; a hook that fails restarts the sidecar, so the tool never runs without its
+		// credential. (A startup probe would do the same, but its one-second period delays every call.)
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		StartupProbe: &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/agent-sandbox", "cred-agent", "ready", "--file=" + contract.KubeconfigPath}}},
-			PeriodSeconds:    1,
-			FailureThreshold: 60,
-			TimeoutSeconds:   5,
-		},
+		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+			Command: []string{"/agent-sandbox", "cred-agent", "ready", "--file=" + contract.KubeconfigPath, "--wait=60s"}}}},
 		Resources:                sandbox.Resources(ca.Resources),
 		SecurityContext:          sandbox.HardenedContainerSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

@@ -406,7 +406,9 @@ func TestMutationPatchGolden(t *testing.T) {
 	}
 	// The patch library emits operations in map order; they touch distinct paths, so sort them.
 	patches := resp.Patches
-	sort.Slice(patches, func(i, j int) bool { return patches[i].Path+patches[i].Operation < patches[j].Path+patches[j].Operation })
+	sort.Slice(patches, func(i, j int) bool {
+		return patches[i].Path+patches[i].Operation < patches[j].Path+patches[j].Operation
+	})
 	got, err := json.MarshalIndent(patches, "", "  ")
 	if err != nil {
 		t.Fatal(err)

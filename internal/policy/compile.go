@@ -39,24 +39,38 @@ type SignalMatch struct {
 	Line string `json:"line"`
 }
 
+// LoadOption changes what Load does.
+type LoadOption func(*loadOptions)
+
+type loadOptions struct{ skipRules bool }
+
+// WithoutAdmissionRules loads a policy for a process that never evaluates the admission rules (the MCP
+// server): everything else is decoded and validated, but the CEL rules are not compiled and Rules is nil.
+// The webhook, which enforces them, always compiles them.
+func WithoutAdmissionRules() LoadOption { return func(o *loadOptions) { o.skipRules = true } }
+
 // Load decodes, validates and compiles a policy document. Every problem is reported, with its path, in one
 // *Error.
-func Load(data []byte) (*Compiled, error) {
+func Load(data []byte, opts ...LoadOption) (*Compiled, error) {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	p, err := Decode(data)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	return Compile(p, hex.EncodeToString(sum[:6]))
+	return compile(p, hex.EncodeToString(sum[:6]), o)
 }
 
 // LoadFile reads and loads a policy file.
-func LoadFile(path string) (*Compiled, error) {
+func LoadFile(path string, opts ...LoadOption) (*Compiled, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	c, err := Load(data)
+	c, err := Load(data, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s:\n%w", path, err)
 	}
@@ -64,20 +78,25 @@ func LoadFile(path string) (*Compiled, error) {
 }
 
 // Compile validates a decoded policy and compiles its rules and patterns.
-func Compile(p *Policy, version string) (*Compiled, error) {
+func Compile(p *Policy, version string) (*Compiled, error) { return compile(p, version, loadOptions{}) }
+
+func compile(p *Policy, version string, o loadOptions) (*Compiled, error) {
 	e := newError(p.Validate())
-	rules := make([]cel.Rule, len(p.Spec.AdmissionRules))
-	for i, r := range p.Spec.AdmissionRules {
-		rules[i] = cel.Rule{Path: fmt.Sprintf("spec.admissionRules[%d]", i), Name: r.Name, Expression: r.Expression, Message: r.Message}
-	}
-	prog, err := cel.Compile(rules, version)
-	if err != nil {
-		var ce *cel.CompileError
-		if !errors.As(err, &ce) {
-			return nil, fmt.Errorf("compile admission rules: %w", err)
+	var prog *cel.Program
+	if !o.skipRules {
+		rules := make([]cel.Rule, len(p.Spec.AdmissionRules))
+		for i, r := range p.Spec.AdmissionRules {
+			rules[i] = cel.Rule{Path: fmt.Sprintf("spec.admissionRules[%d]", i), Name: r.Name, Expression: r.Expression, Message: r.Message}
 		}
-		for _, fe := range ce.Errs {
-			e.Problems = append(e.Problems, fe.Error())
+		var err error
+		if prog, err = cel.Compile(rules, version); err != nil {
+			var ce *cel.CompileError
+			if !errors.As(err, &ce) {
+				return nil, fmt.Errorf("compile admission rules: %w", err)
+			}
+			for _, fe := range ce.Errs {
+				e.Problems = append(e.Problems, fe.Error())
+			}
 		}
 	}
 	if len(e.Problems) > 0 {

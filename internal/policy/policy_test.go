@@ -211,3 +211,20 @@ func FuzzDecode(f *testing.F) {
 		_, _ = Compile(p, "fuzz")
 	})
 }
+
+func TestLoadWithoutAdmissionRules(t *testing.T) {
+	c, err := LoadFile(defaultPolicyPath, WithoutAdmissionRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rules != nil {
+		t.Error("rules were compiled")
+	}
+	if _, err := c.Tool("terraform_apply"); err != nil {
+		t.Error(err)
+	}
+	// Everything but the CEL is still validated.
+	if _, err := Load(mutateDefault(t, "    tier: read\n", "    tier: admin\n"), WithoutAdmissionRules()); err == nil {
+		t.Error("an invalid policy loaded without its rules")
+	}
+}

@@ -122,8 +122,14 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 	c := time.Now()
 	pod, err := r.pod(ctx, created.Name)
 	if err == nil {
+		var agent []byte
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			agent, _ = r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
+		}()
 		res.Stdout, _ = r.logs(ctx, pod.Name, contract.ToolContainer)
-		agent, _ := r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
+		<-done
 		res.CredentialEvents = parseEvents(agent)
 	}
 	res.Timings.Cleanup = time.Since(c)
@@ -135,6 +141,7 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
 	admitted := time.Now()
 	var sidecarStarted, sidecarReady, toolRunning time.Time
+	polls := 0
 	t := time.NewTicker(r.PollInterval)
 	defer t.Stop()
 	for {
@@ -154,28 +161,54 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 				}
 				if s.Started != nil && *s.Started && sidecarReady.IsZero() && !sidecarStarted.IsZero() {
 					sidecarReady = time.Now()
-					res.Timings.Credentials = sidecarReady.Sub(sidecarStarted)
 					progress(StageCredentials)
 				}
 				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
 					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(audit.ScrubString(term.Message)))
 				}
 			}
+			toolDone, agentDone := false, false
 			for _, s := range pod.Status.ContainerStatuses {
 				if s.Name != contract.ToolContainer {
 					continue
 				}
 				if (s.State.Running != nil || s.State.Terminated != nil) && toolRunning.IsZero() {
 					toolRunning = time.Now()
+					if !sidecarStarted.IsZero() {
+						// From the sidecar's start to the tool's: Vault login, the credential, the kubeconfig
+						// written, the postStart hook returned, the tool container started.
+						res.Timings.Credentials = toolRunning.Sub(sidecarStarted)
+					}
+					if sidecarReady.IsZero() {
+						sidecarReady = toolRunning
+						progress(StageCredentials)
+					}
 					progress(StageRunning)
 				}
 				if s.State.Terminated != nil {
 					res.ExitCode = s.State.Terminated.ExitCode
+					toolDone = true
 				}
+			}
+			for _, s := range pod.Status.InitContainerStatuses {
+				if s.Name == contract.CredentialAgentContainer && s.State.Terminated != nil {
+					agentDone = true
+				}
+			}
+			// The tool has exited and the credential agent has revoked and exited: the run is over. The
+			// Pod's phase and the Job's condition follow a few seconds later; nothing here waits for them.
+			if toolDone && agentDone {
+				res.Timings.Run = time.Since(toolRunning)
+				progress(StageDone)
+				return nil
 			}
 			if err := stuck(pod); err != nil {
 				return err
 			}
+		}
+		// The Job itself only matters when it fails (deadline, pod failure): read it once a second.
+		if polls++; polls%10 != 0 {
+			continue
 		}
 		cur, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {

@@ -128,6 +128,7 @@ func oneLineError(err error) string {
 // credAgentReadyOptions are the flags of `cred-agent ready`.
 type credAgentReadyOptions struct {
 	File string
+	Wait time.Duration
 
 	streams IO
 }
@@ -136,8 +137,11 @@ func newCredAgentReadyCommand(streams IO) *cobra.Command {
 	o := &credAgentReadyOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "ready",
-		Short: "Exit 0 if the kubeconfig has been written (the sidecar's startup probe)",
-		Args:  cobra.NoArgs,
+		Short: "Exit 0 once the kubeconfig has been written (the sidecar's postStart hook)",
+		Long: `Exit 0 if the credential agent's kubeconfig exists and is not empty. With --wait, keep checking
+until it does or the time is up. The webhook injects this as the sidecar's postStart hook: the kubelet
+starts the tool container only after the hook returns, so the tool never starts without its credential.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
@@ -147,6 +151,7 @@ func newCredAgentReadyCommand(streams IO) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.File, "file", contract.KubeconfigPath, "the kubeconfig the agent writes")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "keep checking this long (0: check once)")
 	return cmd
 }
 
@@ -157,14 +162,26 @@ func (o *credAgentReadyOptions) Complete() {
 	}
 }
 
-// Validate has nothing to check beyond Complete.
-func (o *credAgentReadyOptions) Validate() error { return nil }
-
-// Run checks the file.
-func (o *credAgentReadyOptions) Run(context.Context) error {
-	if err := broker.KubeconfigReady(o.File); err != nil {
-		fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(err))
-		return exitError{code: 1}
+// Validate checks the wait.
+func (o *credAgentReadyOptions) Validate() error {
+	if o.Wait < 0 {
+		return fmt.Errorf("--wait must not be negative")
 	}
 	return nil
+}
+
+// Run checks the file, every 50 ms until --wait has passed.
+func (o *credAgentReadyOptions) Run(ctx context.Context) error {
+	deadline := time.Now().Add(o.Wait)
+	for {
+		err := broker.KubeconfigReady(o.File)
+		if err == nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(err))
+			return exitError{code: 1}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -118,7 +118,8 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	_ = level.UnmarshalText([]byte(o.LogLevel))
 	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
 
-	p, err := policy.LoadFile(o.PolicyFile)
+	// The server renders Jobs and checks calls against the policy; the admission rules are the webhook's.
+	p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules())
 	if err != nil {
 		return err
 	}
@@ -127,6 +128,9 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
 	}
 	cfg.Timeout = 30 * time.Second
+	// Each running sandbox is followed with a few requests a second; client-go's default of 5 per second
+	// would queue them and add whole seconds to every call.
+	cfg.QPS, cfg.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
