@@ -111,7 +111,7 @@ func run(policyFile string, requests int) error {
 			_ = createDryRun(ctx, cs, m.ns, m.job)
 		}
 	}
-	fmt.Printf("Job create, server-side dry run, through kube-apiserver %s; %d requests per row; %s\n", env.ControlPlane.GetAPIServer().Out, requests, time.Now().Format(time.RFC3339))
+	fmt.Printf("Job create, server-side dry run, through a real kube-apiserver (envtest); %d requests per row; %s\n", requests, time.Now().Format(time.RFC3339))
 	fmt.Printf("%-32s %5s %10s %10s %10s\n", "mode", "conc", "p50", "p99", "req/s")
 	base := map[int]time.Duration{}
 	for _, conc := range []int{1, 16, 64} {
@@ -206,7 +206,8 @@ var varRE = regexp.MustCompile(`(^|[^.\w])(podSpec|containers|settings|kind)\b`)
 // installVAP expresses the policy's isolation rules as one native ValidatingAdmissionPolicy: the same CEL,
 // with podSpec, containers and settings as VAP variables.
 func installVAP(ctx context.Context, cs kubernetes.Interface, p *policy.Compiled) error {
-	settings := fmt.Sprintf(`{"runtimeClassName": %q, "maxDeadlineSeconds": %d, "vaultAudience": %q, "credentialVolume": "agent-sandbox-credentials", "vaultTokenVolume": "agent-sandbox-vault-token", "credentialAgentContainer": "cred-agent", "nodeSelector": {}, "tolerations": []}`,
+	// A CEL map literal needs values of one type: dyn() makes them so.
+	settings := fmt.Sprintf(`{"runtimeClassName": dyn(%q), "maxDeadlineSeconds": dyn(%d), "vaultAudience": dyn(%q), "credentialVolume": dyn("agent-sandbox-credentials"), "vaultTokenVolume": dyn("agent-sandbox-vault-token"), "credentialAgentContainer": dyn("cred-agent"), "nodeSelector": dyn({}), "tolerations": dyn([])}`,
 		p.Spec.Sandbox.RuntimeClassName, int64(p.Spec.Sandbox.MaxDeadline.Seconds()), p.Spec.Sandbox.CredentialAgent.VaultAudience)
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "agent-sandbox-isolation-bench"},

@@ -104,7 +104,13 @@ func compile(p *Policy, version string, o loadOptions) (*Compiled, error) {
 	}
 	c := &Compiled{Policy: p, Version: version, Rules: prog, tools: make(map[string]*Tool, len(p.Spec.Tools))}
 	for i := range p.Spec.Tools {
-		c.tools[p.Spec.Tools[i].Name] = &p.Spec.Tools[i]
+		t := &p.Spec.Tools[i]
+		c.tools[t.Name] = t
+		for j := range t.Parameters {
+			if prm := &t.Parameters[j]; prm.Type == TypeString {
+				prm.re = regexp.MustCompile(anchor(prm.Pattern)) // Validate compiled it already
+			}
+		}
 	}
 	for _, s := range p.Spec.DestructiveSignals {
 		c.signals = append(c.signals, compiledSignal{Signal: s, re: regexp.MustCompile(s.Pattern)})

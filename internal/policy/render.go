@@ -149,9 +149,12 @@ func (prm *Parameter) normalize(v any) (any, error) {
 		if len(s) > prm.MaxLength {
 			return nil, fmt.Errorf("is longer than %d bytes", prm.MaxLength)
 		}
-		re, err := regexp.Compile(anchor(prm.Pattern))
-		if err != nil {
-			return nil, fmt.Errorf("has an invalid pattern in the policy: %w", err)
+		re := prm.re
+		if re == nil {
+			var err error
+			if re, err = regexp.Compile(anchor(prm.Pattern)); err != nil {
+				return nil, fmt.Errorf("has an invalid pattern in the policy: %w", err)
+			}
 		}
 		if !re.MatchString(s) {
 			return nil, fmt.Errorf("must match %s", prm.Pattern)

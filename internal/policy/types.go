@@ -8,6 +8,8 @@
 package policy
 
 import (
+	"regexp"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,6 +198,9 @@ type Parameter struct {
 	Maximum *int64 `json:"maximum,omitempty"`
 	// Default is used when an optional parameter is not given.
 	Default any `json:"default,omitempty"`
+
+	// re is Pattern, anchored and compiled once by Compile.
+	re *regexp.Regexp
 }
 
 // Resources are CPU and memory limits; requests are set equal to them.
