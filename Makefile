@@ -21,7 +21,7 @@ build: ## Build bin/agent-sandbox
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.version=$(VERSION)" -o $(BIN) ./cmd/agent-sandbox
 
 .PHONY: test
-test: ## Everything CI runs: unit tests, integration tests, then the live cluster (up, verify, down)
+test: ## Everything CI runs: unit and integration tests, then the live cluster (up, deploy, verify, e2e, down)
 	scripts/test.sh
 
 .PHONY: test-unit
@@ -33,10 +33,10 @@ test-integration: ## Tests against a real etcd + kube-apiserver (+ Vault), start
 	scripts/test-integration.sh
 
 .PHONY: lint
-lint: ## go vet, gofmt and shellcheck (when installed)
+lint: ## go vet, gofmt and shellcheck
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@if command -v shellcheck >/dev/null; then shellcheck -x -S warning scripts/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
+	@if command -v shellcheck >/dev/null; then shellcheck -x -S warning scripts/*.sh bench/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s)

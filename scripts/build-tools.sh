@@ -10,7 +10,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 ALL=(apt kubernetes containerd gvisor netpol helm terraform-provider-kubernetes vault)
-APT_PACKAGES=(etcd-server runc containernetworking-plugins iptables conntrack iproute2 busybox-static openssl curl util-linux ca-certificates)
+APT_PACKAGES=(etcd-server runc containernetworking-plugins iptables conntrack iproute2 busybox-static openssl curl util-linux ca-certificates shellcheck)
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 

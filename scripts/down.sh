@@ -49,6 +49,7 @@ main() {
   stop containerd
   # Shims outlive containerd by design; ours are the ones started with our socket path.
   for s in $(ps -eo pid=,args= | awk -v sock="$AS_STATE/run/containerd.sock" '/containerd-shim/ && index($0, sock) {print $1}'); do
+    # shellcheck disable=SC2046 # the PIDs are words
     kill -KILL $(descendants "$s") "$s" 2>/dev/null && log "killed leftover shim $s"
   done
   stop vault

@@ -6,6 +6,7 @@
 #   $AS_STATE/                                           the running local cluster: pki, configs, pids, logs, data
 AS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 AS_CACHE=${AGENT_SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox}
+# shellcheck disable=SC2034 # used by the scripts that source this file
 AS_STATE=${AGENT_SANDBOX_STATE:-/var/lib/agent-sandbox-local}
 AS_TOOLS_SRC=$AS_ROOT/scripts/tools
 

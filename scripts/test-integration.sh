@@ -15,8 +15,9 @@ ln -sfn "$(bin_kube kubectl)" "$assets/kubectl"
 ln -sfn "$(bin_kube kube-controller-manager)" "$assets/kube-controller-manager"
 ln -sfn "$(command -v etcd || echo /usr/bin/etcd)" "$assets/etcd"
 export KUBEBUILDER_ASSETS=$assets
-export AGENT_SANDBOX_VAULT_BIN=$(bin_vault)
-export AGENT_SANDBOX_HELM_BIN=$(bin_helm)
-export AGENT_SANDBOX_TF_PROVIDER_MIRROR=$(dir_tfprovider)
+AGENT_SANDBOX_VAULT_BIN=$(bin_vault)
+AGENT_SANDBOX_HELM_BIN=$(bin_helm)
+AGENT_SANDBOX_TF_PROVIDER_MIRROR=$(dir_tfprovider)
+export AGENT_SANDBOX_VAULT_BIN AGENT_SANDBOX_HELM_BIN AGENT_SANDBOX_TF_PROVIDER_MIRROR
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
 exec go test -tags integration -count=1 -timeout 20m "${@:-./test/integration/...}"

@@ -85,7 +85,7 @@ spec:
     resources: {limits: {cpu: 100m, memory: 32Mi}}
 EOF
   k -n "$NS" wait --for=condition=Ready pod/pong --timeout=90s >/dev/null || { fail "server pod did not start"; finish; }
-  local ip api probe
+  local ip api
   ip=$(k -n "$NS" get pod pong -o jsonpath='{.status.podIP}')
   api=$(k get endpointslices -n default -l kubernetes.io/service-name=kubernetes -o jsonpath='{.items[0].endpoints[0].addresses[0]}:{.items[0].ports[0].port}')
   probe() { echo "for t in '$ip 8080' '${api%:*} ${api#*:}'; do if printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 \$t 2>/dev/null | grep -q -e PONG -e HTTP; then echo \"\$t CONNECTED\"; else echo \"\$t BLOCKED\"; fi; done"; }

@@ -4,7 +4,7 @@
 # admits and mutates the safe Job. Needs `make deploy` first. Exits non-zero on any FAIL.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-cd "$AS_ROOT"
+cd "$AS_ROOT" || exit 1
 export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
 rc=0
 scripts/verify-cluster.sh || rc=1

@@ -28,6 +28,11 @@ const MaxWorkspaceNameLength = 40
 // ErrBadWorkspace marks a workspace that the runner refuses to copy.
 var ErrBadWorkspace = errors.New("invalid workspace")
 
+// codeExecRE finds Terraform constructs that run programs: a provider's exec credential plugin (it runs at
+// plan time, with the plan credential) and local/remote-exec provisioners, in HCL and in JSON syntax. The
+// workspace comes from the untrusted MCP server; its code must only describe resources.
+var codeExecRE = regexp.MustCompile(`(?m)(^|[{\s])exec\s*\{|"exec"\s*:|(local|remote)-exec|\bexternal\b\s*"`)
+
 // fileNameRE is the character set of ConfigMap keys, which is what workspace files are.
 var fileNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
@@ -135,6 +140,9 @@ func copyFile(src, dst string) error {
 	}
 	if len(data) > MaxWorkspaceFileSize {
 		return fmt.Errorf("%w: %s is larger than %d bytes", ErrBadWorkspace, filepath.Base(dst), MaxWorkspaceFileSize)
+	}
+	if m := codeExecRE.Find(data); m != nil {
+		return fmt.Errorf("%w: %s runs programs (%q): provider exec credential plugins and provisioners are refused, because they would run with this sandbox's credential", ErrBadWorkspace, filepath.Base(dst), strings.TrimSpace(string(m)))
 	}
 	if err := os.WriteFile(dst, data, 0o600); err != nil {
 		return fmt.Errorf("copy workspace file: %w", err)

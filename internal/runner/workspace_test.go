@@ -183,3 +183,26 @@ func TestValidateWorkspaceName(t *testing.T) {
 		}
 	}
 }
+
+func TestCopyWorkspaceRefusesCodeExecution(t *testing.T) {
+	for name, src := range map[string]string{
+		"provider exec plugin": "provider \"kubernetes\" {\n  exec {\n    api_version = \"client.authentication.k8s.io/v1\"\n    command = \"sh\"\n  }\n}\n",
+		"local-exec":           "resource \"null_resource\" \"x\" {\n  provisioner \"local-exec\" { command = \"id\" }\n}\n",
+		"external data":        "data \"external\" \"x\" { program = [\"sh\"] }\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			src2 := t.TempDir()
+			file := "main.tf"
+			if err := os.WriteFile(filepath.Join(src2, file), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := CopyWorkspace(src2, t.TempDir()); !errors.Is(err, ErrBadWorkspace) || !strings.Contains(err.Error(), "runs programs") {
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
+	// The demo module itself is plain resources.
+	if _, err := CopyWorkspace("../../terraform/k8s-demo", t.TempDir()); err != nil {
+		t.Fatalf("the demo workspace was refused: %v", err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // noTerminalMessage is what approve says, on one line, when its standard input is not a terminal.
@@ -391,11 +392,12 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 
 type approveOptions struct {
 	storeFlags
-	ID       string
-	KeyPath  string
-	Audience string
-	TTL      time.Duration
-	now      func() time.Time
+	ID         string
+	KeyPath    string
+	Audience   string
+	PolicyFile string
+	TTL        time.Duration
+	now        func() time.Time
 }
 
 func (o *approveOptions) Complete(args []string) error {
@@ -410,13 +412,26 @@ func (o *approveOptions) Complete(args []string) error {
 		}
 		o.KeyPath = p
 	}
+	// The audience is the cluster the approval is for. It comes from the approver's side -- a flag, the
+	// environment or the approver's copy of the policy -- never from the request, which the untrusted MCP
+	// server wrote.
+	if o.Audience == "" {
+		o.Audience = os.Getenv("AGENT_SANDBOX_CLUSTER_ID")
+	}
+	if o.Audience == "" && o.PolicyFile != "" {
+		if p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules()); err == nil {
+			o.Audience = p.Spec.ClusterID
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 	return nil
 }
 
 func (o *approveOptions) Validate() error {
 	var errs []error
 	if o.Audience == "" {
-		errs = append(errs, errors.New("--audience (the cluster ID the webhook expects) is required"))
+		errs = append(errs, errors.New("the cluster to approve for is unknown: pass --audience CLUSTER_ID, set $AGENT_SANDBOX_CLUSTER_ID, or --policy FILE"))
 	}
 	if o.TTL <= 0 || o.TTL > approval.MaxTokenTTL {
 		errs = append(errs, fmt.Errorf("--ttl must be more than 0 and at most %s", approval.MaxTokenTTL))
@@ -513,7 +528,8 @@ variable or other way to approve without one: approvals are made by a person, no
 	}
 	o.bind(cmd)
 	cmd.Flags().StringVar(&o.KeyPath, "key", "", "approver private key (default $"+approval.EnvApproverKey+", else ~/.config/agent-sandbox/approver.key)")
-	cmd.Flags().StringVar(&o.Audience, "audience", "", "cluster ID the approval is for, as configured in the admission webhook (required)")
+	cmd.Flags().StringVar(&o.Audience, "audience", "", "cluster ID the approval is for, as the webhook's policy names it [$AGENT_SANDBOX_CLUSTER_ID, else the --policy file's spec.clusterID]")
+	cmd.Flags().StringVar(&o.PolicyFile, "policy", envOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"), "your copy of the policy, for its cluster ID when --audience is not given [$AGENT_SANDBOX_POLICY]")
 	cmd.Flags().DurationVar(&o.TTL, "ttl", approval.DefaultTokenTTL, "how long the approval stays valid (at most 30m)")
 	return cmd
 }

@@ -167,7 +167,7 @@ func TestApproveHasNoNonInteractivePath(t *testing.T) {
 	cmd := newApproveCommand(IO{})
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	want := "audience db key ttl"
+	want := "audience db key policy ttl"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("approve flags = %q, want exactly %q", got, want)
 	}
