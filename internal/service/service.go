@@ -136,6 +136,16 @@ func (c *call) invoke(params map[string]any) (*policy.Invocation, error) {
 	return inv, nil
 }
 
+// invokeAndRun is the path of a tool that needs no approval: the guardrails, then the sandbox.
+func (c *call) invokeAndRun(ctx context.Context, params map[string]any) (*sandbox.Result, error) {
+	inv, err := c.invoke(params)
+	if err != nil {
+		return nil, err
+	}
+	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
+	return c.run(ctx, inv, "")
+}
+
 // run renders and runs the sandbox Job, writing the sandbox and credential events of the audit chain.
 func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*sandbox.Result, error) {
 	job, err := sandbox.RenderJob(c.s.Policy, sandbox.JobSpec{Invocation: inv, RequestID: c.id, ApprovalToken: token})

@@ -43,12 +43,7 @@ func (s *Service) PodStatus(ctx context.Context, in PodStatusInput, progress Pro
 	if err != nil {
 		return nil, err
 	}
-	inv, err := c.invoke(params)
-	if err != nil {
-		return nil, err
-	}
-	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
-	res, err := c.run(ctx, inv, "")
+	res, err := c.invokeAndRun(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +80,7 @@ func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*P
 	if err != nil {
 		return nil, c.fail(KindInvalid, err)
 	}
-	inv, err := c.invoke(map[string]any{"workspace": in.Workspace, "source": source})
-	if err != nil {
-		return nil, err
-	}
-	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
-	res, err := c.run(ctx, inv, "")
+	res, err := c.invokeAndRun(ctx, map[string]any{"workspace": in.Workspace, "source": source})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,287 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// fakeRunner stands in for the cluster in these unit tests of the service's logic; the end-to-end suite
+// runs the same service against real gVisor Jobs.
+type fakeRunner struct {
+	mu     sync.Mutex
+	jobs   []*batchv1.Job
+	stdout func(job *batchv1.Job) string
+	exit   int32
+	err    error
+}
+
+func (f *fakeRunner) Run(ctx context.Context, job *batchv1.Job, progress func(sandbox.Stage)) (*sandbox.Result, error) {
+	f.mu.Lock()
+	f.jobs = append(f.jobs, job)
+	f.mu.Unlock()
+	for _, st := range sandbox.Stages {
+		progress(st)
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &sandbox.Result{JobName: job.Name, ExitCode: f.exit, Stdout: []byte(f.stdout(job)), CredentialEvents: []map[string]any{
+		{"event": audit.EventCredentialIssued, "scope": "pod-reader", "lease_id": "kubernetes/creds/x/abc", "ttl_seconds": 600.0},
+		{"event": audit.EventCredentialRevoked, "lease_id": "kubernetes/creds/x/abc"},
+	}}, nil
+}
+
+type fakeWorkspaces struct{ names []string }
+
+func (f *fakeWorkspaces) EnsureWorkspace(_ context.Context, name string, _ map[string]string) error {
+	f.names = append(f.names, name)
+	return nil
+}
+
+type fixture struct {
+	svc   *Service
+	run   *fakeRunner
+	store *approval.Store
+	log   string
+	key   *approval.PrivateKey
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	p, err := policy.LoadFile("../../policy/policy.yaml", policy.WithoutAdmissionRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	store, err := approval.OpenStore(filepath.Join(dir, "approvals.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	logPath := filepath.Join(dir, "audit.jsonl")
+	log, err := audit.Open(logPath, audit.WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	ws := filepath.Join(dir, "workspaces", "k8s-demo")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "main.tf"), []byte("resource \"kubernetes_namespace\" \"x\" {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, err := approval.GenerateKey("unit-approver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &fakeRunner{stdout: func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","selector":"","pods":[{"name":"web-1","phase":"Running","ready":"1/1","restarts":0,"age":"1m","age_seconds":60,"node":"n"}]}`
+	}}
+	svc := &Service{Policy: p, Approvals: store, Audit: log, Runner: run, Workspaces: &fakeWorkspaces{}, WorkspaceDir: filepath.Join(dir, "workspaces")}
+	return &fixture{svc: svc, run: run, store: store, log: logPath, key: key}
+}
+
+// chain returns the events written for one request ID, after checking that the whole log verifies.
+func (f *fixture) chain(t *testing.T, requestID string) []string {
+	t.Helper()
+	if _, err := audit.VerifyFile(f.log); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := audit.ReadFile(f.log, audit.Filter{RequestID: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range recs {
+		names = append(names, r.Event)
+	}
+	return names
+}
+
+var fullChain = []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventSandboxStarted, audit.EventCredentialIssued,
+	audit.EventSandboxCompleted, audit.EventCredentialRevoked, audit.EventToolResult}
+
+func TestPodStatusWritesTheFullChain(t *testing.T) {
+	f := newFixture(t)
+	var stages []string
+	out, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, func(s string, n, total int) { stages = append(stages, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Pods) != 1 || out.Pods[0].Name != "web-1" {
+		t.Errorf("result %+v", out)
+	}
+	if got := f.chain(t, out.RequestID); !slices.Equal(got, fullChain) {
+		t.Errorf("audit chain %v, want %v", got, fullChain)
+	}
+	if len(stages) != len(sandbox.Stages) {
+		t.Errorf("progress %v", stages)
+	}
+	j := f.run.jobs[0]
+	if j.Labels[contract.LabelRequestID] != out.RequestID || j.Spec.Template.Spec.Containers[0].Command[3] != "--namespace=demo-app" {
+		t.Errorf("rendered Job: labels %v command %v", j.Labels, j.Spec.Template.Spec.Containers[0].Command)
+	}
+}
+
+func TestGuardrails(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "kube-system"}, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindDenied || !strings.Contains(se.Message, "kube-system") {
+		t.Fatalf("kube-system: %v", err)
+	}
+	if got := f.chain(t, se.RequestID); !slices.Equal(got, []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventToolResult}) {
+		t.Errorf("chain of a refusal: %v", got)
+	}
+	_, err = f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app", LabelSelector: "--kubeconfig=/x"}, nil)
+	if !errors.As(err, &se) || se.Kind != KindInvalid {
+		t.Fatalf("bad selector: %v", err)
+	}
+	if _, err := f.svc.Plan(context.Background(), PlanInput{Workspace: "../etc"}, nil); !errors.As(err, &se) || se.Kind != KindInvalid {
+		t.Fatalf("path traversal in the workspace name: %v", err)
+	}
+	if len(f.run.jobs) != 0 {
+		t.Errorf("a refused call ran %d sandboxes", len(f.run.jobs))
+	}
+}
+
+func TestToolFailureIsReported(t *testing.T) {
+	f := newFixture(t)
+	f.run.exit = 1
+	f.run.stdout = func(*batchv1.Job) string { return `{"error":"pods is forbidden"}` }
+	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindFailed || !strings.Contains(se.Message, "pods is forbidden") {
+		t.Fatalf("got %v", err)
+	}
+	// A zero-looking result from a tool that exited non-zero is not trusted.
+	f.run.stdout = func(*batchv1.Job) string { return `{"namespace":"demo-app","pods":[]}` }
+	if _, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, nil); !errors.As(err, &se) || !strings.Contains(se.Message, "exited with code 1") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	plan := strings.Repeat("ab", 32)
+	f.run.stdout = func(j *batchv1.Job) string {
+		return `{"workspace":"k8s-demo","plan_id":"` + plan + `","applied":true,"text":"Apply complete!","summary":{"add":1,"change":0,"destroy":1,"replace":1}}`
+	}
+
+	first, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != StatusApprovalRequired || first.ApproveCommand != "agent-sandbox approve "+first.ApprovalRequest || len(f.run.jobs) != 0 {
+		t.Fatalf("without approval: %+v (jobs %d)", first, len(f.run.jobs))
+	}
+	again, _ := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	if again.ApprovalRequest != first.ApprovalRequest {
+		t.Errorf("the same call filed a second request: %s and %s", first.ApprovalRequest, again.ApprovalRequest)
+	}
+
+	// A person approves (what `agent-sandbox approve` does after the terminal prompt).
+	req, err := f.store.Get(ctx, first.ApprovalRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := approval.NewClaims(req, f.key.KeyID(), f.svc.Policy.Spec.ClusterID, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := approval.Sign(f.key, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Grant(ctx, req.ID, tok, &claims); err != nil {
+		t.Fatal(err)
+	}
+
+	// An approval for this plan does not cover another.
+	other, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: strings.Repeat("cd", 32)}, nil)
+	if err != nil || other.Status != StatusApprovalRequired || len(f.run.jobs) != 0 {
+		t.Fatalf("another plan: %+v, %v", other, err)
+	}
+
+	applied, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied.Status != StatusApplied || len(f.run.jobs) != 1 {
+		t.Fatalf("after approval: %+v", applied)
+	}
+	if got := f.run.jobs[0].Annotations[contract.AnnotationApprovalToken]; got != tok {
+		t.Error("the Job does not carry the approval token")
+	}
+	want := []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventApprovalGranted, audit.EventApprovalConsumed,
+		audit.EventSandboxStarted, audit.EventCredentialIssued, audit.EventSandboxCompleted, audit.EventCredentialRevoked, audit.EventToolResult}
+	if got := f.chain(t, applied.RequestID); !slices.Equal(got, want) {
+		t.Errorf("chain %v, want %v", got, want)
+	}
+	logData, _ := os.ReadFile(f.log)
+	if strings.Contains(string(logData), tok) || strings.Contains(string(logData), tok[:40]) {
+		t.Error("the approval token reached the audit log")
+	}
+
+	replay, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	if err != nil || replay.Status != StatusApprovalRequired || replay.ApprovalRequest == first.ApprovalRequest || len(f.run.jobs) != 1 {
+		t.Fatalf("the grant was used twice: %+v, %v", replay, err)
+	}
+}
+
+func TestPlanFlagsDestructiveChanges(t *testing.T) {
+	f := newFixture(t)
+	text := "  # kubernetes_deployment.web must be replaced\n      ~ match_labels = { # forces replacement\nPlan: 1 to add, 0 to change, 1 to destroy."
+	res, _ := json.Marshal(runner.PlanResult{Workspace: "k8s-demo", PlanID: strings.Repeat("ef", 32), Text: text,
+		Summary: runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}})
+	f.run.stdout = func(*batchv1.Job) string { return "Terraform output on stderr\n" + string(res) }
+	out, err := f.svc.Plan(context.Background(), PlanInput{Workspace: "k8s-demo"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range out.DestructiveSignals {
+		names = append(names, s.Name)
+	}
+	if !out.Destructive || !slices.Contains(names, "forces-replacement") || !strings.HasPrefix(out.Next, "DESTRUCTIVE") {
+		t.Errorf("plan output %+v", out)
+	}
+	src := f.run.jobs[0].Spec.Template.Spec.Volumes
+	if !strings.HasPrefix(src[len(src)-1].ConfigMap.Name, "tfws-") {
+		t.Errorf("the workspace ConfigMap is not mounted: %+v", src)
+	}
+	// The approval request later shows the approver this plan's summary and signals.
+	summary, signals := f.svc.planSummary(out.PlanID)
+	if !strings.Contains(summary, "1 to replace") || len(signals) == 0 {
+		t.Errorf("summary %q, signals %v", summary, signals)
+	}
+}
+
+func TestCancelledCall(t *testing.T) {
+	f := newFixture(t)
+	f.run.err = context.Canceled
+	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, nil)
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "cancelled") {
+		t.Fatalf("got %v", err)
+	}
+}
