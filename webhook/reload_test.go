@@ -1,0 +1,58 @@
+package webhook
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestReloadKeepsTheLastGoodPolicy: a policy that does not compile is refused with the rule's path and the
+// running one keeps serving; a good change is picked up.
+func TestReloadKeepsTheLastGoodPolicy(t *testing.T) {
+	data, err := os.ReadFile(shippedPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := NewMetrics(prometheus.NewRegistry())
+	c := &Checker{}
+	src := &FileSource{PolicyPath: path, KeysPath: filepath.Join(t.TempDir(), "none.jwks.json"), Checker: c, Metrics: m, Log: logr.Discard()}
+	if err := src.Load(); err != nil {
+		t.Fatal(err)
+	}
+	good := c.Policy().Version
+
+	bad := strings.Replace(string(data), "settings.runtimeClassName != '' &&", "settings.runtimeClassName != '' &&&", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := src.reloadPolicy()
+	if changed || err == nil || !strings.Contains(err.Error(), "spec.admissionRules[0].expression") {
+		t.Fatalf("a policy that does not compile: changed=%v err=%v", changed, err)
+	}
+	if c.Policy().Version != good {
+		t.Fatal("the bad policy replaced the good one")
+	}
+	if got := testutil.ToFloat64(m.reloads.WithLabelValues("policy", "error")); got != 1 {
+		t.Errorf("reload errors counted %v, want 1", got)
+	}
+
+	better := strings.Replace(string(data), "maxDeadline: 15m", "maxDeadline: 14m", 1)
+	if err := os.WriteFile(path, []byte(better), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := src.reloadPolicy(); !changed || err != nil {
+		t.Fatalf("a good change: changed=%v err=%v", changed, err)
+	}
+	if c.Policy().Version == good || c.Policy().Spec.Sandbox.MaxDeadline.Minutes() != 14 {
+		t.Fatal("the good change was not loaded")
+	}
+}
