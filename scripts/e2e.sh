@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # make e2e: the end-to-end suite on the live cluster (after make up and make deploy): a fresh demo folder
 # and the demo workspace applied (scripts/demo-setup.sh), the TypeScript SDK client installed from npm,
-# then `go test -tags e2e ./test/e2e/`.
+# then `go test -tags e2e ./test/e2e/`. Approvals are typed through a pseudo-terminal with the test
+# approver key that make deploy creates for automated checks (its passphrase is in a 0600 file), so the
+# suite also runs after a demo whose approver key has a passphrase only a person knows.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT"
 export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
 [ -f "$AS_STATE/mcp.kubeconfig" ] || die "the cluster is not deployed; run make deploy first"
-[ -f "$AS_STATE/approver/test-passphrase" ] || die "the end-to-end suite approves through a pseudo-terminal with the test passphrase, but the demo approver key was made at a terminal; remove $AS_STATE/approver and run make deploy without a terminal (or with CI=1)"
 DIR=$AS_STATE/e2e
 scripts/demo-setup.sh "$DIR"
 (cd test/e2e/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci in test/e2e/node failed (the npm registry must be reachable)"
@@ -15,7 +16,7 @@ AUDIENCE=$(awk '/clusterID:/{print $2; exit}' policy/policy.yaml)
 HOST_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
 export E2E_DIR=$DIR E2E_BINARY=$AS_ROOT/bin/agent-sandbox E2E_POLICY=$AS_ROOT/policy/policy.yaml \
   E2E_MCP_KUBECONFIG=$AS_STATE/mcp.kubeconfig E2E_ADMIN_KUBECONFIG=$KUBECONFIG \
-  E2E_APPROVER_KEY=$AS_STATE/approver/approver.key E2E_PASSPHRASE_FILE=$AS_STATE/approver/test-passphrase \
+  E2E_APPROVER_KEY=$AS_STATE/approver/verify.key E2E_PASSPHRASE_FILE=$AS_STATE/approver/verify-passphrase \
   E2E_AUDIENCE=$AUDIENCE E2E_NODE_CLIENT=$AS_ROOT/test/e2e/node \
   E2E_VAULT_STOP="kill \$(cat $AS_STATE/run/vault.pid)" \
   E2E_VAULT_RESTART="$AS_ROOT/scripts/up.sh >/dev/null 2>&1 && $AS_ROOT/bin/agent-sandbox vault configure --policy $AS_ROOT/policy/policy.yaml --vault-addr http://127.0.0.1:8200 --vault-token-file $AS_STATE/vault/root-token --kubeconfig $KUBECONFIG --kubernetes-host https://$HOST_IP:6443 >/dev/null"
