@@ -44,8 +44,5 @@ func vaultCall[T any](ctx context.Context, c *vaultapi.Client, f func(context.Co
 	return v, vaultErr(ctx, c.Address(), err)
 }
 
-// mountKey is how Vault lists a mount path: without leading slash, with one trailing slash.
-func mountKey(path string) string { return strings.Trim(path, "/") + "/" }
-
 // mountPath is a mount path as used inside request paths: no leading or trailing slash.
 func mountPath(path string) string { return strings.Trim(path, "/") }

@@ -1,14 +1,15 @@
 // Package cel compiles and evaluates the CEL admission rules of an agent-sandbox policy.
 //
 // It is the only package of agent-sandbox that imports cel-go; the webhook and the policy
-// loader depend on the small types declared here (Rule, Input, Violation, Program, Holder).
+// loader depend on the small types declared here (Rule, Input, Violation, Program).
 //
 // The design follows k8s.io/apiserver's ValidatingAdmissionPolicy: every rule is parsed and
 // type-checked once, when a policy version is loaded, and must evaluate to exactly bool; the
 // compiled set is then evaluated on every sandbox Job and Pod with a per-rule runtime cost limit
 // and the request's context, and any rule that cannot be evaluated counts as a violation, so
-// the webhook fails closed. A new policy version is compiled first and published with
-// Holder.Store only when it compiled, so a broken policy never replaces a working one.
+// the webhook fails closed. A new policy version is compiled first and swapped in by the webhook
+// (webhook.Checker.SetPolicy, an atomic pointer) only when it compiled, so a broken policy never
+// replaces a working one.
 package cel
 
 import (

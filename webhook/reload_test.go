@@ -56,3 +56,27 @@ func TestReloadKeepsTheLastGoodPolicy(t *testing.T) {
 		t.Fatal("the good change was not loaded")
 	}
 }
+
+// TestPolicySwapIsAtomic: decisions keep reading a whole policy while reloads swap it (run with -race).
+func TestPolicySwapIsAtomic(t *testing.T) {
+	c := &Checker{}
+	a, b := loadPolicy(t), loadPolicy(t)
+	c.SetPolicy(a)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			if i%2 == 0 {
+				c.SetPolicy(b)
+			} else {
+				c.SetPolicy(a)
+			}
+		}
+	}()
+	for i := 0; i < 1000; i++ {
+		if p := c.Policy(); p != a && p != b {
+			t.Fatal("a decision saw a policy that was never set")
+		}
+	}
+	<-done
+}
