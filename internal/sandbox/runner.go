@@ -38,13 +38,12 @@ var Stages = []Stage{StageQueued, StageAdmitted, StageCredentials, StageRunning,
 
 // Sentinel errors of a run, checked with errors.Is.
 var (
-	ErrDenied          = errors.New("admission denied the sandbox Job")
-	ErrWebhookDown     = errors.New("the admission webhook is unreachable, so sandbox Jobs are refused (fail closed)")
-	ErrClusterDown     = errors.New("cannot reach the cluster")
-	ErrCredentials     = errors.New("the credential agent could not get a credential")
-	ErrDeadline        = errors.New("the sandbox exceeded its deadline")
-	ErrSandboxFailed   = errors.New("the sandbox failed")
-	ErrRunnerSaturated = errors.New("too many sandbox runs in progress")
+	ErrDenied        = errors.New("admission denied the sandbox Job")
+	ErrWebhookDown   = errors.New("the admission webhook is unreachable, so sandbox Jobs are refused (fail closed)")
+	ErrClusterDown   = errors.New("cannot reach the cluster")
+	ErrCredentials   = errors.New("the credential agent could not get a credential")
+	ErrDeadline      = errors.New("the sandbox exceeded its deadline")
+	ErrSandboxFailed = errors.New("the sandbox failed")
 )
 
 // Result is what a finished run produced.

@@ -355,3 +355,46 @@ func demoClient(ctx context.Context, cfg demo.Config) (*mcp.Client, error) {
 		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog)
 	return mcp.DialCommand(ctx, cmd)
 }
+
+// TestE2ESandboxNamespaceGuards: the live sandbox namespace enforces restricted Pod Security, is guarded by
+// the webhook, and its NetworkPolicies deny all traffic but DNS, the API server and Vault. (That the
+// enforcer really drops traffic is shown by make verify-cluster.)
+func TestE2ESandboxNamespaceGuards(t *testing.T) {
+	cfg := config(t)
+	cs := admin(t, cfg.AdminKubeconfig)
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, p.Spec.Sandbox.Namespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" || ns.Labels[contract.LabelSandboxNamespace] != "true" {
+		t.Errorf("namespace labels %v", ns.Labels)
+	}
+	nps, err := cs.NetworkingV1().NetworkPolicies(ns.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denyAll := false
+	for _, np := range nps.Items {
+		if len(np.Spec.PodSelector.MatchLabels) == 0 && len(np.Spec.Egress) == 0 && slices.Contains(np.Spec.PolicyTypes, "Egress") {
+			denyAll = true
+		}
+		for _, rule := range np.Spec.Egress {
+			for _, to := range rule.To {
+				if to.IPBlock != nil && (to.IPBlock.CIDR == "0.0.0.0/0" || strings.HasSuffix(to.IPBlock.CIDR, "/0")) {
+					t.Errorf("%s allows egress to everything", np.Name)
+				}
+			}
+			if len(rule.To) == 0 {
+				t.Errorf("%s allows egress to any destination on %v", np.Name, rule.Ports)
+			}
+		}
+	}
+	if !denyAll {
+		t.Errorf("no default-deny egress NetworkPolicy in %s (found %d policies)", ns.Name, len(nps.Items))
+	}
+}
