@@ -26,7 +26,8 @@ const (
 	// VaultServiceAccount is Vault's ServiceAccount there; VaultTokenSecret its long-lived token.
 	VaultServiceAccount = "vault"
 	VaultTokenSecret    = "vault-token"
-	// tokenReviewBinding binds Vault to system:auth-delegator, for the auth method's TokenReviews.
+	// tokenReviewBinding bound Vault to system:auth-delegator when it logged sandboxes in with the
+	// kubernetes auth method; Configure removes it.
 	tokenReviewBinding = "agent-sandbox-vault-tokenreview"
 	// vaultRBACName names the Role and RoleBinding that let Vault mint credentials in a target namespace.
 	vaultRBACName = "agent-sandbox-vault"
@@ -71,16 +72,6 @@ func vaultRoleBinding(ns, vaultNS string) *rbacv1.RoleBinding {
 		ObjectMeta: managedMeta(ns, vaultRBACName),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: vaultRBACName},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: vaultNS, Name: VaultServiceAccount}},
-	}
-}
-
-func tokenReviewClusterRoleBinding(vaultNS string) *rbacv1.ClusterRoleBinding {
-	return &rbacv1.ClusterRoleBinding{
-		ObjectMeta: managedMeta("", tokenReviewBinding),
-		// system:auth-delegator allows exactly tokenreviews and subjectaccessreviews: what the auth
-		// method needs to check a Pod's token.
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: vaultNS, Name: VaultServiceAccount}},
 	}
 }
 
@@ -156,27 +147,17 @@ func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Polic
 		unchanged++
 	}
 
-	// TokenReview for the auth method.
-	crb := tokenReviewClusterRoleBinding(vaultNS)
-	createCRB := func(ctx context.Context) error {
-		_, err := rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
-		return err
-	}
-	switch cur, err := rbac.ClusterRoleBindings().Get(ctx, crb.Name, metav1.GetOptions{}); {
+	// Vault no longer reviews tokens with the API server (the JWT auth method checks them itself, against
+	// the cluster's service-account signing keys), so it holds no system:auth-delegator binding: remove
+	// the one an earlier version created.
+	switch _, err := rbac.ClusterRoleBindings().Get(ctx, tokenReviewBinding, metav1.GetOptions{}); {
 	case apierrors.IsNotFound(err):
-		add(ActionCreate, "cluster role binding", crb.Name, createCRB)
 	case err != nil:
-		return nil, 0, fmt.Errorf("get cluster role binding %s: %w", crb.Name, err)
-	case cur.RoleRef != crb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, crb.Subjects):
-		// roleRef is immutable: replace the binding.
-		add(ActionUpdate, "cluster role binding", crb.Name, func(ctx context.Context) error {
-			if err := deleteIfExists(rbac.ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{})); err != nil {
-				return err
-			}
-			return createCRB(ctx)
-		})
+		return nil, 0, fmt.Errorf("get cluster role binding %s: %w", tokenReviewBinding, err)
 	default:
-		unchanged++
+		add(ActionDelete, "cluster role binding", tokenReviewBinding, func(ctx context.Context) error {
+			return deleteIfExists(rbac.ClusterRoleBindings().Delete(ctx, tokenReviewBinding, metav1.DeleteOptions{}))
+		})
 	}
 
 	// A Role and RoleBinding per target namespace.

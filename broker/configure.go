@@ -38,6 +38,13 @@ type ConfigureConfig struct {
 	// ReviewerTokenWait bounds the wait for Vault's token Secret to be filled (default
 	// DefaultReviewerTokenWait).
 	ReviewerTokenWait time.Duration
+	// OIDCDiscoveryURL, when set, makes Vault fetch the keys that verify sandbox tokens from the
+	// cluster's OIDC discovery document at this URL (managed clusters publish one); OIDCDiscoveryCA is
+	// that URL's CA bundle when it is not a public one. When empty, Configure reads the keys from the API
+	// server (/openid/v1/jwks) and gives them to Vault; run it again after the cluster rotates its
+	// service-account signing key.
+	OIDCDiscoveryURL string
+	OIDCDiscoveryCA  []byte
 }
 
 // ConfigureResult lists what Configure changed (or, in a dry run, would change).
@@ -98,7 +105,12 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 	if err != nil && !(cfg.DryRun && errors.Is(err, ErrReviewerTokenMissing)) {
 		return res, err
 	}
-	desired := desiredVault(p, vaultDesired{KubernetesHost: cfg.KubernetesHost, KubernetesCA: string(cfg.KubernetesCA), ReviewerJWT: jwt})
+	issuer, keys, err := clusterTokenKeys(ctx, cfg.Kube)
+	if err != nil {
+		return res, err
+	}
+	desired := desiredVault(p, vaultDesired{KubernetesHost: cfg.KubernetesHost, KubernetesCA: string(cfg.KubernetesCA), ReviewerJWT: jwt,
+		Issuer: issuer, JWTKeys: keys, OIDCDiscoveryURL: cfg.OIDCDiscoveryURL, OIDCDiscoveryCA: string(cfg.OIDCDiscoveryCA)})
 	state, err := readVaultState(ctx, vc, desired)
 	if err != nil {
 		return res, err
@@ -185,8 +197,8 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 			secretsMount = o.path
 		}
 	}
-	authOK := st.authMounts[authMount].Type == mountType
-	secretsOK := st.secretsMounts[secretsMount].Type == mountType
+	authOK := st.authMounts[authMount].Type == authMountType
+	secretsOK := st.secretsMounts[secretsMount].Type == secretsMountType
 
 	for _, o := range desired {
 		var data map[string]any
@@ -282,15 +294,18 @@ func applyVault(ctx context.Context, vc *vaultapi.Client, s vaultStep) error {
 	switch o.kind {
 	case kindAuthMount:
 		return vaultErr(ctx, vc.Address(), vc.Sys().EnableAuthWithOptionsWithContext(ctx, o.path, &vaultapi.EnableAuthOptions{
-			Type: mountType, Description: o.data["description"].(string),
+			Type: authMountType, Description: o.data["description"].(string),
 		}))
 	case kindSecretsMount:
 		return vaultErr(ctx, vc.Address(), vc.Sys().MountWithContext(ctx, o.path, &vaultapi.MountInput{
-			Type: mountType, Description: o.data["description"].(string),
+			Type: secretsMountType, Description: o.data["description"].(string),
 		}))
 	case kindConfig:
 		if err := write(o.path, o.data); err != nil {
 			return err
+		}
+		if o.fingerprint == "" {
+			return nil
 		}
 		// Record which token the config now holds (see describeMount); written after the config, so a
 		// failure in between makes the next run write the config again.

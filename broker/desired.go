@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
 // Labels on the Kubernetes objects Vault's secrets engine generates per credential. The engine adds its
@@ -35,13 +36,18 @@ const (
 	kindPolicy       vaultKind = "policy"
 )
 
-// mountType is the plugin type of both mounts.
-const mountType = "kubernetes"
+// Plugin types of the two mounts: sandboxes log in with Vault's JWT auth method, which checks their
+// projected service-account token itself (signature, audience, and the Pod it is bound to), and get
+// their credential from the Kubernetes secrets engine.
+const (
+	authMountType    = "jwt"
+	secretsMountType = "kubernetes"
+)
 
 // Mount descriptions. Vault never returns the service-account token a config holds, so Configure records
 // a fingerprint of it in the mount's description and rewrites the config when the token changes.
 const (
-	authMountDescription    = "agent-sandbox: sandbox credential agents log in with their service-account token"
+	authMountDescription    = "agent-sandbox: sandbox credential agents log in with their Pod-bound service-account token"
 	secretsMountDescription = "agent-sandbox: per-action Kubernetes credentials for sandbox tools"
 	fingerprintMarker       = " (service-account token sha256:"
 )
@@ -66,10 +72,18 @@ type vaultObject struct {
 type vaultDesired struct {
 	KubernetesHost string
 	KubernetesCA   string
-	// ReviewerJWT is Vault's own service-account token: the auth method reviews tokens with it and the
-	// secrets engine creates ServiceAccounts, Roles and RoleBindings with it. Empty in a dry run before
-	// it exists.
+	// ReviewerJWT is Vault's own service-account token: the secrets engine creates ServiceAccounts, Roles
+	// and RoleBindings with it. Empty in a dry run before it exists.
 	ReviewerJWT string
+	// Issuer is the cluster's service-account token issuer (the "iss" of every token it signs).
+	Issuer string
+	// JWTKeys are the PEM public keys that verify the cluster's service-account tokens, used when
+	// OIDCDiscoveryURL is empty.
+	JWTKeys []string
+	// OIDCDiscoveryURL, when set, lets Vault fetch the keys itself from the issuer's discovery document
+	// (managed clusters publish one); OIDCDiscoveryCA is the CA bundle of that URL, if not a public one.
+	OIDCDiscoveryURL string
+	OIDCDiscoveryCA  string
 }
 
 // desiredVault renders the Vault objects the policy calls for, in the order they must be written: mounts,
@@ -80,17 +94,11 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 	fp := fingerprint(in.ReviewerJWT)
 	objs := []vaultObject{
 		{kind: kindAuthMount, name: "auth/" + authMount, path: authMount,
-			data: map[string]any{"type": mountType, "description": describeMount(authMountDescription, fp)}},
+			data: map[string]any{"type": authMountType, "description": authMountDescription}},
 		{kind: kindSecretsMount, name: secretsMount, path: secretsMount,
-			data: map[string]any{"type": mountType, "description": describeMount(secretsMountDescription, fp)}},
+			data: map[string]any{"type": secretsMountType, "description": describeMount(secretsMountDescription, fp)}},
 		{kind: kindConfig, name: "auth/" + authMount + "/config", path: "auth/" + authMount + "/config",
-			data: map[string]any{
-				"kubernetes_host":      in.KubernetesHost,
-				"kubernetes_ca_cert":   in.KubernetesCA,
-				"disable_local_ca_jwt": true,
-				"token_reviewer_jwt":   in.ReviewerJWT,
-			},
-			secret: []string{"token_reviewer_jwt"}, fingerprint: fp, mount: "auth/" + authMount},
+			data: jwtConfig(in)},
 		{kind: kindConfig, name: secretsMount + "/config", path: secretsMount + "/config",
 			data: map[string]any{
 				"kubernetes_host":      in.KubernetesHost,
@@ -112,10 +120,27 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 		ttl := credentialTTL(s)
 		objs = append(objs, vaultObject{kind: kindAuthRole, name: t.VaultAuthRole(), path: "auth/" + authMount + "/role/" + t.VaultAuthRole(),
 			data: map[string]any{
-				"bound_service_account_names":      []string{t.ServiceAccount},
-				"bound_service_account_namespaces": []string{p.Spec.Sandbox.Namespace},
-				"audience":                         ca.VaultAudience,
-				"token_policies":                   []string{t.VaultPolicy()},
+				"role_type":       "jwt",
+				"bound_audiences": []string{ca.VaultAudience},
+				"user_claim":      "sub",
+				"bound_subject":   "system:serviceaccount:" + p.Spec.Sandbox.Namespace + ":" + t.ServiceAccount,
+				// A token only logs in if it is bound to a Pod of this tool: the kubelet's projected token
+				// is; a token made with `kubectl create token` (bound to nothing, or to a Secret) is not.
+				// The API server issues a Pod-bound token only for a Pod that runs as this very
+				// ServiceAccount, and the admission webhook lets only the kubelet ask for one, for a sandbox
+				// Pod it admitted. The token lives ten minutes (Kubernetes' minimum).
+				"bound_claims_type": "glob",
+				"bound_claims": map[string]any{
+					"/kubernetes.io/namespace":           p.Spec.Sandbox.Namespace,
+					"/kubernetes.io/serviceaccount/name": t.ServiceAccount,
+					"/kubernetes.io/pod/name":            sandbox.JobNamePrefix(t.Name) + "*",
+					"/kubernetes.io/pod/uid":             "*",
+				},
+				"claim_mappings": map[string]any{
+					"/kubernetes.io/pod/name": "pod_name",
+					"/kubernetes.io/pod/uid":  "pod_uid",
+				},
+				"token_policies": []string{t.VaultPolicy()},
 				// A service token, so that revoke-self also revokes the leases it created; no default
 				// policy, so the token can do exactly what its own policy says.
 				"token_type":              "service",
@@ -147,6 +172,19 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 			}})
 	}
 	return objs
+}
+
+// jwtConfig is the JWT auth method's configuration: the cluster's service-account token issuer and the
+// keys that verify its tokens, given or discovered.
+func jwtConfig(in vaultDesired) map[string]any {
+	c := map[string]any{"bound_issuer": in.Issuer}
+	if in.OIDCDiscoveryURL != "" {
+		c["oidc_discovery_url"] = in.OIDCDiscoveryURL
+		c["oidc_discovery_ca_pem"] = in.OIDCDiscoveryCA
+	} else {
+		c["jwt_validation_pubkeys"] = in.JWTKeys
+	}
+	return c
 }
 
 // managedKinds are the kinds whose objects Configure prunes: those named with policy.VaultPrefix that the

@@ -27,7 +27,8 @@ func testPolicy(t *testing.T) *policy.Policy {
 }
 
 func testDesired(p *policy.Policy) []vaultObject {
-	return desiredVault(p, vaultDesired{KubernetesHost: "https://api:6443", KubernetesCA: "CA PEM", ReviewerJWT: "reviewer-jwt"})
+	return desiredVault(p, vaultDesired{KubernetesHost: "https://api:6443", KubernetesCA: "CA PEM", ReviewerJWT: "reviewer-jwt",
+		Issuer: "https://issuer.test", JWTKeys: []string{"KEY PEM"}})
 }
 
 func findObject(t *testing.T, objs []vaultObject, kind vaultKind, name string) *vaultObject {
@@ -71,14 +72,24 @@ func TestDesiredAuthRole(t *testing.T) {
 	objs := testDesired(testPolicy(t))
 	r := findObject(t, objs, kindAuthRole, "agent-sandbox-edit-config")
 	want := map[string]any{
-		"bound_service_account_names":      []string{"config-editor-sa"},
-		"bound_service_account_namespaces": []string{"sandbox"},
-		"audience":                         "vault-test",
-		"token_policies":                   []string{"agent-sandbox-tool-edit-config"},
-		"token_type":                       "service",
-		"token_no_default_policy":          true,
-		"token_ttl":                        int64(900),
-		"token_max_ttl":                    int64(900),
+		"role_type":       "jwt",
+		"bound_audiences": []string{"vault-test"},
+		"user_claim":      "sub",
+		"bound_subject":   "system:serviceaccount:sandbox:config-editor-sa",
+		// Only a token bound to a Pod of this tool logs in.
+		"bound_claims_type": "glob",
+		"bound_claims": map[string]any{
+			"/kubernetes.io/namespace":           "sandbox",
+			"/kubernetes.io/serviceaccount/name": "config-editor-sa",
+			"/kubernetes.io/pod/name":            "as-edit-config-*",
+			"/kubernetes.io/pod/uid":             "*",
+		},
+		"claim_mappings":          map[string]any{"/kubernetes.io/pod/name": "pod_name", "/kubernetes.io/pod/uid": "pod_uid"},
+		"token_policies":          []string{"agent-sandbox-tool-edit-config"},
+		"token_type":              "service",
+		"token_no_default_policy": true,
+		"token_ttl":               int64(900),
+		"token_max_ttl":           int64(900),
 	}
 	for k, v := range want {
 		if !sameValue(v, r.data[k]) {
@@ -90,8 +101,8 @@ func TestDesiredAuthRole(t *testing.T) {
 	}
 	// The default ServiceAccount name is derived from the tool name.
 	r = findObject(t, objs, kindAuthRole, "agent-sandbox-get-pods")
-	if !sameValue([]string{"tool-get-pods"}, r.data["bound_service_account_names"]) {
-		t.Errorf("get_pods is bound to %v", r.data["bound_service_account_names"])
+	if r.data["bound_subject"] != "system:serviceaccount:sandbox:tool-get-pods" {
+		t.Errorf("get_pods is bound to %v", r.data["bound_subject"])
 	}
 }
 
@@ -173,22 +184,22 @@ func TestToolPolicy(t *testing.T) {
 	}
 }
 
-func TestConfigsCarryTheReviewerToken(t *testing.T) {
+func TestConfigsCarryTheReviewerTokenAndTheClusterKeys(t *testing.T) {
 	objs := testDesired(testPolicy(t))
 	a := findObject(t, objs, kindConfig, "auth/k8s-auth/config")
-	if a.data["token_reviewer_jwt"] != "reviewer-jwt" || a.data["disable_local_ca_jwt"] != true || a.data["kubernetes_host"] != "https://api:6443" {
+	if a.data["bound_issuer"] != "https://issuer.test" || !sameValue([]string{"KEY PEM"}, a.data["jwt_validation_pubkeys"]) || len(a.data) != 2 {
 		t.Errorf("auth config: %v", a.data)
 	}
 	s := findObject(t, objs, kindConfig, "k8s-creds/config")
 	if s.data["service_account_jwt"] != "reviewer-jwt" || s.data["disable_local_ca_jwt"] != true || s.data["kubernetes_ca_cert"] != "CA PEM" {
 		t.Errorf("secrets config: %v", s.data)
 	}
-	if a.fingerprint == "" || a.fingerprint != s.fingerprint || strings.Contains(a.fingerprint, "reviewer") {
-		t.Errorf("fingerprints %q %q", a.fingerprint, s.fingerprint)
+	if s.fingerprint == "" || strings.Contains(s.fingerprint, "reviewer") {
+		t.Errorf("fingerprint %q", s.fingerprint)
 	}
-	m := findObject(t, objs, kindAuthMount, "auth/k8s-auth")
-	if got := recordedFingerprint(m.data["description"].(string)); got != a.fingerprint {
-		t.Errorf("mount description records %q, want %q", got, a.fingerprint)
+	m := findObject(t, objs, kindSecretsMount, "k8s-creds")
+	if got := recordedFingerprint(m.data["description"].(string)); got != s.fingerprint {
+		t.Errorf("mount description records %q, want %q", got, s.fingerprint)
 	}
 }
 

@@ -121,6 +121,9 @@ func compareObject(o *vaultObject, cur *vaultState) (Action, error) {
 			return ActionCreate, nil
 		case m.Type != o.data["type"]:
 			return "", fmt.Errorf("%s %s is a %q mount, not %q: %w", o.kind, o.name, m.Type, o.data["type"], ErrMountConflict)
+		case !strings.HasPrefix(m.Description, "agent-sandbox:"):
+			// Never adopt a mount somebody else made: its roles and config are theirs.
+			return "", fmt.Errorf("%s %s exists and was not created by agent-sandbox; give agent-sandbox its own mount path in the policy (spec.sandbox.credentialAgent.vaultAuthMount / vaultSecretsMount): %w", o.kind, o.name, ErrMountConflict)
 		}
 		// The description (and its token fingerprint) is rewritten together with the config.
 		return "", nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -51,9 +52,9 @@ func stateOf(desired []vaultObject) *vaultState {
 		o := &desired[i]
 		switch o.kind {
 		case kindAuthMount:
-			st.authMounts[o.path] = mountInfo{Type: mountType, Description: o.data["description"].(string)}
+			st.authMounts[o.path] = mountInfo{Type: authMountType, Description: o.data["description"].(string)}
 		case kindSecretsMount:
-			st.secretsMounts[o.path] = mountInfo{Type: mountType, Description: o.data["description"].(string)}
+			st.secretsMounts[o.path] = mountInfo{Type: secretsMountType, Description: o.data["description"].(string)}
 		default:
 			st.objects[objectKey(o.kind, o.name)] = vaultEcho(o)
 		}
@@ -119,14 +120,14 @@ func TestPlanVaultChanges(t *testing.T) {
 	st.managed[kindSecretsRole]["agent-sandbox-old-scope"] = "k8s-creds/roles/agent-sandbox-old-scope"
 	st.managed[kindPolicy]["someone-elses"] = "sys/policies/acl/someone-elses"
 	// A new reviewer token: Vault shows nothing of it but the fingerprint on the mount no longer matches.
-	st.authMounts["k8s-auth"] = mountInfo{Type: mountType, Description: describeMount(authMountDescription, "0123456789abcdef")}
+	st.secretsMounts["k8s-creds"] = mountInfo{Type: secretsMountType, Description: describeMount(secretsMountDescription, "0123456789abcdef")}
 
 	steps, unchanged, err := planVault(desired, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"updated config auth/k8s-auth/config",
+		"updated config k8s-creds/config",
 		"updated auth role agent-sandbox-get-pods",
 		"updated secrets role agent-sandbox-pod-reader",
 		"deleted auth role agent-sandbox-old-tool (no longer in the policy)",
@@ -149,8 +150,8 @@ func TestPlanVaultChanges(t *testing.T) {
 func TestPlanVaultConfigWithoutRecordedToken(t *testing.T) {
 	desired := testDesired(testPolicy(t))
 	st := stateOf(desired)
-	// A config written by hand (or by an older configure): the mount records no fingerprint.
-	st.secretsMounts["k8s-creds"] = mountInfo{Type: mountType, Description: "hand made"}
+	// A config written by an older configure: the mount records no fingerprint.
+	st.secretsMounts["k8s-creds"] = mountInfo{Type: secretsMountType, Description: secretsMountDescription}
 	steps, _, err := planVault(desired, st)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +167,12 @@ func TestPlanVaultMountConflict(t *testing.T) {
 	st.secretsMounts["k8s-creds"] = mountInfo{Type: "kv"}
 	if _, _, err := planVault(desired, st); !errors.Is(err, ErrMountConflict) {
 		t.Errorf("err = %v, want ErrMountConflict", err)
+	}
+	// A mount of the right type that agent-sandbox did not create is not adopted.
+	st = stateOf(desired)
+	st.authMounts["k8s-auth"] = mountInfo{Type: authMountType, Description: "the platform team's OIDC login"}
+	if _, _, err := planVault(desired, st); !errors.Is(err, ErrMountConflict) || !strings.Contains(err.Error(), "not created by agent-sandbox") {
+		t.Errorf("foreign mount: err = %v", err)
 	}
 }
 

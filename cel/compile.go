@@ -31,6 +31,8 @@ const (
 	VarPodSpec = "podSpec"
 	// VarContainers lists initContainers, containers and ephemeralContainers of the pod spec.
 	VarContainers = "containers"
+	// VarPodMetadata is the pod's metadata: spec.template.metadata of a Job, metadata of a Pod.
+	VarPodMetadata = "podMetadata"
 	// VarSettings holds the policy's settings (runtime class, deadline limit, ...).
 	VarSettings = "settings"
 	// VarKind is the kind of the object, "Job" or "Pod".
@@ -247,6 +249,7 @@ func newEnv() (*celgo.Env, error) {
 		celgo.Variable(VarObject, dynMap),
 		celgo.Variable(VarPodSpec, dynMap),
 		celgo.Variable(VarContainers, celgo.ListType(celgo.DynType)),
+		celgo.Variable(VarPodMetadata, dynMap),
 		celgo.Variable(VarSettings, dynMap),
 		celgo.Variable(VarKind, celgo.StringType),
 		celgo.Variable(VarOperation, celgo.StringType),

@@ -30,6 +30,8 @@ type Input struct {
 	// Containers holds the initContainers, containers and ephemeralContainers of PodSpec, in
 	// that order, so that one rule covers sidecars and debug containers too.
 	Containers []any
+	// PodMetadata is spec.template.metadata of a Job or metadata of a Pod (labels, annotations).
+	PodMetadata map[string]any
 	// Settings are the policy settings. Values must be JSON-like as above; map[string]string
 	// and []string are accepted too. Typed structs (e.g. []corev1.Toleration) are not.
 	Settings map[string]any
@@ -74,6 +76,7 @@ func NewInput(obj runtime.Object, settings map[string]any, operation string) (In
 		return Input{}, fmt.Errorf("new input for %s: %w", in.Kind, err)
 	}
 	in.PodSpec, in.Containers = podSpecOf(in.Object, in.Kind)
+	in.PodMetadata = podMetadataOf(in.Object, in.Kind)
 	return in, nil
 }
 
@@ -105,6 +108,18 @@ func podSpecOf(obj map[string]any, kind string) (map[string]any, []any) {
 	containers = append(containers, mainCs...)
 	containers = append(containers, ephCs...)
 	return spec, containers
+}
+
+// podMetadataOf finds the metadata of the pod a Job or Pod describes.
+func podMetadataOf(obj map[string]any, kind string) map[string]any {
+	if kind == "Job" {
+		spec, _ := obj["spec"].(map[string]any)
+		tmpl, _ := spec["template"].(map[string]any)
+		m, _ := tmpl["metadata"].(map[string]any)
+		return m
+	}
+	m, _ := obj["metadata"].(map[string]any)
+	return m
 }
 
 // Violation is a rule that denied the object, or that could not be evaluated.
@@ -168,19 +183,20 @@ func (r *compiledRule) eval(ctx context.Context, act *activation) (bool, error) 
 // Evaluate and shared by all rules; cel-go's map and list wrappers convert nested values
 // lazily, so nothing is copied.
 type activation struct {
-	object, podSpec, containers, settings, kind, operation ref.Val
+	object, podSpec, containers, podMetadata, settings, kind, operation ref.Val
 }
 
 var _ interpreter.Activation = (*activation)(nil)
 
 func (p *Program) activation(in Input) *activation {
 	return &activation{
-		object:     types.NewStringInterfaceMap(p.adapter, in.Object),
-		podSpec:    types.NewStringInterfaceMap(p.adapter, in.PodSpec),
-		containers: types.NewDynamicList(p.adapter, in.Containers),
-		settings:   types.NewStringInterfaceMap(p.adapter, in.Settings),
-		kind:       types.String(in.Kind),
-		operation:  types.String(in.Operation),
+		object:      types.NewStringInterfaceMap(p.adapter, in.Object),
+		podSpec:     types.NewStringInterfaceMap(p.adapter, in.PodSpec),
+		containers:  types.NewDynamicList(p.adapter, in.Containers),
+		podMetadata: types.NewStringInterfaceMap(p.adapter, in.PodMetadata),
+		settings:    types.NewStringInterfaceMap(p.adapter, in.Settings),
+		kind:        types.String(in.Kind),
+		operation:   types.String(in.Operation),
 	}
 }
 
@@ -193,6 +209,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.podSpec, true
 	case VarContainers:
 		return a.containers, true
+	case VarPodMetadata:
+		return a.podMetadata, true
 	case VarSettings:
 		return a.settings, true
 	case VarKind:

@@ -19,6 +19,8 @@ type ConfigurationsFor struct {
 	ServiceName      string
 	Port             int32
 	TimeoutSeconds   int32
+	// SandboxNamespace is the namespace the policy runs sandboxes in; the webhook guards its own labels.
+	SandboxNamespace string
 }
 
 // SandboxNamespaceSelector selects the namespaces the webhook guards.
@@ -27,7 +29,20 @@ func SandboxNamespaceSelector() *metav1.LabelSelector {
 }
 
 // Configurations returns the mutating and validating webhook configurations: every webhook fails closed,
-// has side effects only outside dry runs (the approval ledger), and matches equivalent API versions.
+// has side effects only outside dry runs (the ledgers), and matches equivalent API versions.
+//
+// What each validating webhook guards, and why (ARCHITECTURE.md, invariants 1-4):
+//   - jobs: CREATE and UPDATE — exactness, approvals, immutability;
+//   - pods: CREATE and UPDATE — one Pod per Job, from the Job controller, exactly the rendering;
+//   - pod subresources: exec, attach, portforward, proxy (CONNECT), ephemeralcontainers, resize (UPDATE) are
+//     refused for everyone, binding (CREATE) is the scheduler's; status, eviction and log stay open because
+//     the kubelet and the controllers need them and none changes what a sandbox runs;
+//   - other workload kinds: refused;
+//   - serviceaccounts/token: a tool ServiceAccount's token only for the kubelet, bound to its sandbox Pod;
+//   - the sandbox namespace object (matched by name, so removing its label does not unmatch it): its
+//     selector and Pod Security labels;
+//   - NetworkPolicies, ResourceQuotas, LimitRanges, service-account token Secrets and ConfigMaps of the
+//     sandbox namespace.
 func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	timeout := c.TimeoutSeconds
 	if timeout == 0 {
@@ -37,16 +52,18 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
 			Namespace: c.ServiceNamespace, Name: c.ServiceName, Path: ptr.To(path), Port: ptr.To(c.Port)}}
 	}
-	rule := func(groups []string, version string, resources []string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.RuleWithOperations {
-		return admissionregistrationv1.RuleWithOperations{Operations: ops, Rule: admissionregistrationv1.Rule{
-			APIGroups: groups, APIVersions: []string{version}, Resources: resources, Scope: ptr.To(admissionregistrationv1.NamespacedScope)}}
+	type ops = []admissionregistrationv1.OperationType
+	rule := func(groups []string, resources []string, scope admissionregistrationv1.ScopeType, o ops) admissionregistrationv1.RuleWithOperations {
+		return admissionregistrationv1.RuleWithOperations{Operations: o, Rule: admissionregistrationv1.Rule{
+			APIGroups: groups, APIVersions: []string{"v1"}, Resources: resources, Scope: ptr.To(scope)}}
 	}
+	ns := admissionregistrationv1.NamespacedScope
 	fail := ptr.To(admissionregistrationv1.Fail)
 	equivalent := ptr.To(admissionregistrationv1.Equivalent)
-	sideEffects := ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun)
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	v1 := []string{"v1"}
-	create, update, connect := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Connect
+	create, update, del, connect := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect
+	core, batch, apps := []string{""}, []string{"batch"}, []string{"apps"}
 
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
@@ -54,7 +71,7 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "jobs.mutate.agent-sandbox.dev",
 			ClientConfig:            cc(PathMutateJobs),
-			Rules:                   []admissionregistrationv1.RuleWithOperations{rule([]string{"batch"}, "v1", []string{"jobs"}, create)},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{rule(batch, []string{"jobs"}, ns, ops{create})},
 			FailurePolicy:           fail,
 			MatchPolicy:             equivalent,
 			SideEffects:             none,
@@ -71,22 +88,24 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 			{
 				Name:         "jobs.validate.agent-sandbox.dev",
 				ClientConfig: cc(PathValidateJobs),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule([]string{"batch"}, "v1", []string{"jobs"}, create, update)},
+				Rules:        []admissionregistrationv1.RuleWithOperations{rule(batch, []string{"jobs"}, ns, ops{create, update})},
 				// The approval ledger is written on real (not dry-run) requests only.
-				SideEffects: sideEffects,
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			},
 			{
 				Name:         "pods.validate.agent-sandbox.dev",
 				ClientConfig: cc(PathValidatePods),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule([]string{""}, "v1", []string{"pods"}, create, update)},
-				SideEffects:  none,
+				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"pods"}, ns, ops{create, update})},
+				// The Pod ledger is written on real requests only.
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			},
 			{
-				Name:         "pod-access.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathDenyPodAccess),
+				Name:         "pod-subresources.validate.agent-sandbox.dev",
+				ClientConfig: cc(PathPodSubresources),
 				Rules: []admissionregistrationv1.RuleWithOperations{
-					rule([]string{""}, "v1", []string{"pods/exec", "pods/attach", "pods/portforward"}, connect),
-					rule([]string{""}, "v1", []string{"pods/ephemeralcontainers"}, create, update),
+					rule(core, []string{"pods/exec", "pods/attach", "pods/portforward", "pods/proxy"}, ns, ops{connect}),
+					rule(core, []string{"pods/ephemeralcontainers", "pods/resize"}, ns, ops{create, update}),
+					rule(core, []string{"pods/binding"}, ns, ops{create}),
 				},
 				SideEffects: none,
 			},
@@ -94,11 +113,38 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 				Name:         "workloads.validate.agent-sandbox.dev",
 				ClientConfig: cc(PathDenyWorkloads),
 				Rules: []admissionregistrationv1.RuleWithOperations{
-					rule([]string{"apps"}, "v1", []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, create, update),
-					rule([]string{"batch"}, "v1", []string{"cronjobs"}, create, update),
-					rule([]string{""}, "v1", []string{"replicationcontrollers"}, create, update),
+					rule(apps, []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, ns, ops{create, update}),
+					rule(batch, []string{"cronjobs"}, ns, ops{create, update}),
+					rule(core, []string{"replicationcontrollers"}, ns, ops{create, update}),
 				},
 				SideEffects: none,
+			},
+			{
+				Name:         "token-requests.validate.agent-sandbox.dev",
+				ClientConfig: cc(PathTokenRequests),
+				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"serviceaccounts/token"}, ns, ops{create})},
+				SideEffects:  none,
+			},
+			{
+				Name:         "protected.validate.agent-sandbox.dev",
+				ClientConfig: cc(PathProtectedResources),
+				Rules: []admissionregistrationv1.RuleWithOperations{
+					rule([]string{"networking.k8s.io"}, []string{"networkpolicies"}, ns, ops{create, update, del}),
+					rule(core, []string{"resourcequotas", "limitranges"}, ns, ops{create, update, del}),
+				},
+				SideEffects: none,
+			},
+			{
+				Name:         "secrets.validate.agent-sandbox.dev",
+				ClientConfig: cc(PathSecrets),
+				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"secrets"}, ns, ops{create, update})},
+				SideEffects:  none,
+			},
+			{
+				Name:         "configmaps.validate.agent-sandbox.dev",
+				ClientConfig: cc(PathConfigMaps),
+				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"configmaps"}, ns, ops{create, update, del})},
+				SideEffects:  none,
 			},
 		},
 	}
@@ -107,5 +153,22 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 		w.FailurePolicy, w.MatchPolicy, w.TimeoutSeconds = fail, equivalent, ptr.To(timeout)
 		w.NamespaceSelector, w.AdmissionReviewVersions = SandboxNamespaceSelector(), v1
 	}
+	// The sandbox namespace object itself. A namespaceSelector would be evaluated against the new labels,
+	// so an UPDATE that removes the label would not be sent to the webhook at all; it is matched by name.
+	validating.Webhooks = append(validating.Webhooks, admissionregistrationv1.ValidatingWebhook{
+		Name:         "sandbox-namespace.validate.agent-sandbox.dev",
+		ClientConfig: cc(PathSandboxNamespace),
+		Rules: []admissionregistrationv1.RuleWithOperations{
+			rule(core, []string{"namespaces"}, admissionregistrationv1.ClusterScope, ops{update, del}),
+		},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name: "sandbox-namespace", Expression: "request.name == '" + c.SandboxNamespace + "'",
+		}},
+		SideEffects:             none,
+		FailurePolicy:           fail,
+		MatchPolicy:             equivalent,
+		TimeoutSeconds:          ptr.To(timeout),
+		AdmissionReviewVersions: v1,
+	})
 	return mutating, validating
 }

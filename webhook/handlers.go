@@ -8,7 +8,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -16,11 +15,16 @@ import (
 
 // Paths the webhook serves; the Helm chart's WebhookConfigurations point at them.
 const (
-	PathMutateJobs    = "/mutate-jobs"
-	PathValidateJobs  = "/validate-jobs"
-	PathValidatePods  = "/validate-pods"
-	PathDenyPodAccess = "/deny-pod-access"
-	PathDenyWorkloads = "/deny-workloads"
+	PathMutateJobs         = "/mutate-jobs"
+	PathValidateJobs       = "/validate-jobs"
+	PathValidatePods       = "/validate-pods"
+	PathPodSubresources    = "/validate-pod-subresources"
+	PathDenyWorkloads      = "/deny-workloads"
+	PathTokenRequests      = "/validate-token-requests"
+	PathSandboxNamespace   = "/validate-sandbox-namespace"
+	PathProtectedResources = "/validate-protected"
+	PathSecrets            = "/validate-secrets"
+	PathConfigMaps         = "/validate-configmaps"
 )
 
 const (
@@ -30,12 +34,73 @@ const (
 
 // Handlers returns every admission endpoint, keyed by path.
 func Handlers(scheme *runtime.Scheme, c *Checker, m *Metrics) map[string]http.Handler {
+	raw := func(kind string, check func(context.Context, Request, object, object) (*Decision, error)) http.Handler {
+		return &admission.Webhook{Handler: rawHandler(m, kind, check)}
+	}
 	return map[string]http.Handler{
-		PathMutateJobs:    admission.WithDefaulter[*batchv1.Job](scheme, &jobDefaulter{c: c, m: m}),
-		PathValidateJobs:  admission.WithValidator[*batchv1.Job](scheme, &jobValidator{c: c, m: m}),
-		PathValidatePods:  admission.WithValidator[*corev1.Pod](scheme, &podValidator{c: c, m: m}),
-		PathDenyPodAccess: &admission.Webhook{Handler: denyPodAccess(m)},
-		PathDenyWorkloads: &admission.Webhook{Handler: denyWorkloads(m)},
+		PathMutateJobs:   admission.WithDefaulter[*batchv1.Job](scheme, &jobDefaulter{c: c, m: m}),
+		PathValidateJobs: raw("Job", c.CheckJob),
+		PathValidatePods: raw("Pod", c.CheckPod),
+		PathPodSubresources: raw("Pod/subresource", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
+			return c.CheckPodSubresource(ctx, r)
+		}),
+		PathDenyWorkloads: raw("workload", func(_ context.Context, r Request, _, _ object) (*Decision, error) {
+			return nil, deny("jobs-only", "%s are not allowed in a sandbox namespace; sandbox work runs only as agent-sandbox Jobs", r.Resource)
+		}),
+		PathTokenRequests: raw("TokenRequest", func(ctx context.Context, r Request, o, _ object) (*Decision, error) {
+			return c.CheckTokenRequest(ctx, r, o)
+		}),
+		PathSandboxNamespace: raw("Namespace", c.CheckNamespace),
+		PathProtectedResources: raw("protected", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
+			return c.CheckProtected(ctx, r)
+		}),
+		PathSecrets: raw("Secret", func(ctx context.Context, r Request, o, _ object) (*Decision, error) {
+			return c.CheckSecret(ctx, r, o)
+		}),
+		PathConfigMaps: raw("ConfigMap", func(ctx context.Context, r Request, o, _ object) (*Decision, error) {
+			return c.CheckConfigMap(ctx, r, o)
+		}),
+	}
+}
+
+// rawHandler decodes the request's objects as the API server sent them (no typed decoding that would
+// drop fields this program does not know) and turns a decision into the admission response.
+func rawHandler(m *Metrics, kind string, check func(context.Context, Request, object, object) (*Decision, error)) admission.HandlerFunc {
+	return func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		r := requestOf(req)
+		var obj, old object
+		var err error
+		if len(req.Object.Raw) > 0 {
+			obj, err = decodeObject(req.Object.Raw)
+		}
+		if err == nil && len(req.OldObject.Raw) > 0 {
+			old, err = decodeObject(req.OldObject.Raw)
+		}
+		var d *Decision
+		if err != nil {
+			err = deny("decode", "%v", err)
+		} else {
+			d, err = check(ctx, r, obj, old)
+		}
+		warnings, err := record(ctx, m, kind, r, start, d, err)
+		if err != nil {
+			return admission.Denied(err.Error())
+		}
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+}
+
+func requestOf(req admission.Request) Request {
+	return Request{
+		Operation:   string(req.Operation),
+		User:        req.UserInfo.Username,
+		Groups:      req.UserInfo.Groups,
+		DryRun:      req.DryRun != nil && *req.DryRun,
+		Name:        req.Name,
+		Namespace:   req.Namespace,
+		Resource:    req.Resource.Resource,
+		SubResource: req.SubResource,
 	}
 }
 
@@ -57,7 +122,7 @@ func (d *jobDefaulter) Default(ctx context.Context, job *batchv1.Job) error {
 	if p == nil {
 		return nil
 	}
-	inv, err := d.c.invocation(p, &job.ObjectMeta)
+	inv, err := invocation(p, job.Labels, job.Annotations)
 	if err != nil {
 		return nil
 	}
@@ -68,73 +133,11 @@ func (d *jobDefaulter) Default(ctx context.Context, job *batchv1.Job) error {
 	return nil
 }
 
-type jobValidator struct {
-	c *Checker
-	m *Metrics
-}
-
-var _ admission.Validator[*batchv1.Job] = (*jobValidator)(nil)
-
-func (v *jobValidator) ValidateCreate(ctx context.Context, job *batchv1.Job) (admission.Warnings, error) {
-	return v.decide(ctx, job, nil)
-}
-
-func (v *jobValidator) ValidateUpdate(ctx context.Context, old, job *batchv1.Job) (admission.Warnings, error) {
-	return v.decide(ctx, job, old)
-}
-
-func (v *jobValidator) ValidateDelete(context.Context, *batchv1.Job) (admission.Warnings, error) {
-	return nil, nil
-}
-
-func (v *jobValidator) decide(ctx context.Context, job, old *batchv1.Job) (admission.Warnings, error) {
-	start := time.Now()
-	r := requestInfo(ctx)
-	d, err := v.c.CheckJob(ctx, r, job, old)
-	return record(ctx, v.m, "Job", job.Namespace, job.Name, r, start, d, err)
-}
-
-type podValidator struct {
-	c *Checker
-	m *Metrics
-}
-
-var _ admission.Validator[*corev1.Pod] = (*podValidator)(nil)
-
-func (v *podValidator) ValidateCreate(ctx context.Context, pod *corev1.Pod) (admission.Warnings, error) {
-	return v.decide(ctx, pod, nil)
-}
-
-func (v *podValidator) ValidateUpdate(ctx context.Context, old, pod *corev1.Pod) (admission.Warnings, error) {
-	return v.decide(ctx, pod, old)
-}
-
-func (v *podValidator) ValidateDelete(context.Context, *corev1.Pod) (admission.Warnings, error) {
-	return nil, nil
-}
-
-func (v *podValidator) decide(ctx context.Context, pod, old *corev1.Pod) (admission.Warnings, error) {
-	start := time.Now()
-	r := requestInfo(ctx)
-	name := pod.Name
-	if name == "" {
-		name = pod.GenerateName
-	}
-	d, err := v.c.CheckPod(ctx, r, pod, old)
-	return record(ctx, v.m, "Pod", pod.Namespace, name, r, start, d, err)
-}
-
-func requestInfo(ctx context.Context) Request {
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil {
-		return Request{}
-	}
-	return Request{Operation: string(req.Operation), User: req.UserInfo.Username, DryRun: req.DryRun != nil && *req.DryRun}
-}
-
-// record logs and counts one decision and turns it into the typed handler's return values.
-func record(ctx context.Context, m *Metrics, kind, ns, name string, r Request, start time.Time, d *Decision, err error) (admission.Warnings, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("kind", kind, "namespace", ns, "name", name, "operation", r.Operation, "user", r.User, "dryRun", r.DryRun)
+// record logs and counts one decision and turns it into warnings or a denial.
+func record(ctx context.Context, m *Metrics, kind string, r Request, start time.Time, d *Decision, err error) ([]string, error) {
+	name := r.Name
+	log := ctrl.LoggerFrom(ctx).WithValues("kind", kind, "namespace", r.Namespace, "name", name, "operation", r.Operation,
+		"subresource", r.SubResource, "user", r.User, "dryRun", r.DryRun)
 	m.latency.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	var dn *Denial
 	if errors.As(err, &dn) {
@@ -151,33 +154,9 @@ func record(ctx context.Context, m *Metrics, kind, ns, name string, r Request, s
 	if d.ApprovalTokenID != "" {
 		m.approvals.WithLabelValues(map[bool]string{true: "dry-run", false: "consumed"}[r.DryRun]).Inc()
 	}
-	log.Info("admission allowed", "tool", d.Tool, "approvalTokenID", d.ApprovalTokenID, "warnings", len(d.Warnings))
+	log.V(1).Info("admission allowed", "tool", d.Tool, "approvalTokenID", d.ApprovalTokenID, "warnings", len(d.Warnings))
+	if d.ApprovalTokenID != "" {
+		log.Info("approval consumed", "tool", d.Tool, "approvalTokenID", d.ApprovalTokenID)
+	}
 	return d.Warnings, nil
-}
-
-// denyPodAccess refuses exec, attach and port-forward into sandbox Pods and adding ephemeral (debug)
-// containers to them: nothing may reach into a sandbox from outside.
-func denyPodAccess(m *Metrics) admission.HandlerFunc {
-	return func(ctx context.Context, req admission.Request) admission.Response {
-		what := req.SubResource
-		rule := "no-pod-access"
-		msg := "exec, attach and port-forward into sandbox Pods are not allowed"
-		if what == "ephemeralcontainers" {
-			rule, msg = "no-ephemeral-containers", "ephemeral (debug) containers cannot be added to sandbox Pods"
-		}
-		m.decisions.WithLabelValues("Pod/"+what, string(req.Operation), decisionDenied, rule).Inc()
-		ctrl.LoggerFrom(ctx).Info("admission denied", "kind", "Pod/"+what, "namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username, "rule", rule)
-		return admission.Denied((&Denial{Rule: rule, Reason: msg}).Error())
-	}
-}
-
-// denyWorkloads refuses every other workload kind in sandbox namespaces: sandbox work runs only as Jobs
-// that the webhook can check, never as Deployments, CronJobs or bare ReplicaSets.
-func denyWorkloads(m *Metrics) admission.HandlerFunc {
-	return func(ctx context.Context, req admission.Request) admission.Response {
-		kind := req.Kind.Kind
-		m.decisions.WithLabelValues(kind, string(req.Operation), decisionDenied, "jobs-only").Inc()
-		ctrl.LoggerFrom(ctx).Info("admission denied", "kind", kind, "namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username, "rule", "jobs-only")
-		return admission.Denied((&Denial{Rule: "jobs-only", Reason: kind + " is not allowed in a sandbox namespace; sandbox work runs only as agent-sandbox Jobs"}).Error())
-	}
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -18,11 +20,15 @@ import (
 // annotationLedgerExpires records when a ledger entry's token expired, so the entry can be pruned after.
 const annotationLedgerExpires = "agent-sandbox.dev/expires"
 
-var tokenIDRE = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
+var (
+	tokenIDRE = regexp.MustCompile(`^[0-9a-f]{16,64}$`)
+	uidRE     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+)
 
-// ConfigMapLedger records used approval token IDs in the API server, one ConfigMap per ID. Creating an
-// object is atomic across every webhook replica: the API server lets exactly one create of a name succeed,
-// so AlreadyExists means the token was used before.
+// ConfigMapLedger records used approval token IDs and the Jobs that have had their Pod in the API server,
+// one immutable ConfigMap per entry (approval-<token ID>, pod-<Job UID>). Creating an object is atomic
+// across every webhook replica: the API server lets exactly one create of a name succeed, so AlreadyExists
+// means the token was used, or the Job had its Pod, before.
 type ConfigMapLedger struct {
 	Client    client.Client
 	Namespace string
@@ -31,21 +37,14 @@ type ConfigMapLedger struct {
 
 var _ approval.Ledger = (*ConfigMapLedger)(nil)
 
+var _ PodLedger = (*ConfigMapLedger)(nil)
+
 // Record stores tokenID, or returns approval.ErrReplayed if it is already there.
 func (l *ConfigMapLedger) Record(ctx context.Context, tokenID string, expires time.Time) error {
 	if !tokenIDRE.MatchString(tokenID) {
 		return fmt.Errorf("token ID %q: %w", tokenID, approval.ErrMalformed)
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        "approval-" + tokenID,
-			Namespace:   l.Namespace,
-			Labels:      map[string]string{contract.LabelApprovalLedger: "true"},
-			Annotations: map[string]string{annotationLedgerExpires: expires.UTC().Format(time.RFC3339)},
-		},
-		Data: map[string]string{"usedAt": l.now().UTC().Format(time.RFC3339Nano)},
-	}
-	err := l.Client.Create(ctx, cm)
+	err := l.create(ctx, "approval-"+tokenID, expires)
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return approval.ErrReplayed
@@ -53,6 +52,35 @@ func (l *ConfigMapLedger) Record(ctx context.Context, tokenID string, expires ti
 		return fmt.Errorf("record approval %s in the ledger: %w", tokenID, err)
 	}
 	return nil
+}
+
+// RecordPod stores that the Job with UID job has had its Pod, or returns ErrSecondPod.
+func (l *ConfigMapLedger) RecordPod(ctx context.Context, job types.UID, expires time.Time) error {
+	if !uidRE.MatchString(string(job)) {
+		return fmt.Errorf("job UID %q is not a UID", job)
+	}
+	err := l.create(ctx, "pod-"+string(job), expires)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return ErrSecondPod
+	case err != nil:
+		return fmt.Errorf("record the Pod of Job %s in the ledger: %w", job, err)
+	}
+	return nil
+}
+
+func (l *ConfigMapLedger) create(ctx context.Context, name string, expires time.Time) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   l.Namespace,
+			Labels:      map[string]string{contract.LabelApprovalLedger: "true"},
+			Annotations: map[string]string{annotationLedgerExpires: expires.UTC().Format(time.RFC3339)},
+		},
+		Data:      map[string]string{"usedAt": l.now().UTC().Format(time.RFC3339Nano)},
+		Immutable: ptr.To(true),
+	}
+	return l.Client.Create(ctx, cm)
 }
 
 // Prune deletes entries whose tokens expired more than the allowed clock skew ago: such a token is refused

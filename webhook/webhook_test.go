@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"maps"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -69,7 +72,27 @@ type fixture struct {
 	c      *Checker
 	key    *approval.PrivateKey
 	ledger *memLedger
+	pods   *memPodLedger
 	now    time.Time
+}
+
+// memPodLedger is an in-memory Pod ledger for unit tests; the integration tests use ConfigMapLedger.
+type memPodLedger struct {
+	mu   sync.Mutex
+	seen map[types.UID]bool
+}
+
+func (l *memPodLedger) RecordPod(_ context.Context, job types.UID, _ time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[job] {
+		return ErrSecondPod
+	}
+	if l.seen == nil {
+		l.seen = map[types.UID]bool{}
+	}
+	l.seen[job] = true
+	return nil
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -78,12 +101,14 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{p: loadPolicy(t), key: key, ledger: &memLedger{}, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	f.c = &Checker{Ledger: f.ledger, Now: func() time.Time { return f.now }}
+	f := &fixture{p: loadPolicy(t), key: key, ledger: &memLedger{}, pods: &memPodLedger{}, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	f.c = &Checker{Ledger: f.ledger, Pods: f.pods, Now: func() time.Time { return f.now }}
 	f.c.SetPolicy(f.p)
 	f.c.SetKeys(key.KeySet())
 	return f
 }
+
+const testRequestID = "req-0123456789ab"
 
 // job renders the Job the MCP server would create for tool and params, then injects as the webhook would.
 func (f *fixture) job(t testing.TB, tool string, params map[string]any, token string) *batchv1.Job {
@@ -96,12 +121,75 @@ func (f *fixture) job(t testing.TB, tool string, params map[string]any, token st
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: "req-0123456789ab", ApprovalToken: token})
+	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	Inject(&j.Spec.Template.ObjectMeta, &j.Spec.Template.Spec, f.p, inv)
 	return j
+}
+
+const testJobUID = "0f6b8a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+
+// asServer returns the Job as the API server hands it to a validating webhook: defaulted, with its UID,
+// server metadata, generated selector and controller labels.
+func asServer(t testing.TB, j *batchv1.Job) *batchv1.Job {
+	t.Helper()
+	s := j.DeepCopy()
+	applyJobDefaults(s)
+	s.UID = testJobUID
+	s.Generation = 1
+	s.ResourceVersion = ""
+	s.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "agent-sandbox", Operation: metav1.ManagedFieldsOperationUpdate}}
+	s.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{labelControllerUID: testJobUID}}
+	l := s.Spec.Template.Labels
+	l[labelControllerUID], l[labelJobName], l[labelLegacyControllerUID], l[labelLegacyJobName] = testJobUID, s.Name, testJobUID, s.Name
+	return s
+}
+
+// podOf returns the Pod the Job controller creates for j (as the API server hands it to the webhook).
+func podOf(t testing.TB, j *batchv1.Job) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: j.Name + "-x7k2p", GenerateName: j.Name + "-", Namespace: j.Namespace, UID: "a1b2c3d4-0000-4000-8000-000000000001",
+			Labels: maps.Clone(j.Spec.Template.Labels), Annotations: maps.Clone(j.Spec.Template.Annotations),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+			Finalizers:      []string{finalizerJobTracking},
+		},
+		Spec: *j.Spec.Template.Spec.DeepCopy(),
+	}
+	p.Spec.Priority = ptr.To(int32(0))
+	p.Spec.PreemptionPolicy = ptr.To(corev1.PreemptLowerPriority)
+	p.Spec.Tolerations = append(p.Spec.Tolerations,
+		corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+		corev1.Toleration{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))})
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSGuaranteed}
+	return p
+}
+
+// obj is v as the webhook decodes it from an AdmissionReview.
+func obj(t testing.TB, v any) object {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := decodeObject(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (f *fixture) checkJob(t testing.TB, j *batchv1.Job, r Request) (*Decision, error) {
+	t.Helper()
+	if r.Operation == "" {
+		r.Operation = "CREATE"
+	}
+	return f.c.CheckJob(context.Background(), r, obj(t, asServer(t, j)), nil)
 }
 
 // token signs an approval for tool+params as a human would with `agent-sandbox approve`.
@@ -116,7 +204,7 @@ func (f *fixture) token(t testing.TB, key *approval.PrivateKey, tool string, par
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &approval.Request{ID: "req-0123456789ab", Tool: tool, ParamsHash: hash, Namespace: inv.TargetNamespace, PlanDigest: inv.PlanDigest}
+	req := &approval.Request{ID: testRequestID, Tool: tool, ParamsHash: hash, Namespace: inv.TargetNamespace, PlanDigest: inv.PlanDigest}
 	claims, err := approval.NewClaims(req, key.KeyID(), f.p.Spec.ClusterID, f.now, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -146,33 +234,42 @@ func ruleOf(err error) string {
 
 func TestCheckJobGood(t *testing.T) {
 	f := newFixture(t)
-	d, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, f.job(t, "k8s_get_pod_status", podParams(), ""), nil)
-	if err != nil {
-		t.Fatalf("good Job denied: %v", err)
-	}
-	if d.Tool != "k8s_get_pod_status" || len(d.Warnings) != 0 {
-		t.Errorf("decision %+v", d)
+	for _, tc := range []struct {
+		tool   string
+		params map[string]any
+	}{
+		{"k8s_get_pod_status", podParams()},
+		{"k8s_get_pod_status", map[string]any{"namespace": "demo-app", "label_selector": "app=web"}},
+		{"terraform_plan", map[string]any{"workspace": "k8s-demo", "source": "tfws-0123456789abcdef0123"}},
+	} {
+		d, err := f.checkJob(t, f.job(t, tc.tool, tc.params, ""), Request{})
+		if err != nil {
+			t.Fatalf("good %s Job denied: %v", tc.tool, err)
+		}
+		if d.Tool != tc.tool || len(d.Warnings) != 0 {
+			t.Errorf("decision %+v", d)
+		}
 	}
 }
 
+// TestCheckJobViolations is "one good Job, one mutation per violation": every mutation must be refused
+// by the rule named, with a one-line reason.
 func TestCheckJobViolations(t *testing.T) {
+	tool := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.Containers[0] }
+	sidecar := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.InitContainers[0] }
+	spec := func(j *batchv1.Job) *corev1.PodSpec { return &j.Spec.Template.Spec }
 	tests := []struct {
 		name   string
 		mutate func(j *batchv1.Job)
 		rule   string
 	}{
-		{"runc", func(j *batchv1.Job) { j.Spec.Template.Spec.RuntimeClassName = ptr.To("runc") }, "runtime-class"},
-		{"no runtime class", func(j *batchv1.Job) { j.Spec.Template.Spec.RuntimeClassName = nil }, "runtime-class"},
-		{"host network", func(j *batchv1.Job) { j.Spec.Template.Spec.HostNetwork = true }, "no-host-namespaces"},
-		{"privileged sidecar", func(j *batchv1.Job) {
-			j.Spec.Template.Spec.InitContainers[0].SecurityContext.Privileged = ptr.To(true)
-		}, "not-privileged"},
-		{"wrong image", func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Image = "evil/kubectl:latest" }, "exact-image"},
-		{"extra argument", func(j *batchv1.Job) {
-			c := &j.Spec.Template.Spec.Containers[0]
-			c.Command = append(c.Command, "--all-namespaces")
-		}, "exact-command"},
-		{"args", func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Args = []string{"x"} }, "exact-command"},
+		{"runc", func(j *batchv1.Job) { spec(j).RuntimeClassName = ptr.To("runc") }, "runtime-class"},
+		{"no runtime class", func(j *batchv1.Job) { spec(j).RuntimeClassName = nil }, "runtime-class"},
+		{"host network", func(j *batchv1.Job) { spec(j).HostNetwork = true }, "no-host-namespaces"},
+		{"privileged sidecar", func(j *batchv1.Job) { sidecar(j).SecurityContext.Privileged = ptr.To(true) }, "not-privileged"},
+		{"wrong image", func(j *batchv1.Job) { tool(j).Image = "evil/kubectl:1" }, "exact-image"},
+		{"extra argument", func(j *batchv1.Job) { tool(j).Command = append(tool(j).Command, "--all-namespaces") }, "exact-command"},
+		{"args", func(j *batchv1.Job) { tool(j).Args = []string{"x"} }, "exact-command"},
 		{"shell-injected parameter", func(j *batchv1.Job) {
 			j.Annotations[contract.AnnotationParams] = `{"namespace":"demo-app; rm -rf /"}`
 			j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
@@ -180,9 +277,9 @@ func TestCheckJobViolations(t *testing.T) {
 		{"command matches tampered params", func(j *batchv1.Job) {
 			j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
 			j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
-			j.Spec.Template.Spec.Containers[0].Command[3] = "--namespace=kube-system"
+			tool(j).Command[3] = "--namespace=kube-system"
 		}, "namespace-not-allowed"},
-		{"wrong service account", func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = "default" }, "service-account"},
+		{"wrong service account", func(j *batchv1.Job) { spec(j).ServiceAccountName = "default" }, "service-account"},
 		{"unknown tool", func(j *batchv1.Job) {
 			j.Labels[contract.LabelTool] = "kubectl_exec"
 			j.Spec.Template.Labels[contract.LabelTool] = "kubectl_exec"
@@ -191,51 +288,130 @@ func TestCheckJobViolations(t *testing.T) {
 			delete(j.Labels, contract.LabelTool)
 			delete(j.Spec.Template.Labels, contract.LabelTool)
 		}, "no-tool-label"},
-		{"template label differs", func(j *batchv1.Job) { j.Spec.Template.Labels[contract.LabelTool] = "terraform_plan" }, "template-metadata"},
+		{"template label differs", func(j *batchv1.Job) { j.Spec.Template.Labels[contract.LabelTool] = "terraform_plan" }, "exact-metadata"},
+		{"request ID not an ID", func(j *batchv1.Job) {
+			j.Labels[contract.LabelRequestID], j.Spec.Template.Labels[contract.LabelRequestID] = "x", "x"
+		}, "exact-metadata"},
+		{"name not derived from the request", func(j *batchv1.Job) { j.Name = "as-k8s-get-pod-status-other" }, "exact-metadata"},
+		{"extra label", func(j *batchv1.Job) { j.Spec.Template.Labels["app"] = "web" }, "exact-metadata"},
+		{"extra annotation", func(j *batchv1.Job) { j.Annotations["note"] = "x" }, "exact-metadata"},
+		{"token on a read tool", func(j *batchv1.Job) {
+			j.Annotations[contract.AnnotationApprovalToken] = "x.y.z"
+			j.Spec.Template.Annotations[contract.AnnotationApprovalToken] = "x.y.z"
+		}, "exact-metadata"},
+		{"finalizer", func(j *batchv1.Job) { j.Finalizers = []string{"example.com/hold"} }, "exact-metadata"},
+		{"owner reference", func(j *batchv1.Job) {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
+		}, "exact-metadata"},
 		{"credential in env", func(j *batchv1.Job) {
-			c := &j.Spec.Template.Spec.Containers[0]
-			c.Env = append(c.Env, corev1.EnvVar{Name: "KUBE_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "KUBE_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "admin"}, Key: "token"}}})
 		}, "no-credentials-in-env"},
-		{"extra env", func(j *batchv1.Job) {
-			c := &j.Spec.Template.Spec.Containers[0]
-			c.Env = append(c.Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://evil:3128"})
-		}, "exact-env"},
+		{"extra env", func(j *batchv1.Job) { tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://evil:3128"}) }, "exact-pod-spec"},
 		{"extra projected token", func(j *batchv1.Job) {
-			s := &j.Spec.Template.Spec
-			s.Volumes = append(s.Volumes, corev1.Volume{Name: "kube-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			spec(j).Volumes = append(spec(j).Volumes, corev1.Volume{Name: "kube-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
 		}, "service-account-token"},
 		{"vault token in tool container", func(j *batchv1.Job) {
-			c := &j.Spec.Template.Spec.Containers[0]
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: contract.VaultTokenVolume, MountPath: "/t"})
+			tool(j).VolumeMounts = append(tool(j).VolumeMounts, corev1.VolumeMount{Name: contract.VaultTokenVolume, MountPath: "/t"})
 		}, "vault-token-sidecar-only"},
-		{"sidecar removed", func(j *batchv1.Job) { j.Spec.Template.Spec.InitContainers = nil }, "exact-containers"},
+		{"sidecar removed", func(j *batchv1.Job) { spec(j).InitContainers = nil }, "exact-pod-spec"},
 		{"sidecar scope tampered", func(j *batchv1.Job) {
-			c := &j.Spec.Template.Spec.InitContainers[0]
-			for i, a := range c.Command {
+			for i, a := range sidecar(j).Command {
 				if strings.HasPrefix(a, "--namespace=") {
-					c.Command[i] = "--namespace=kube-system"
+					sidecar(j).Command[i] = "--namespace=kube-system"
 				}
 			}
 		}, "exact-command"},
-		{"backoff", func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To(int32(3)) }, "job-shape"},
-		{"parallel", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(5)) }, "job-shape"},
-		{"deadline", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(7200)) }, "deadline"},
+		{"deadline above the policy", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(7200)) }, "deadline"},
+		{"deadline above the tool's", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(900)) }, "job-shape"},
 		{"bigger limits", func(j *batchv1.Job) {
-			j.Spec.Template.Spec.Containers[0].Resources = sandbox.Resources(policy.Resources{CPU: j.Spec.Template.Spec.Containers[0].Resources.Limits.Cpu().DeepCopy(), Memory: *resourceMustParse("64Gi")})
-		}, "exact-resources"},
+			tool(j).Resources = sandbox.Resources(policy.Resources{CPU: tool(j).Resources.Limits.Cpu().DeepCopy(), Memory: *resourceMustParse("64Gi")})
+		}, "exact-pod-spec"},
 		{"hostPath", func(j *batchv1.Job) {
-			s := &j.Spec.Template.Spec
-			s.Volumes = append(s.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+			spec(j).Volumes = append(spec(j).Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		}, "no-host-path,allowed-volume-types"},
+		// The fields an attacker got admitted before exactness was total (issue 9, finding 2), and the
+		// ones whose checks could be removed without a failing test.
+		{"priority class", func(j *batchv1.Job) { spec(j).PriorityClassName = "system-node-critical" }, "exact-pod-spec"},
+		{"grace period of a day", func(j *batchv1.Job) { spec(j).TerminationGracePeriodSeconds = ptr.To(int64(86400)) }, "exact-pod-spec"},
+		{"runAsGroup 0", func(j *batchv1.Job) { spec(j).SecurityContext.RunAsGroup = ptr.To(int64(0)) }, "exact-pod-spec"},
+		{"supplementalGroups 0", func(j *batchv1.Job) { spec(j).SecurityContext.SupplementalGroups = []int64{0} }, "exact-pod-spec"},
+		{"fsGroup 0", func(j *batchv1.Job) { spec(j).SecurityContext.FSGroup = ptr.To(int64(0)) }, "exact-pod-spec"},
+		{"dnsPolicy Default", func(j *batchv1.Job) { spec(j).DNSPolicy = corev1.DNSDefault }, "exact-pod-spec"},
+		{"hostname", func(j *batchv1.Job) { spec(j).Hostname = "kube-apiserver" }, "exact-pod-spec"},
+		{"imagePullPolicy Always", func(j *batchv1.Job) { tool(j).ImagePullPolicy = corev1.PullAlways }, "exact-pod-spec"},
+		{"terminationMessagePath", func(j *batchv1.Job) { tool(j).TerminationMessagePath = "/var/run/agent-sandbox/credentials/kubeconfig" }, "exact-pod-spec"},
+		{"exec liveness probe", func(j *batchv1.Job) {
+			tool(j).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "curl evil"}}}}
+		}, "exact-pod-spec"},
+		{"readiness probe", func(j *batchv1.Job) {
+			tool(j).ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+		}, "exact-pod-spec"},
+		{"startup probe on the sidecar", func(j *batchv1.Job) {
+			sidecar(j).StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+		}, "exact-pod-spec"},
+		{"postStart hook on the tool", func(j *batchv1.Job) {
+			tool(j).Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}}}}
+		}, "exact-pod-spec"},
+		{"preStop hook on the sidecar", func(j *batchv1.Job) {
+			sidecar(j).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}
+		}, "exact-pod-spec"},
+		{"stdin", func(j *batchv1.Job) { tool(j).Stdin = true }, "exact-pod-spec"},
+		{"tty", func(j *batchv1.Job) { tool(j).TTY = true }, "exact-pod-spec"},
+		{"workingDir", func(j *batchv1.Job) { tool(j).WorkingDir = "/tmp" }, "exact-pod-spec"},
+		{"ports", func(j *batchv1.Job) { tool(j).Ports = []corev1.ContainerPort{{ContainerPort: 8080}} }, "exact-pod-spec"},
+		{"restartPolicy of the tool", func(j *batchv1.Job) { tool(j).RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways) }, "exact-pod-spec"},
+		{"node name", func(j *batchv1.Job) { spec(j).NodeName = "control-plane" }, "exact-pod-spec"},
+		{"affinity", func(j *batchv1.Job) {
+			spec(j).Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{"control-plane"}}}}}}}}
+		}, "exact-pod-spec"},
+		{"scheduler name", func(j *batchv1.Job) { spec(j).SchedulerName = "my-scheduler" }, "exact-pod-spec"},
+		{"service links", func(j *batchv1.Job) { spec(j).EnableServiceLinks = ptr.To(true) }, "exact-pod-spec"},
+		{"image pull secret", func(j *batchv1.Job) { spec(j).ImagePullSecrets = []corev1.LocalObjectReference{{Name: "x"}} }, "exact-pod-spec"},
+		{"os", func(j *batchv1.Job) { spec(j).OS = &corev1.PodOS{Name: corev1.Linux} }, "exact-pod-spec"},
+		{"volume defaultMode", func(j *batchv1.Job) {
+			for i := range spec(j).Volumes {
+				if cm := spec(j).Volumes[i].ConfigMap; cm != nil {
+					cm.DefaultMode = ptr.To(int32(0o777))
+				}
+			}
+		}, "exact-pod-spec"},
+		{"sidecar image", func(j *batchv1.Job) { sidecar(j).Image = "evil/agent:1" }, "exact-image"},
+		{"subPath on the credential mount", func(j *batchv1.Job) {
+			for i := range tool(j).VolumeMounts {
+				if tool(j).VolumeMounts[i].Name == contract.CredentialVolume {
+					tool(j).VolumeMounts[i].ReadOnly = false
+				}
+			}
+		}, "exact-pod-spec"},
+		// Job-level fields: one admitted Job runs once.
+		{"podFailurePolicy that ignores failures", func(j *batchv1.Job) {
+			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}}}}}
+		}, "job-shape"},
+		{"successPolicy", func(j *batchv1.Job) {
+			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To(int32(1))}}}
+		}, "job-shape"},
+		{"managedBy another controller", func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/evil") }, "job-shape"},
+		{"suspended", func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, "job-shape"},
+		{"parallelism", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(5)) }, "job-shape"},
+		{"completions", func(j *batchv1.Job) { j.Spec.Completions = ptr.To(int32(3)) }, "job-shape"},
+		{"backoffLimit", func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To(int32(3)) }, "job-shape"},
+		{"indexed completion", func(j *batchv1.Job) { j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion) }, "job-shape"},
+		{"pod replacement Failed", func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed) }, "job-shape"},
+		{"ttlSecondsAfterFinished", func(j *batchv1.Job) { j.Spec.TTLSecondsAfterFinished = ptr.To(int32(999999)) }, "job-shape"},
+		{"backoffLimitPerIndex", func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = ptr.To(int32(1)) }, "job-shape"},
+		{"maxFailedIndexes", func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr.To(int32(1)) }, "job-shape"},
+		{"manual selector", func(j *batchv1.Job) { j.Spec.ManualSelector = ptr.To(true) }, "job-shape"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			j := f.job(t, "k8s_get_pod_status", podParams(), "")
 			tt.mutate(j)
-			_, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, j, nil)
+			_, err := f.checkJob(t, j, Request{})
 			if got := ruleOf(err); got != tt.rule {
 				t.Fatalf("rule %q (%v), want %q", got, err, tt.rule)
 			}
@@ -243,6 +419,143 @@ func TestCheckJobViolations(t *testing.T) {
 				t.Errorf("denial is not one line: %q", err)
 			}
 		})
+	}
+}
+
+// TestCheckJobRefusesUnknownFields adds a field this program's API types do not know — as a newer
+// Kubernetes version could — at every level of the Job: each is refused with its path.
+func TestCheckJobRefusesUnknownFields(t *testing.T) {
+	f := newFixture(t)
+	paths := [][]string{
+		{"futureField"},
+		{"metadata", "futureField"},
+		{"spec", "futureJobField"},
+		{"spec", "template", "futureField"},
+		{"spec", "template", "metadata", "futureField"},
+		{"spec", "template", "spec", "futurePodField"},
+		{"spec", "template", "spec", "securityContext", "futureField"},
+		{"spec", "template", "spec", "containers", "0", "futureContainerField"},
+		{"spec", "template", "spec", "containers", "0", "securityContext", "futureField"},
+		{"spec", "template", "spec", "initContainers", "0", "futureField"},
+		{"spec", "template", "spec", "volumes", "0", "futureVolumeSource"},
+		{"spec", "template", "spec", "containers", "0", "resources", "futureField"},
+	}
+	for _, p := range paths {
+		o := obj(t, asServer(t, f.job(t, "k8s_get_pod_status", podParams(), "")))
+		var at any = map[string]any(o)
+		for _, k := range p[:len(p)-1] {
+			switch x := at.(type) {
+			case map[string]any:
+				at = x[k]
+			case []any:
+				at = x[0]
+			}
+		}
+		at.(map[string]any)[p[len(p)-1]] = map[string]any{"enabled": true}
+		_, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, o, nil)
+		if err == nil || (!strings.Contains(err.Error(), p[len(p)-1]) && ruleOf(err) != "allowed-volume-types") {
+			t.Errorf("%s: %v", strings.Join(p, "."), err)
+		}
+	}
+}
+
+// TestCheckJobRefusesEveryUnrenderedField sets, one at a time, every field of the Job, pod and container
+// types that the policy does not render to a non-zero value: each must be refused. A field that a new
+// version of the API types adds is covered the day the types are updated.
+func TestCheckJobRefusesEveryUnrenderedField(t *testing.T) {
+	f := newFixture(t)
+	base := f.job(t, "k8s_get_pod_status", podParams(), "")
+	rendered := obj(t, asServer(t, base))
+	targets := []struct {
+		name string
+		get  func(j *batchv1.Job) reflect.Value
+	}{
+		{"spec", func(j *batchv1.Job) reflect.Value { return reflect.ValueOf(&j.Spec).Elem() }},
+		{"spec.template.spec", func(j *batchv1.Job) reflect.Value { return reflect.ValueOf(&j.Spec.Template.Spec).Elem() }},
+		{"spec.template.spec.securityContext", func(j *batchv1.Job) reflect.Value {
+			return reflect.ValueOf(j.Spec.Template.Spec.SecurityContext).Elem()
+		}},
+		{"spec.template.spec.containers[0]", func(j *batchv1.Job) reflect.Value { return reflect.ValueOf(&j.Spec.Template.Spec.Containers[0]).Elem() }},
+		{"spec.template.spec.containers[0].securityContext", func(j *batchv1.Job) reflect.Value {
+			return reflect.ValueOf(j.Spec.Template.Spec.Containers[0].SecurityContext).Elem()
+		}},
+		{"spec.template.spec.initContainers[0]", func(j *batchv1.Job) reflect.Value {
+			return reflect.ValueOf(&j.Spec.Template.Spec.InitContainers[0]).Elem()
+		}},
+	}
+	tested := 0
+	for _, tg := range targets {
+		typ := tg.get(base).Type()
+		for i := range typ.NumField() {
+			field := typ.Field(i)
+			if !field.IsExported() {
+				continue
+			}
+			j := base.DeepCopy()
+			v := tg.get(j).Field(i)
+			if !v.IsZero() {
+				// Rendered by the policy: changing it is covered by TestCheckJobViolations.
+				continue
+			}
+			fill(v)
+			o := obj(t, asServer(t, j))
+			if reflect.DeepEqual(o, rendered) {
+				continue // the zero value and our fill serialize the same (e.g. an empty struct)
+			}
+			tested++
+			if _, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, o, nil); err == nil {
+				t.Errorf("%s.%s set to a non-zero value was admitted", tg.name, field.Name)
+			}
+		}
+	}
+	t.Logf("%d unrendered fields tried, each refused", tested)
+	if tested < 80 {
+		t.Fatalf("only %d fields were tried; the reflection walk is broken", tested)
+	}
+}
+
+// fill sets v to some non-zero value of its type.
+func fill(v reflect.Value) {
+	switch v.Type() {
+	case reflect.TypeOf(resource.Quantity{}):
+		v.Set(reflect.ValueOf(resource.MustParse("3")))
+		return
+	case reflect.TypeOf(metav1.Time{}):
+		v.Set(reflect.ValueOf(metav1.NewTime(time.Unix(1, 0))))
+		return
+	case reflect.TypeOf(intstr.IntOrString{}):
+		v.Set(reflect.ValueOf(intstr.FromInt32(7)))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x1")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(p.Elem())
+		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(s.Index(0))
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k)
+		fill(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+				return
+			}
+		}
 	}
 }
 
@@ -283,7 +596,7 @@ func TestApproval(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			j := f.job(t, "terraform_apply", applyParams(), tt.token(f))
-			_, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, j, nil)
+			_, err := f.checkJob(t, j, Request{})
 			if tt.rule == "" {
 				if err != nil {
 					t.Fatalf("good approval denied: %v", err)
@@ -301,69 +614,193 @@ func TestApprovalSingleUseAndDryRun(t *testing.T) {
 	f := newFixture(t)
 	tok := f.token(t, f.key, "terraform_apply", applyParams(), nil)
 	j := f.job(t, "terraform_apply", applyParams(), tok)
-	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		if _, err := f.c.CheckJob(ctx, Request{Operation: "CREATE", DryRun: true}, j, nil); err != nil {
+		if _, err := f.checkJob(t, j, Request{DryRun: true}); err != nil {
 			t.Fatalf("dry run %d: %v", i, err)
 		}
 	}
-	if _, err := f.c.CheckJob(ctx, Request{Operation: "CREATE"}, j, nil); err != nil {
+	if _, err := f.checkJob(t, j, Request{}); err != nil {
 		t.Fatalf("real create after dry runs: %v", err)
 	}
-	_, err := f.c.CheckJob(ctx, Request{Operation: "CREATE"}, j, nil)
+	_, err := f.checkJob(t, j, Request{})
 	if !strings.Contains(fmtErr(err), "already used") {
 		t.Fatalf("replay: got %v", err)
 	}
 }
 
-func TestCheckPod(t *testing.T) {
+// TestApprovalJobNameIsBoundToTheToken: the Job that carries a token is named after the token, so no
+// other Job can hold that name first and make the approved Job's creation fail after its token was spent.
+func TestApprovalJobNameIsBoundToTheToken(t *testing.T) {
 	f := newFixture(t)
-	j := f.job(t, "k8s_get_pod_status", podParams(), "")
-	j.UID = "job-uid"
-	f.c.Jobs = jobs{j}
-	pod := func() *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-			Name: j.Name + "-x", Namespace: "agent-sandbox", Labels: j.Spec.Template.Labels, Annotations: j.Spec.Template.Annotations,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}},
-		}, Spec: *j.Spec.Template.Spec.DeepCopy()}
+	tok := f.token(t, f.key, "terraform_apply", applyParams(), nil)
+	j := f.job(t, "terraform_apply", applyParams(), tok)
+	if want := sandbox.ApprovalJobName("terraform_apply", tok); j.Name != want {
+		t.Fatalf("rendered name %s, want %s", j.Name, want)
 	}
-	ctx := context.Background()
-	jc := Request{Operation: "CREATE", User: DefaultJobControllerUsers[0]}
-	if _, err := f.c.CheckPod(ctx, jc, pod(), nil); err != nil {
-		t.Fatalf("pod from the job controller denied: %v", err)
+	j.Name = sandbox.JobName("terraform_apply", testRequestID)
+	if _, err := f.checkJob(t, j, Request{}); ruleOf(err) != "exact-metadata" {
+		t.Fatalf("approval Job under another name: %v", err)
 	}
-	if _, err := f.c.CheckPod(ctx, Request{Operation: "CREATE", User: "alice"}, pod(), nil); ruleOf(err) != "pods-only-from-jobs" {
-		t.Fatalf("pod created directly: %v", err)
-	}
-	forged := pod()
-	forged.OwnerReferences[0].UID = "other-uid"
-	if _, err := f.c.CheckPod(ctx, jc, forged, nil); ruleOf(err) != "owner-job" {
-		t.Fatalf("forged owner: %v", err)
-	}
-	swapped := pod()
-	swapped.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}
-	if _, err := f.c.CheckPod(ctx, jc, swapped, nil); ruleOf(err) != "exact-command" {
-		t.Fatalf("pod with another command: %v", err)
-	}
-	old := pod()
-	changed := pod()
-	changed.Spec.Containers[0].Image = "evil"
-	if _, err := f.c.CheckPod(ctx, Request{Operation: "UPDATE"}, changed, old); ruleOf(err) != "immutable" {
-		t.Fatalf("spec update: %v", err)
-	}
-	finalizerOnly := pod()
-	finalizerOnly.Finalizers = nil
-	if _, err := f.c.CheckPod(ctx, Request{Operation: "UPDATE"}, finalizerOnly, old); err != nil {
-		t.Fatalf("metadata-only update denied: %v", err)
+	if len(f.ledger.used) != 0 {
+		t.Fatal("a refused Job consumed its approval")
 	}
 }
 
-type jobs []*batchv1.Job
+func TestCheckJobUpdate(t *testing.T) {
+	f := newFixture(t)
+	j := asServer(t, f.job(t, "k8s_get_pod_status", podParams(), ""))
+	ctx := context.Background()
+	upd := Request{Operation: "UPDATE"}
+	tests := []struct {
+		name   string
+		mutate func(j *batchv1.Job)
+		ok     bool
+	}{
+		{"status only", func(j *batchv1.Job) { j.Status.Active = 1; j.ResourceVersion = "9" }, true},
+		{"gc finalizer", func(j *batchv1.Job) { j.Finalizers = []string{"foregroundDeletion"} }, true},
+		{"being deleted", func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()); j.DeletionGracePeriodSeconds = ptr.To(int64(0)) }, true},
+		{"parallelism raised", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(5)) }, false},
+		{"suspended", func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, false},
+		{"deadline extended", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(900)) }, false},
+		{"tool label changed", func(j *batchv1.Job) { j.Labels[contract.LabelTool] = "terraform_apply" }, false},
+		{"params annotation changed", func(j *batchv1.Job) { j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}` }, false},
+		{"label added", func(j *batchv1.Job) { j.Labels["x"] = "y" }, false},
+		{"other finalizer", func(j *batchv1.Job) { j.Finalizers = []string{"example.com/keep"} }, false},
+		{"spec change while deleting", func(j *batchv1.Job) {
+			j.DeletionTimestamp = ptr.To(metav1.Now())
+			j.Spec.Parallelism = ptr.To(int32(3))
+		}, false},
+		{"owner reference added", func(j *batchv1.Job) {
+			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := j.DeepCopy()
+			tt.mutate(n)
+			_, err := f.c.CheckJob(ctx, upd, obj(t, n), obj(t, j))
+			if tt.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tt.ok && ruleOf(err) != "immutable" {
+				t.Fatalf("want immutable, got %v", err)
+			}
+		})
+	}
+}
 
-func (js jobs) GetJob(_ context.Context, ns, name string) (*batchv1.Job, error) {
-	for _, j := range js {
+func TestCheckPod(t *testing.T) {
+	f := newFixture(t)
+	j := asServer(t, f.job(t, "k8s_get_pod_status", podParams(), ""))
+	cl := &fakeCluster{jobs: []*batchv1.Job{j}}
+	f.c.Cluster = cl
+	ctx := context.Background()
+	jc := Request{Operation: "CREATE", User: DefaultJobControllerUsers[0], Namespace: j.Namespace}
+	check := func(r Request, p *corev1.Pod) error {
+		_, err := f.c.CheckPod(ctx, r, obj(t, p), nil)
+		return err
+	}
+	if err := check(Request{Operation: "CREATE", User: jc.User, Namespace: j.Namespace, DryRun: true}, podOf(t, j)); err != nil {
+		t.Fatalf("dry run of the Job's pod denied: %v", err)
+	}
+	if err := check(jc, podOf(t, j)); err != nil {
+		t.Fatalf("pod from the job controller denied: %v", err)
+	}
+	if err := check(jc, podOf(t, j)); ruleOf(err) != "one-pod-per-job" {
+		t.Fatalf("second pod for the same Job: %v", err)
+	}
+	// Each case below is refused before the ledger: use a fresh ledger to be sure of that.
+	tests := []struct {
+		name   string
+		req    Request
+		mutate func(p *corev1.Pod)
+		job    func(j *batchv1.Job)
+		rule   string
+	}{
+		{"created directly", Request{Operation: "CREATE", User: "alice", Namespace: j.Namespace}, nil, nil, "pods-only-from-jobs"},
+		{"no owner", jc, func(p *corev1.Pod) { p.OwnerReferences = nil }, nil, "pods-only-from-jobs"},
+		{"forged owner UID", jc, func(p *corev1.Pod) { p.OwnerReferences[0].UID = "0f6b8a4e-1c2d-4e5f-8a9b-000000000000" }, nil, "owner-job"},
+		{"other command", jc, func(p *corev1.Pod) {
+			p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}
+		}, nil, "exact-command"},
+		{"priority class", jc, func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical"; p.Spec.Priority = ptr.To(int32(2000001000)) }, nil, "exact-pod-spec"},
+		{"extra toleration", jc, func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+		}, nil, "exact-pod-spec"},
+		{"node name at creation", jc, func(p *corev1.Pod) { p.Spec.NodeName = "control-plane" }, nil, "exact-pod-spec"},
+		{"extra annotation", jc, func(p *corev1.Pod) { p.Annotations["x"] = "y" }, nil, "exact-metadata"},
+		{"suspended Job", jc, nil, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, "owner-job"},
+		{"finished Job", jc, nil, func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}, "owner-job"},
+		{"failed Job", jc, nil, func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}}
+		}, "owner-job"},
+		{"Job being deleted", jc, nil, func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()) }, "owner-job"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.pods = &memPodLedger{}
+			f.c.Pods = f.pods
+			jj := j.DeepCopy()
+			if tt.job != nil {
+				tt.job(jj)
+			}
+			cl.jobs = []*batchv1.Job{jj}
+			p := podOf(t, jj)
+			if tt.mutate != nil {
+				tt.mutate(p)
+			}
+			if err := check(tt.req, p); ruleOf(err) != tt.rule {
+				t.Fatalf("rule %q (%v), want %q", ruleOf(err), err, tt.rule)
+			}
+			if len(f.pods.seen) != 0 {
+				t.Fatal("a refused Pod was recorded in the ledger")
+			}
+		})
+	}
+
+	old := podOf(t, j)
+	for _, tt := range []struct {
+		name   string
+		mutate func(p *corev1.Pod)
+		ok     bool
+	}{
+		{"image changed", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil:1" }, false},
+		{"deadline changed", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(9999)) }, false},
+		{"toleration added", func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}) }, false},
+		{"params annotation changed", func(p *corev1.Pod) { p.Annotations[contract.AnnotationParams] = "{}" }, false},
+		{"tracking finalizer removed", func(p *corev1.Pod) { p.Finalizers = nil }, true},
+		{"orphaned by the garbage collector", func(p *corev1.Pod) { p.OwnerReferences = nil }, true},
+		{"status", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, true},
+	} {
+		n := old.DeepCopy()
+		tt.mutate(n)
+		_, err := f.c.CheckPod(ctx, Request{Operation: "UPDATE", User: "someone"}, obj(t, n), obj(t, old))
+		if tt.ok != (err == nil) || (!tt.ok && ruleOf(err) != "immutable") {
+			t.Errorf("update %s: %v", tt.name, err)
+		}
+	}
+}
+
+type fakeCluster struct {
+	jobs []*batchv1.Job
+	pods []*corev1.Pod
+}
+
+func (c *fakeCluster) GetJob(_ context.Context, ns, name string) (*batchv1.Job, error) {
+	for _, j := range c.jobs {
 		if j.Name == name && j.Namespace == ns {
 			return j, nil
+		}
+	}
+	return nil, errors.New("not found")
+}
+
+func (c *fakeCluster) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	for _, p := range c.pods {
+		if p.Name == name && p.Namespace == ns {
+			return p, nil
 		}
 	}
 	return nil, errors.New("not found")
@@ -496,7 +933,7 @@ func userInfo(name string) authenticationv1.UserInfo {
 // BenchmarkCheckJob is the validating decision for one safe Job: CEL rules, exact rendering, no approval.
 func BenchmarkCheckJob(b *testing.B) {
 	f := newFixture(b)
-	j := f.job(b, "k8s_get_pod_status", podParams(), "")
+	j := obj(b, asServer(b, f.job(b, "k8s_get_pod_status", podParams(), "")))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -510,7 +947,7 @@ func BenchmarkCheckJob(b *testing.B) {
 // BenchmarkHandler is one full AdmissionReview through the validating handler: decode, decide, encode.
 func BenchmarkHandler(b *testing.B) {
 	f := newFixture(b)
-	j := f.job(b, "k8s_get_pod_status", podParams(), "")
+	j := asServer(b, f.job(b, "k8s_get_pod_status", podParams(), ""))
 	raw, _ := json.Marshal(j)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)

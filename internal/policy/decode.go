@@ -20,7 +20,9 @@ const (
 	DefaultStringMaxLen  = 256
 	DefaultRunAsUser     = 65532
 	DefaultVaultAudience = "vault"
-	DefaultVaultMount    = "kubernetes"
+	// Dedicated mount paths, so that agent-sandbox never shares (or rewrites) a mount somebody else uses.
+	DefaultVaultAuthMount    = "agent-sandbox-jwt"
+	DefaultVaultSecretsMount = "agent-sandbox-kubernetes"
 	DefaultAPIServerCA   = "kube-root-ca.crt"
 )
 
@@ -78,10 +80,10 @@ func (p *Policy) applyDefaults() {
 		ca.VaultAudience = DefaultVaultAudience
 	}
 	if ca.VaultAuthMount == "" {
-		ca.VaultAuthMount = DefaultVaultMount
+		ca.VaultAuthMount = DefaultVaultAuthMount
 	}
 	if ca.VaultSecretsMount == "" {
-		ca.VaultSecretsMount = DefaultVaultMount
+		ca.VaultSecretsMount = DefaultVaultSecretsMount
 	}
 	if ca.APIServerCACertConfigMap == "" {
 		ca.APIServerCACertConfigMap = DefaultAPIServerCA

@@ -103,7 +103,7 @@ type CredentialAgent struct {
 	VaultCACertConfigMap string `json:"vaultCACertConfigMap,omitempty"`
 	// VaultAudience is the audience of the projected service-account token the agent logs in with.
 	VaultAudience string `json:"vaultAudience,omitempty"`
-	// VaultAuthMount and VaultSecretsMount are the mount paths of Vault's Kubernetes auth method and
+	// VaultAuthMount and VaultSecretsMount are the mount paths of Vault's JWT auth method and
 	// Kubernetes secrets engine.
 	VaultAuthMount    string `json:"vaultAuthMount,omitempty"`
 	VaultSecretsMount string `json:"vaultSecretsMount,omitempty"`

@@ -5,6 +5,8 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -34,7 +36,9 @@ type JobSpec struct {
 	ApprovalToken string
 }
 
-// JobName is the Job's name for a tool call: short, DNS-safe, unique per request.
+// JobName is the Job's name for a tool call: short, DNS-safe, unique per request. A Job that carries an
+// approval token is named after the token instead (ApprovalJobName), so the name of an approved call can
+// be neither guessed nor taken by another Job before it: a Job of that name must carry that very token.
 func JobName(tool, requestID string) string {
 	t := strings.ReplaceAll(tool, "_", "-")
 	if len(t) > 30 {
@@ -45,6 +49,16 @@ func JobName(tool, requestID string) string {
 		id = id[:24]
 	}
 	return strings.TrimRight("as-"+t, "-") + "-" + strings.ToLower(id)
+}
+
+// JobNamePrefix starts the name of every Job of tool, and so of every Pod of those Jobs.
+func JobNamePrefix(tool string) string { return JobName(tool, "req-") }
+
+// ApprovalJobName is the name of the Job that carries approval token: the tool and the first 24 hex
+// characters of the token's SHA-256.
+func ApprovalJobName(tool, token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return JobName(tool, "req-"+hex.EncodeToString(sum[:])[:24])
 }
 
 // RenderJob builds the sandbox Job for one accepted invocation, before the webhook injects the credential
@@ -60,6 +74,10 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	annotations := map[string]string{contract.AnnotationParams: string(params)}
 	if js.ApprovalToken != "" {
 		annotations[contract.AnnotationApprovalToken] = js.ApprovalToken
+	}
+	name := JobName(t.Name, js.RequestID)
+	if js.ApprovalToken != "" {
+		name = ApprovalJobName(t.Name, js.ApprovalToken)
 	}
 	sb := &p.Spec.Sandbox
 	deadline := int64(t.Deadline.Seconds())
@@ -93,7 +111,7 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        JobName(t.Name, js.RequestID),
+			Name:        name,
 			Namespace:   sb.Namespace,
 			Labels:      labels,
 			Annotations: annotations,

@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +16,32 @@ import (
 
 // LabelWorkspace marks the ConfigMaps that carry a Terraform workspace's files into sandboxes.
 const LabelWorkspace = "agent-sandbox.dev/workspace"
+
+// Content-addressed ConfigMaps of the sandbox namespace. The admission webhook admits one of these names
+// only with the content it names, immutable, so a name means one content for ever.
+const (
+	// WorkspacePrefix starts a workspace ConfigMap's name; WorkspaceConfigMapName gives the rest.
+	WorkspacePrefix = "tfws-"
+	// PlanPrefix starts a saved plan's ConfigMap name, followed by the plan's SHA-256 (its plan ID).
+	PlanPrefix = "tfplan-"
+	// PlanKey is the binaryData key of a saved plan's ConfigMap.
+	PlanKey = "tfplan"
+)
+
+// WorkspaceConfigMapName is "tfws-" and 20 hex characters of the SHA-256 over the sorted files: the same
+// files always give the same name.
+func WorkspaceConfigMapName(files map[string]string) string {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(n), n, len(files[n]), files[n])
+	}
+	return WorkspacePrefix + hex.EncodeToString(h.Sum(nil))[:20]
+}
 
 // Workspaces publishes workspace files as immutable ConfigMaps in the sandbox namespace.
 type Workspaces struct {

@@ -2,14 +2,13 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
 // maxWorkspaceBytes bounds a workspace's files: they travel in one ConfigMap (1 MiB at most).
@@ -33,7 +32,7 @@ func (s *Service) publishWorkspace(ctx context.Context, name string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("workspace %s: %w", name, err)
 	}
-	cm := workspaceConfigMapName(files)
+	cm := sandbox.WorkspaceConfigMapName(files)
 	if err := s.Workspaces.EnsureWorkspace(ctx, cm, files); err != nil {
 		return "", fmt.Errorf("publish workspace %s: %w", name, err)
 	}
@@ -70,16 +69,3 @@ func readWorkspace(dir string) (map[string]string, error) {
 	return files, nil
 }
 
-// workspaceConfigMapName is "tfws-" and 20 hex characters of the SHA-256 over the sorted files.
-func workspaceConfigMapName(files map[string]string) string {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	h := sha256.New()
-	for _, n := range names {
-		fmt.Fprintf(h, "%d:%s%d:%s", len(n), n, len(files[n]), files[n])
-	}
-	return "tfws-" + hex.EncodeToString(h.Sum(nil))[:20]
-}

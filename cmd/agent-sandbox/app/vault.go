@@ -44,6 +44,8 @@ type vaultConfigureOptions struct {
 	KubernetesHost   string
 	KubernetesCAFile string
 	VaultNamespace   string
+	OIDCDiscoveryURL string
+	OIDCDiscoveryCA  string
 	DryRun           bool
 
 	streams IO
@@ -57,14 +59,19 @@ func newVaultConfigureCommand(streams IO) *cobra.Command {
 		Short: "Make Vault and the cluster match the policy (idempotent; prints one line per change)",
 		Long: `configure sets up, from the policy:
 
-  in the cluster: Vault's own ServiceAccount and long-lived token in --vault-namespace-name, the right to
-  review tokens (system:auth-delegator), and in each namespace a tool targets a Role holding exactly what
-  the scopes minted there grant, plus what Vault needs to create and delete the per-action
-  ServiceAccount, Role and RoleBinding;
+  in the cluster: Vault's own ServiceAccount and long-lived token in --vault-namespace-name, and in each
+  namespace a tool targets a Role holding exactly what the scopes minted there grant, plus what Vault
+  needs to create and delete the per-action ServiceAccount, Role and RoleBinding;
 
-  in Vault: the Kubernetes auth method with one login role and one ACL policy per tool, and the Kubernetes
-  secrets engine with one role per credential scope. Roles and policies named agent-sandbox-* that the
-  policy no longer declares are deleted.
+  in Vault: the JWT auth method, which checks a sandbox's service-account token against the cluster's
+  signing keys and admits only a token bound to a sandbox Pod of the tool (one login role and one ACL
+  policy per tool), and the Kubernetes secrets engine with one role per credential scope. Roles and
+  policies named agent-sandbox-* that the policy no longer declares are deleted. A mount that exists at
+  the policy's mount paths but was not created by agent-sandbox is never adopted.
+
+The signing keys are read from the API server (/openid/v1/jwks) and given to Vault: run configure again
+after the cluster rotates its service-account signing key, or pass --oidc-discovery-url to let Vault
+fetch them itself (GKE and EKS publish the cluster's issuer).
 
 The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it needs rights to enable mounts
 and write policies (an admin or root token).`,
@@ -86,6 +93,8 @@ and write policies (an admin or root token).`,
 	f.StringVar(&o.KubernetesHost, "kubernetes-host", "", "the API server's URL as Vault reaches it (default: the kubeconfig's server)")
 	f.StringVar(&o.KubernetesCAFile, "kubernetes-ca-file", "", "the API server's CA bundle as Vault should trust it (default: the kubeconfig's CA)")
 	f.StringVar(&o.VaultNamespace, "vault-namespace-name", broker.DefaultVaultNamespace, "namespace for Vault's own ServiceAccount and token")
+	f.StringVar(&o.OIDCDiscoveryURL, "oidc-discovery-url", "", "let Vault fetch the cluster's service-account signing keys from this OIDC issuer URL instead of giving it the keys")
+	f.StringVar(&o.OIDCDiscoveryCA, "oidc-discovery-ca-file", "", "CA bundle of --oidc-discovery-url, if it is not signed by a public CA")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
 	return cmd
 }
@@ -149,16 +158,24 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var discoveryCA []byte
+	if o.OIDCDiscoveryCA != "" {
+		if discoveryCA, err = os.ReadFile(o.OIDCDiscoveryCA); err != nil {
+			return fmt.Errorf("--oidc-discovery-ca-file: %w", err)
+		}
+	}
 	_, err = broker.Configure(ctx, broker.ConfigureConfig{
-		Policy:         pol,
-		Kube:           kube,
-		KubernetesHost: host,
-		KubernetesCA:   ca,
-		VaultAddr:      o.VaultAddr,
-		VaultCAFile:    o.VaultCAFile,
-		VaultNamespace: o.VaultNamespace,
-		DryRun:         o.DryRun,
-		Out:            o.streams.Out,
+		Policy:           pol,
+		Kube:             kube,
+		KubernetesHost:   host,
+		KubernetesCA:     ca,
+		VaultAddr:        o.VaultAddr,
+		VaultCAFile:      o.VaultCAFile,
+		VaultNamespace:   o.VaultNamespace,
+		DryRun:           o.DryRun,
+		OIDCDiscoveryURL: o.OIDCDiscoveryURL,
+		OIDCDiscoveryCA:  discoveryCA,
+		Out:              o.streams.Out,
 	}, token)
 	if errors.Is(err, broker.ErrTokenRefused) {
 		err = fmt.Errorf("%w; %s", err, tokenRefusedHint)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +40,10 @@ type webhookOptions struct {
 	MetricsAddr        string
 	HealthAddr         string
 	JobControllerUsers []string
+	SchedulerUsers     []string
+	AdminUsers         []string
+	AdminGroups        []string
+	MCPUser            string
 	ReloadInterval     time.Duration
 	LogLevel           string
 }
@@ -84,6 +89,10 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address (\"0\" disables)")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringSliceVar(&o.JobControllerUsers, "job-controller-user", webhook.DefaultJobControllerUsers, "API users allowed to create Pods in sandbox namespaces (the Job controller)")
+	f.StringSliceVar(&o.SchedulerUsers, "scheduler-user", webhook.DefaultSchedulerUsers, "API users allowed to bind sandbox Pods to nodes (the scheduler)")
+	f.StringSliceVar(&o.AdminUsers, "admin-user", nil, "API users allowed to change the sandbox namespace's labels, NetworkPolicies, ResourceQuotas and LimitRanges (the chart's identity)")
+	f.StringSliceVar(&o.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
+	f.StringVar(&o.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
 	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
 	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error")
 	return cmd
@@ -159,7 +168,10 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Jobs: jobReader{mgr.GetAPIReader()}, JobControllerUsers: o.JobControllerUsers}
+	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
+		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
+		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser,
+	}}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
 		return err
@@ -199,16 +211,26 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	return mgr.Start(ctx)
 }
 
-// jobReader reads Jobs straight from the API server: a Pod's owner was admitted moments ago and a cache
-// could still miss it.
-type jobReader struct{ r client.Reader }
+// apiReader reads Jobs and Pods straight from the API server: a Pod's owner was admitted moments ago and
+// a cache could still miss it.
+type apiReader struct{ r client.Reader }
 
-func (j jobReader) GetJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
+var _ webhook.Cluster = apiReader{}
+
+func (a apiReader) GetJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
 	var job batchv1.Job
-	if err := j.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &job); err != nil {
+	if err := a.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &job); err != nil {
 		return nil, err
 	}
 	return &job, nil
+}
+
+func (a apiReader) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := a.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pod); err != nil {
+		return nil, err
+	}
+	return &pod, nil
 }
 
 func pruneLoop(ctx context.Context, l *webhook.ConfigMapLedger, log logr.Logger) {

@@ -1,0 +1,194 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// Denial is a refusal: which rule failed and why, on one line a person can act on.
+type Denial struct {
+	Rule   string
+	Reason string
+}
+
+func (d *Denial) Error() string {
+	return "agent-sandbox denied this: " + d.Rule + ": " + audit.ScrubString(oneLine(d.Reason))
+}
+
+func deny(rule, format string, args ...any) *Denial {
+	return &Denial{Rule: rule, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Cluster reads the objects a decision depends on. Reads go straight to the API server, never through a
+// cache: a Pod's owner was admitted moments ago, and a stale answer would be a wrong decision.
+type Cluster interface {
+	GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error)
+	GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+}
+
+// PodLedger records that a Job has had its one Pod. Like the approval ledger it lives in the API server
+// and is shared by every webhook replica, so two Pods for one Job cannot both be admitted.
+type PodLedger interface {
+	// RecordPod stores that the Job with this UID has had a Pod, or returns ErrSecondPod.
+	RecordPod(ctx context.Context, job types.UID, expires time.Time) error
+}
+
+// ErrSecondPod means a Job already had its Pod.
+var ErrSecondPod = errors.New("this Job already had its Pod")
+
+// Identities describes who may do the few things in a sandbox namespace that nobody else may.
+type Identities struct {
+	// JobControllerUsers are the API users allowed to create Pods in sandbox namespaces.
+	JobControllerUsers []string
+	// SchedulerUsers may bind sandbox Pods to nodes (pods/binding).
+	SchedulerUsers []string
+	// AdminUsers and AdminGroups (the chart's own identity, by default the group system:masters) may
+	// change the sandbox namespace's labels and annotations, its NetworkPolicies, ResourceQuotas and
+	// LimitRanges. Nobody else may, including namespace admins.
+	AdminUsers  []string
+	AdminGroups []string
+	// MCPUser is the MCP server's identity; it may create only content-addressed workspace and plan
+	// ConfigMaps.
+	MCPUser string
+}
+
+// DefaultJobControllerUsers are the identities under which kube-controller-manager's Job controller
+// creates Pods, with and without --use-service-account-credentials.
+var DefaultJobControllerUsers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
+
+// DefaultSchedulerUsers is the default scheduler's identity.
+var DefaultSchedulerUsers = []string{"system:kube-scheduler"}
+
+// DefaultAdminGroups are the groups that may change the sandbox namespace's protected objects.
+var DefaultAdminGroups = []string{"system:masters"}
+
+// Checker makes every admission decision. It holds the current policy and approver keys, both swapped
+// atomically when their sources change, so a decision always sees one consistent version of each.
+type Checker struct {
+	policy atomic.Pointer[policy.Compiled]
+	keys   atomic.Pointer[approval.KeySet]
+	// Ledger records used approval token IDs; it must be shared by every webhook replica.
+	Ledger approval.Ledger
+	// Pods records which Jobs have had their Pod; shared by every replica.
+	Pods PodLedger
+	// Cluster reads owner Jobs and the Pods tokens are requested for.
+	Cluster Cluster
+	// Identities are the privileged users and groups.
+	Identities Identities
+	// Now is the clock; tests inject one.
+	Now func() time.Time
+}
+
+// SetPolicy swaps in a compiled policy. Callers compile first: a policy that does not compile never
+// reaches the checker, so the last good one keeps serving.
+func (c *Checker) SetPolicy(p *policy.Compiled) { c.policy.Store(p) }
+
+// Policy returns the policy in force, or nil before the first one is set.
+func (c *Checker) Policy() *policy.Compiled { return c.policy.Load() }
+
+// SetKeys swaps in the trusted approver public keys.
+func (c *Checker) SetKeys(k *approval.KeySet) { c.keys.Store(k) }
+
+// Request is what a decision needs to know about the admission request besides the object.
+type Request struct {
+	Operation   string // CREATE, UPDATE, DELETE or CONNECT
+	User        string
+	Groups      []string
+	DryRun      bool
+	Name        string
+	Namespace   string
+	Resource    string // e.g. pods, jobs, serviceaccounts
+	SubResource string // e.g. exec, token, resize
+}
+
+// Decision is the outcome of an allowed request: warnings to show and, for audit, what was decided.
+type Decision struct {
+	Tool     string
+	Warnings []string
+	// ApprovalTokenID is set when a Job consumed an approval.
+	ApprovalTokenID string
+}
+
+func (c *Checker) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Checker) loaded() (*policy.Compiled, error) {
+	p := c.policy.Load()
+	if p == nil {
+		return nil, deny("policy-not-loaded", "the webhook has no valid policy yet; check its logs")
+	}
+	return p, nil
+}
+
+// invocation re-derives the call from the object's declared tool and parameters, exactly as the MCP
+// server did, so scope and target namespace come from the policy and nothing else.
+func invocation(p *policy.Compiled, labels, annotations map[string]string) (*policy.Invocation, error) {
+	name, ok := labels[contract.LabelTool]
+	if !ok || name == "" {
+		return nil, deny("no-tool-label", "every Job in a sandbox namespace must carry the label %s naming a policy tool", contract.LabelTool)
+	}
+	t, err := p.Tool(name)
+	if err != nil {
+		return nil, deny("unknown-tool", "tool %q is not in the policy (default deny)", name)
+	}
+	raw, ok := annotations[contract.AnnotationParams]
+	if !ok {
+		return nil, deny("invalid-parameters", "annotation %s with the call's parameters is missing", contract.AnnotationParams)
+	}
+	params, err := decodeParams(raw)
+	if err != nil {
+		return nil, deny("invalid-parameters", "annotation %s: %v", contract.AnnotationParams, err)
+	}
+	inv, err := t.Invoke(params)
+	switch {
+	case errors.Is(err, policy.ErrNamespaceDenied):
+		return nil, deny("namespace-not-allowed", "%v", err)
+	case err != nil:
+		return nil, deny("invalid-parameters", "%v", err)
+	}
+	return inv, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Checker) isAdmin(r Request) bool {
+	groups := c.Identities.AdminGroups
+	if groups == nil {
+		groups = DefaultAdminGroups
+	}
+	if contains(c.Identities.AdminUsers, r.User) {
+		return true
+	}
+	for _, g := range r.Groups {
+		if contains(groups, g) {
+			return true
+		}
+	}
+	return false
+}

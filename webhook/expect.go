@@ -1,0 +1,209 @@
+package webhook
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// Labels the API server and the Job controller put on a Job's pod template and Pods. They are the only
+// metadata a sandbox object may carry that the policy did not render.
+const (
+	labelControllerUID       = "batch.kubernetes.io/controller-uid"
+	labelJobName             = "batch.kubernetes.io/job-name"
+	labelLegacyControllerUID = "controller-uid"
+	labelLegacyJobName       = "job-name"
+	// finalizerJobTracking is the finalizer the Job controller puts on every Pod it creates and removes
+	// once it has counted the Pod.
+	finalizerJobTracking = "batch.kubernetes.io/job-tracking"
+)
+
+// gcFinalizers are the finalizers the garbage collector adds while deleting an object with a propagation
+// policy. They are the only finalizers an UPDATE may add to a sandbox Job or Pod.
+var gcFinalizers = map[string]bool{"orphan": true, "foregroundDeletion": true}
+
+// serverMetadata are metadata fields the API server fills in itself. They are not compared.
+var serverMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"}
+
+// expectedJob renders what the policy allows for an invocation: the Job the MCP server must submit, with
+// the webhook's own injection and the API server's defaults. The Job's name is derived from the tool and
+// the request (or, for a tool that needs approval, from the approval token) so that nobody can hold a
+// name that an approved call will need.
+func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, token string) (*batchv1.Job, error) {
+	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalToken: token})
+	if err != nil {
+		return nil, err
+	}
+	Inject(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, inv)
+	applyJobDefaults(job)
+	return job, nil
+}
+
+// exactJob compares an admitted Job (as the API server sent it, after defaults and mutation) with the
+// expectation. Besides the policy's rendering it allows only what the API server itself adds: the
+// server's own metadata, the selector it generates from the Job's UID and the matching labels on the pod
+// template.
+func exactJob(got map[string]any, want *batchv1.Job) error {
+	w, err := toUnstructured(want)
+	if err != nil {
+		return deny("render", "%v", err)
+	}
+	meta, _ := got["metadata"].(map[string]any)
+	uid, _ := meta["uid"].(string)
+	name, _ := meta["name"].(string)
+
+	wantMeta := w["metadata"].(map[string]any)
+	delete(wantMeta, "creationTimestamp")
+	spec := w["spec"].(map[string]any)
+	spec["selector"] = map[string]any{"matchLabels": map[string]any{labelControllerUID: uid}}
+	tmeta := spec["template"].(map[string]any)["metadata"].(map[string]any)
+	delete(tmeta, "creationTimestamp")
+	labels, _ := tmeta["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+		tmeta["labels"] = labels
+	}
+	labels[labelControllerUID], labels[labelJobName] = uid, name
+	labels[labelLegacyControllerUID], labels[labelLegacyJobName] = uid, name
+	delete(w, "status")
+
+	g := withoutServerFields(got)
+	if st, ok := g["status"]; ok && !isEmpty(st) {
+		return deny("exact", "a new Job must not carry a status")
+	}
+	delete(g, "status")
+	if m := diff("", g, w); m != nil {
+		return deny(exactRule("Job", m.Path), "%s", m)
+	}
+	return nil
+}
+
+// exactPod compares a Pod the Job controller creates with the pod template the policy renders (with the
+// API server's Pod defaults and the additions of its standard Pod admission plugins) and with its owner.
+func exactPod(got map[string]any, want *batchv1.Job, owner *batchv1.Job) error {
+	tmpl := want.Spec.Template.DeepCopy()
+	w, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec})
+	if err != nil {
+		return deny("render", "%v", err)
+	}
+	w["apiVersion"], w["kind"] = "v1", "Pod"
+	delete(w, "status")
+
+	meta, _ := got["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	wantMeta := w["metadata"].(map[string]any)
+	delete(wantMeta, "creationTimestamp")
+	prefix := owner.Name + "-"
+	wantMeta["generateName"] = prefix
+	if !strings.HasPrefix(name, prefix) {
+		return deny("exact", "the Pod's name %q does not start with its Job's name", name)
+	}
+	wantMeta["name"] = name
+	wantMeta["namespace"] = owner.Namespace
+	labels, _ := wantMeta["labels"].(map[string]any)
+	if labels == nil {
+		labels = map[string]any{}
+		wantMeta["labels"] = labels
+	}
+	uid := string(owner.UID)
+	labels[labelControllerUID], labels[labelJobName] = uid, owner.Name
+	labels[labelLegacyControllerUID], labels[labelLegacyJobName] = uid, owner.Name
+	wantMeta["ownerReferences"] = []any{map[string]any{
+		"apiVersion": "batch/v1", "kind": "Job", "name": owner.Name, "uid": uid,
+		"controller": true, "blockOwnerDeletion": true,
+	}}
+	wantMeta["finalizers"] = []any{finalizerJobTracking}
+
+	spec := w["spec"].(map[string]any)
+	gspec, _ := got["spec"].(map[string]any)
+	// The Priority admission plugin resolves the (empty) priority class to priority 0, and the
+	// DefaultTolerationSeconds plugin tolerates not-ready and unreachable nodes for a while.
+	spec["priority"] = int64(0)
+	spec["preemptionPolicy"] = string(corev1.PreemptLowerPriority)
+	spec["tolerations"] = withDefaultTolerations(spec["tolerations"], gspec["tolerations"])
+
+	g := withoutServerFields(got)
+	// A Pod's status at creation is the API server's (Pending, its QoS class); nothing to compare.
+	delete(g, "status")
+	if m := diff("", g, w); m != nil {
+		return deny(exactRule("Pod", m.Path), "%s", m)
+	}
+	return nil
+}
+
+// withDefaultTolerations appends to the rendered tolerations the ones the DefaultTolerationSeconds
+// admission plugin adds, taken from the Pod (their seconds are a cluster setting), and nothing else.
+func withDefaultTolerations(rendered, got any) []any {
+	out, _ := rendered.([]any)
+	out = append([]any(nil), out...)
+	gl, _ := got.([]any)
+	for _, t := range gl {
+		m, _ := t.(map[string]any)
+		key, _ := m["key"].(string)
+		if (key == "node.kubernetes.io/not-ready" || key == "node.kubernetes.io/unreachable") && m["operator"] == "Exists" && m["effect"] == "NoExecute" && len(m) == 4 {
+			if _, ok := number(m["tolerationSeconds"]); ok {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// withoutServerFields returns a shallow copy of obj whose metadata leaves out what the API server fills in.
+func withoutServerFields(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		out[k] = v
+	}
+	if meta, ok := obj["metadata"].(map[string]any); ok {
+		m := make(map[string]any, len(meta))
+		for k, v := range meta {
+			m[k] = v
+		}
+		for _, k := range serverMetadata {
+			delete(m, k)
+		}
+		out["metadata"] = m
+	}
+	return out
+}
+
+func toUnstructured(j *batchv1.Job) (map[string]any, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(j)
+	if err != nil {
+		return nil, fmt.Errorf("convert the rendered Job: %w", err)
+	}
+	u["apiVersion"], u["kind"] = "batch/v1", "Job"
+	return u, nil
+}
+
+// exactRule names the denial after the part of the object that differs, so that a reader of the
+// admission error (or of the webhook's metrics) sees at once whether it was the command, the image, the
+// Job's shape or some other field.
+func exactRule(kind, path string) string {
+	podSpec := "spec"
+	if kind == "Job" {
+		podSpec = "spec.template.spec"
+	}
+	switch {
+	case strings.HasPrefix(path, "metadata"), strings.HasPrefix(path, "spec.template.metadata"):
+		return "exact-metadata"
+	case strings.HasSuffix(path, ".image"):
+		return "exact-image"
+	case strings.HasSuffix(path, ".command"), strings.Contains(path, ".command["), strings.HasSuffix(path, ".args"), strings.Contains(path, ".args["):
+		return "exact-command"
+	case path == podSpec+".serviceAccountName", path == podSpec+".serviceAccount":
+		return "service-account"
+	case strings.HasPrefix(path, podSpec):
+		return "exact-pod-spec"
+	case kind == "Job" && strings.HasPrefix(path, "spec"):
+		return "job-shape"
+	}
+	return "exact"
+}

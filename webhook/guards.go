@@ -1,0 +1,252 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// Pod subresources. Those that reach into a running sandbox or change one after admission are refused for
+// everybody; binding is the scheduler's alone. The kubelet and the controllers need pods/status (not
+// guarded: it changes what a Pod reports, not what it runs), eviction (it only stops a Pod, and a sandbox Job
+// never makes a second one) and log (read by the MCP server; the credential agent's events and the tool's
+// output are scrubbed before they are written).
+var deniedPodSubresources = map[string]string{
+	"exec":                "exec into a sandbox Pod would reach the container that holds the credential",
+	"attach":              "attaching to a sandbox Pod would reach the container that holds the credential",
+	"portforward":         "port-forwarding into a sandbox Pod would open a way in",
+	"proxy":               "proxying to a sandbox Pod would open a way in",
+	"ephemeralcontainers": "an ephemeral (debug) container would run arbitrary code beside the credential",
+	"resize":              "resizing would change the CPU and memory limits the policy set",
+}
+
+// CheckPodSubresource decides on a request for a subresource of a Pod in a sandbox namespace.
+func (c *Checker) CheckPodSubresource(_ context.Context, req Request) (*Decision, error) {
+	if why, ok := deniedPodSubresources[req.SubResource]; ok {
+		rule := "no-pod-access"
+		if req.SubResource == "ephemeralcontainers" {
+			rule = "no-ephemeral-containers"
+		} else if req.SubResource == "resize" {
+			rule = "no-pod-resize"
+		}
+		return nil, deny(rule, "pods/%s is refused on sandbox Pods: %s", req.SubResource, why)
+	}
+	if req.SubResource == "binding" {
+		users := c.Identities.SchedulerUsers
+		if len(users) == 0 {
+			users = DefaultSchedulerUsers
+		}
+		if !contains(users, req.User) {
+			return nil, deny("pod-binding", "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
+		}
+		return &Decision{}, nil
+	}
+	return nil, deny("no-pod-access", "pods/%s is not a subresource the webhook allows on sandbox Pods", req.SubResource)
+}
+
+// CheckTokenRequest decides on a TokenRequest (serviceaccounts/token) in a sandbox namespace. A token for
+// a tool's ServiceAccount is the key to that tool's Vault role, so only the kubelet may have one, for a
+// sandbox Pod of that tool that runs on its node, addressed to Vault. No other ServiceAccount of the
+// namespace gets a Vault-audience token at all.
+func (c *Checker) CheckTokenRequest(ctx context.Context, req Request, obj object) (*Decision, error) {
+	p, err := c.loaded()
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	audiences := stringList(spec["audiences"])
+	vault := p.Spec.Sandbox.CredentialAgent.VaultAudience
+	toolName := ""
+	for _, t := range p.Spec.Tools {
+		if t.ServiceAccount == req.Name {
+			toolName = t.Name
+			break
+		}
+	}
+	if toolName == "" {
+		if contains(audiences, vault) {
+			return nil, deny("token-request", "ServiceAccount %s is not a tool's: it gets no token for the Vault audience %q", req.Name, vault)
+		}
+		return &Decision{}, nil
+	}
+	node, isNode := strings.CutPrefix(req.User, "system:node:")
+	if !isNode || !contains(req.Groups, "system:nodes") {
+		return nil, deny("token-request", "a token for tool ServiceAccount %s is issued only to the kubelet for a sandbox Pod of that tool, not to %s", req.Name, req.User)
+	}
+	if len(audiences) != 1 || audiences[0] != vault {
+		return nil, deny("token-request", "a tool ServiceAccount's token is for the Vault audience %q only, not %q", vault, audiences)
+	}
+	if exp, ok := number(spec["expirationSeconds"]); ok && exp > 3600 {
+		return nil, deny("token-request", "a tool ServiceAccount's token lives at most an hour, not %v seconds", exp)
+	}
+	ref, _ := spec["boundObjectRef"].(map[string]any)
+	kind, _ := ref["kind"].(string)
+	podName, _ := ref["name"].(string)
+	podUID, _ := ref["uid"].(string)
+	if kind != "Pod" || podName == "" || podUID == "" {
+		return nil, deny("token-request", "a tool ServiceAccount's token must be bound to its sandbox Pod")
+	}
+	if c.Cluster == nil {
+		return nil, deny("token-request", "the webhook cannot read Pods to check the token's Pod")
+	}
+	pod, err := c.Cluster.GetPod(ctx, req.Namespace, podName)
+	if err != nil {
+		return nil, deny("token-request", "cannot read Pod %s: %v", podName, err)
+	}
+	switch {
+	case string(pod.UID) != podUID:
+		return nil, deny("token-request", "Pod %s has another UID than the token names", podName)
+	case pod.Spec.ServiceAccountName != req.Name:
+		return nil, deny("token-request", "Pod %s runs as %s, not %s", podName, pod.Spec.ServiceAccountName, req.Name)
+	case pod.Labels[contract.LabelTool] != toolName || pod.Annotations[contract.AnnotationInjected] != "true":
+		return nil, deny("token-request", "Pod %s is not a sandbox Pod of tool %s", podName, toolName)
+	case pod.Spec.NodeName != node:
+		return nil, deny("token-request", "Pod %s does not run on node %s", podName, node)
+	case pod.DeletionTimestamp != nil:
+		return nil, deny("token-request", "Pod %s is being deleted", podName)
+	}
+	return &Decision{Tool: toolName}, nil
+}
+
+// Labels and annotations of the sandbox namespace that put it under the webhook and Pod Security, or
+// steer where its Pods run.
+var protectedNamespaceKeyPrefixes = []string{"pod-security.kubernetes.io/", "agent-sandbox.dev/"}
+var protectedNamespaceKeys = []string{"scheduler.alpha.kubernetes.io/node-selector", "scheduler.alpha.kubernetes.io/defaultTolerations"}
+
+func protectedNamespaceKey(k string) bool {
+	for _, p := range protectedNamespaceKeyPrefixes {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return contains(protectedNamespaceKeys, k)
+}
+
+// CheckNamespace decides on an UPDATE or DELETE of the sandbox namespace itself: its selector label,
+// Pod Security labels and scheduling annotations are changed only by the chart's own identity, because
+// removing them switches the webhook or Pod Security off for everything in it.
+func (c *Checker) CheckNamespace(_ context.Context, req Request, obj, old object) (*Decision, error) {
+	p, err := c.loaded()
+	if err != nil {
+		return nil, err
+	}
+	if req.Name != p.Spec.Sandbox.Namespace || c.isAdmin(req) {
+		return &Decision{}, nil
+	}
+	if req.Operation == "DELETE" {
+		return nil, deny("sandbox-namespace", "the sandbox namespace %s is deleted only by the chart's identity, not by %s", req.Name, req.User)
+	}
+	for _, pair := range []struct {
+		what     string
+		new, old map[string]string
+	}{{"label", obj.labels(), old.labels()}, {"annotation", obj.annotations(), old.annotations()}} {
+		for k, v := range pair.old {
+			if protectedNamespaceKey(k) && pair.new[k] != v {
+				return nil, deny("sandbox-namespace", "%s %s of the sandbox namespace cannot be changed or removed by %s", pair.what, k, req.User)
+			}
+		}
+		for k := range pair.new {
+			if _, had := pair.old[k]; protectedNamespaceKey(k) && !had {
+				return nil, deny("sandbox-namespace", "%s %s cannot be added to the sandbox namespace by %s", pair.what, k, req.User)
+			}
+		}
+	}
+	return &Decision{}, nil
+}
+
+// CheckProtected decides on the sandbox namespace's NetworkPolicies, ResourceQuotas and LimitRanges:
+// another NetworkPolicy would open egress that the chart's policies close, so only the chart's identity
+// writes any of them.
+func (c *Checker) CheckProtected(_ context.Context, req Request) (*Decision, error) {
+	if c.isAdmin(req) {
+		return &Decision{}, nil
+	}
+	return nil, deny("sandbox-namespace", "%s in the sandbox namespace are managed by the agent-sandbox chart only; %s may not %s them", req.Resource, req.User, strings.ToLower(req.Operation))
+}
+
+// CheckSecret refuses legacy service-account token Secrets in the sandbox namespace: the token
+// controller would fill one with a non-expiring token of, say, a tool's ServiceAccount.
+func (c *Checker) CheckSecret(_ context.Context, req Request, obj object) (*Decision, error) {
+	if t, _ := obj["type"].(string); t == "kubernetes.io/service-account-token" {
+		return nil, deny("token-request", "service-account token Secrets are not allowed in the sandbox namespace (%s)", req.Name)
+	}
+	return &Decision{}, nil
+}
+
+// CAWriterUsers may write the CA ConfigMaps the credential agent trusts: kube-controller-manager's
+// root-CA publisher, with and without --use-service-account-credentials.
+var CAWriterUsers = []string{"system:serviceaccount:kube-system:root-ca-cert-publisher", "system:kube-controller-manager"}
+
+// CheckConfigMap decides on ConfigMaps of the sandbox namespace. Workspace (tfws-…) and saved-plan
+// (tfplan-…) ConfigMaps are immutable and named by the hash of their content, so a name means one content
+// for ever; the MCP server creates nothing else and changes nothing. The CA bundles the credential agent
+// trusts are written by the root-CA publisher or the chart's identity only.
+func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*Decision, error) {
+	p, err := c.loaded()
+	if err != nil {
+		return nil, err
+	}
+	ca := &p.Spec.Sandbox.CredentialAgent
+	if req.Name == ca.APIServerCACertConfigMap || (ca.VaultCACertConfigMap != "" && req.Name == ca.VaultCACertConfigMap) {
+		if c.isAdmin(req) || contains(CAWriterUsers, req.User) {
+			return &Decision{}, nil
+		}
+		return nil, deny("sandbox-namespace", "ConfigMap %s holds a CA the credential agent trusts; %s may not %s it", req.Name, req.User, strings.ToLower(req.Operation))
+	}
+	isMCP := c.Identities.MCPUser != "" && req.User == c.Identities.MCPUser
+	switch {
+	case req.Operation == "DELETE":
+		return &Decision{}, nil
+	case strings.HasPrefix(req.Name, sandbox.WorkspacePrefix), strings.HasPrefix(req.Name, sandbox.PlanPrefix):
+		if req.Operation != "CREATE" {
+			return nil, deny("content-addressed", "ConfigMap %s is content-addressed and cannot change", req.Name)
+		}
+		return &Decision{}, checkContentAddressed(req.Name, obj)
+	case isMCP:
+		return nil, deny("content-addressed", "the MCP server creates only workspace (%s…) and saved-plan (%s…) ConfigMaps, not %s", sandbox.WorkspacePrefix, sandbox.PlanPrefix, req.Name)
+	}
+	return &Decision{}, nil
+}
+
+func checkContentAddressed(name string, obj object) error {
+	if imm, _ := obj["immutable"].(bool); !imm {
+		return deny("content-addressed", "ConfigMap %s must be immutable", name)
+	}
+	meta := obj.meta()
+	for _, k := range []string{"ownerReferences", "finalizers"} {
+		if !isEmpty(meta[k]) {
+			return deny("content-addressed", "ConfigMap %s must not carry %s", name, k)
+		}
+	}
+	data, binary := stringMap(obj["data"]), obj["binaryData"]
+	if raw, _ := obj["data"].(map[string]any); len(raw) != len(data) {
+		return deny("content-addressed", "ConfigMap %s holds a non-string value", name)
+	}
+	if strings.HasPrefix(name, sandbox.WorkspacePrefix) {
+		if !isEmpty(binary) {
+			return deny("content-addressed", "workspace ConfigMap %s must hold text files only", name)
+		}
+		if want := sandbox.WorkspaceConfigMapName(data); name != want {
+			return deny("content-addressed", "workspace ConfigMap %s must be named %s after its content", name, want)
+		}
+		return nil
+	}
+	bm := stringMap(binary)
+	if len(data) != 0 || len(bm) != 1 || bm[sandbox.PlanKey] == "" {
+		return deny("content-addressed", "saved-plan ConfigMap %s must hold exactly binaryData.%s", name, sandbox.PlanKey)
+	}
+	plan, err := base64.StdEncoding.DecodeString(bm[sandbox.PlanKey])
+	if err != nil {
+		return deny("content-addressed", "saved-plan ConfigMap %s: %v", name, err)
+	}
+	sum := sha256.Sum256(plan)
+	if want := sandbox.PlanPrefix + hex.EncodeToString(sum[:]); name != want {
+		return deny("content-addressed", "saved-plan ConfigMap %s must be named %s after its content", name, want)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agent-sandbox/agent-sandbox/cel"
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+// CheckJob decides on a Job in a sandbox namespace. A new Job must be exactly what the policy renders for
+// its declared tool and parameters, plus the webhook's own injection, plus what the API server adds; any
+// other field, whatever its name, is refused. A Job that needs approval consumes its token last, after
+// every other check passed, so a refused Job never burns an approval.
+func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*Decision, error) {
+	p, err := c.loaded()
+	if err != nil {
+		return nil, err
+	}
+	if req.Operation == "UPDATE" {
+		return checkUpdate("Job", obj, old)
+	}
+	labels, annotations := obj.labels(), obj.annotations()
+	inv, err := invocation(p, labels, annotations)
+	if err != nil {
+		return nil, err
+	}
+	requestID := labels[contract.LabelRequestID]
+	if !approval.ValidRequestID(requestID) {
+		return nil, deny("exact-metadata", "label %s must hold the call's request ID (req-…), not %q", contract.LabelRequestID, requestID)
+	}
+	d := &Decision{Tool: inv.Tool.Name}
+	if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil {
+		return nil, err
+	}
+	token := annotations[contract.AnnotationApprovalToken]
+	if token != "" && !inv.Tool.RequiresApproval {
+		return nil, deny("exact-metadata", "tool %s takes no approval token", inv.Tool.Name)
+	}
+	want, err := expectedJob(p, inv, requestID, token)
+	if err != nil {
+		return nil, deny("render", "%v", err)
+	}
+	if err := exactJob(obj, want); err != nil {
+		return nil, err
+	}
+	if inv.Tool.RequiresApproval {
+		id, warn, err := c.checkApproval(ctx, p, inv, token, req.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		d.ApprovalTokenID = id
+		d.Warnings = append(d.Warnings, warn...)
+	}
+	return d, nil
+}
+
+func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, kind, op string) error {
+	in, err := cel.NewInput(&unstructured.Unstructured{Object: obj.withoutManagedFields()}, p.Settings(), op)
+	if err != nil {
+		return deny("decode", "cannot read the %s: %v", kind, err)
+	}
+	violations := p.Rules.Evaluate(ctx, in)
+	if len(violations) == 0 {
+		return nil
+	}
+	if len(violations) == 1 {
+		return deny(violations[0].Rule, "%s", violations[0].Message)
+	}
+	parts := make([]string, len(violations))
+	names := make([]string, len(violations))
+	for i, v := range violations {
+		parts[i] = v.Rule + ": " + v.Message
+		names[i] = v.Rule
+	}
+	return &Denial{Rule: strings.Join(names, ","), Reason: fmt.Sprintf("%d rules failed: %s", len(violations), strings.Join(parts, "; "))}
+}
+
+// checkUpdate admits only the bookkeeping that Kubernetes itself does on a sandbox Job or Pod once it
+// exists: the Job controller removing its tracking finalizer from a Pod, the garbage collector adding its
+// finalizers or orphaning a Pod, and deletion. Everything else — the spec (parallelism, suspend,
+// activeDeadlineSeconds, a Pod's image or tolerations), labels, annotations, owner references — is
+// immutable after admission, also while the object is being deleted.
+func checkUpdate(kind string, obj, old object) (*Decision, error) {
+	if old == nil {
+		return nil, deny("immutable", "an UPDATE without the old object cannot be checked")
+	}
+	g, o := updateView(obj), updateView(old)
+	if refs := g["metadata"].(map[string]any)["ownerReferences"]; kind == "Pod" && isEmpty(refs) {
+		// The garbage collector orphans a Pod by removing its owner reference.
+		delete(o["metadata"].(map[string]any), "ownerReferences")
+	}
+	if m := diff("", g, o); m != nil {
+		return nil, deny("immutable", "a sandbox %s cannot change after admission: %s", kind, strings.Replace(m.String(), "the policy renders", "it was admitted with", 1))
+	}
+	was := map[string]bool{}
+	for _, f := range stringList(old.meta()["finalizers"]) {
+		was[f] = true
+	}
+	for _, f := range stringList(obj.meta()["finalizers"]) {
+		if !was[f] && !gcFinalizers[f] {
+			return nil, deny("immutable", "finalizer %q cannot be added to a sandbox %s", f, kind)
+		}
+	}
+	return &Decision{Tool: obj.labels()[contract.LabelTool]}, nil
+}
+
+// updateView is an object without what may change after admission: the server's metadata, finalizers,
+// the deletion marks and the status.
+func updateView(o object) map[string]any {
+	out := withoutServerFields(o)
+	delete(out, "status")
+	m := out["metadata"].(map[string]any)
+	for _, k := range []string{"finalizers", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+		delete(m, k)
+	}
+	return out
+}
