@@ -3,6 +3,7 @@ package cel
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"slices"
 	"strings"
 	"testing"
@@ -267,6 +268,46 @@ func jobMutations() []mutation {
 		}, nil},
 		// 21 no-shared-process-namespace
 		{"shared process namespace", func(j *batchv1.Job) { podSpec(j).ShareProcessNamespace = new(true) }, []string{"no-shared-process-namespace"}},
+		// Pod Security restricted parity (webhook/pss_test.go checks these against the Pod Security library).
+		{"pod-level runAsNonRoot false overridden per container", func(j *batchv1.Job) {
+			podSpec(j).SecurityContext.RunAsNonRoot = new(false)
+		}, []string{"run-as-non-root"}},
+		{"hostProcess pod", func(j *batchv1.Job) {
+			podSpec(j).SecurityContext.WindowsOptions = &corev1.WindowsSecurityContextOptions{HostProcess: new(true)}
+		}, []string{"no-host-process"}},
+		{"hostProcess sidecar", func(j *batchv1.Job) {
+			agent(j).SecurityContext.WindowsOptions = &corev1.WindowsSecurityContextOptions{HostProcess: new(true)}
+		}, []string{"no-host-process"}},
+		{"apparmor unconfined tool", func(j *batchv1.Job) {
+			tool(j).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		}, []string{"apparmor"}},
+		{"apparmor unconfined annotation", func(j *batchv1.Job) {
+			if j.Spec.Template.Annotations == nil {
+				j.Spec.Template.Annotations = map[string]string{}
+			}
+			j.Spec.Template.Annotations["container.apparmor.security.beta.kubernetes.io/tool"] = "unconfined"
+		}, []string{"apparmor"}},
+		{"apparmor localhost allowed", func(j *batchv1.Job) {
+			podSpec(j).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: new("p")}
+		}, nil},
+		{"selinux type spc_t", func(j *batchv1.Job) {
+			podSpec(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
+		}, []string{"selinux"}},
+		{"selinux user in sidecar", func(j *batchv1.Job) {
+			agent(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{User: "system_u"}
+		}, []string{"selinux"}},
+		{"selinux container_t allowed", func(j *batchv1.Job) {
+			tool(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "container_t"}
+		}, nil},
+		{"probe to another host", func(j *batchv1.Job) {
+			tool(j).ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}}
+		}, []string{"no-host-in-probes-and-hooks"}},
+		{"preStop to another host", func(j *batchv1.Job) {
+			tool(j).Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Host: "evil", Port: intstr.FromInt32(80)}}}
+		}, []string{"no-host-in-probes-and-hooks"}},
+		{"local probe allowed", func(j *batchv1.Job) {
+			tool(j).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}}
+		}, nil},
 		// 22 no-dns-overrides
 		{"host alias for vault", func(j *batchv1.Job) {
 			podSpec(j).HostAliases = []corev1.HostAlias{{IP: "10.0.0.66", Hostnames: []string{"vault.vault.svc"}}}
