@@ -16,6 +16,9 @@ import (
 // a ? b : c ? d : ... one level per operator, and x[*][*]... one level per splat. It returns the position of the first offending token, and false, when src
 // would nest deeper than MaxDepth.
 func nativeNesting(src []byte, template bool, start hcl.Pos) (hcl.Pos, string, bool) {
+	if off, ok := rawBrackets(src); !ok {
+		return hcl.Pos{Line: start.Line, Column: start.Column, Byte: start.Byte + off}, "nested more than 64 deep (brackets, braces, strings, templates or operators)", false
+	}
 	var toks hclsyntax.Tokens
 	if template {
 		toks, _ = hclsyntax.LexTemplate(src, "", start)
@@ -73,4 +76,27 @@ func nativeNesting(src []byte, template bool, start hcl.Pos) (hcl.Pos, string, b
 		}
 	}
 	return hcl.Pos{}, "", true
+}
+
+// rawBrackets refuses at once, before the lexer turns a megabyte of "[[[[" into a million tokens,
+// input whose brackets, braces and parentheses alone nest deeper than MaxDepth. It does not know
+// strings and comments, so an opener inside a string counts too: it may refuse a file whose
+// strings hold more than 64 unclosed brackets, and it never decides that anything is harmless (the
+// token scan that follows does).
+func rawBrackets(src []byte) (int, bool) {
+	depth := 0
+	for i, b := range src {
+		switch b {
+		case '{', '[', '(':
+			depth++
+			if depth > MaxDepth {
+				return i, false
+			}
+		case '}', ']', ')':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return 0, true
 }
