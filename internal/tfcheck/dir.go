@@ -77,7 +77,10 @@ var errNotRegular = errors.New("not a regular file")
 
 // readEntry reads one entry through root, which refuses links that lead outside it.
 func readEntry(root *os.Root, name string, typ fs.FileMode) ([]byte, error) {
-	if typ&^fs.ModeSymlink != 0 && !typ.IsRegular() {
+	switch {
+	case typ.IsDir():
+		return nil, fmt.Errorf("%w: a folder; a workspace is one flat folder (no modules in subfolders)", errNotRegular)
+	case typ&^fs.ModeSymlink != 0:
 		return nil, fmt.Errorf("%w (%s): a workspace is one flat folder of files", errNotRegular, typ.Type())
 	}
 	// Stat (through the link) before opening: opening a named pipe would block.

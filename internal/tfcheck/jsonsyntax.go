@@ -215,7 +215,7 @@ func (c *checker) bodyMembers(v *jvalue) ([]jmember, bool) {
 		var ms []jmember
 		for _, e := range v.elems {
 			if e.kind != jObject {
-				c.refuse(e.pos, "a JSON object is required here, to define arguments and blocks")
+				c.refuse(e.pos, "A JSON object is required here, to define arguments and blocks")
 				return nil, false
 			}
 			ms = append(ms, e.members...)
