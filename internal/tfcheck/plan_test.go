@@ -16,7 +16,7 @@ import (
 
 const (
 	runnerOverride = "zz_backend_override.tf"
-	statePath      = "/var/run/agent-sandbox/state/terraform.tfstate"
+	statePath      = "state/terraform.tfstate" // relative: terraform creates its folder in the test's own temporary folder
 )
 
 // runnerBackend is the override file a runner writes so that the plan records its local state file.
@@ -366,4 +366,25 @@ func msgpackMap(t *testing.T, kv ...any) []byte {
 		}
 	}
 	return buf.Bytes()
+}
+
+// TestCheckPlanFixtures checks the plans in testdata/plans, which terraform v1.11.4 wrote (so the
+// check runs where terraform is not installed): runner-backend.tfplan for a workspace with a
+// variable and an output plus the runner's override (backend "local", path
+// "state/terraform.tfstate"), implicit-backend.tfplan for an output and no backend block.
+func TestCheckPlanFixtures(t *testing.T) {
+	b, err := readFile("testdata/plans/runner-backend.tfplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPlan(b, planOpts()); err != nil {
+		t.Errorf("runner-backend.tfplan: %v", err)
+	}
+	b, err = readFile("testdata/plans/implicit-backend.tfplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPlan(b, testOpts); err != nil {
+		t.Errorf("implicit-backend.tfplan: %v", err)
+	}
 }
