@@ -37,7 +37,9 @@ func timed(t *testing.T, fn func()) {
 // FuzzCheckHCL feeds native-syntax files (configuration, variables, lock file) to Check. It must
 // never panic, and must finish quickly.
 func FuzzCheckHCL(f *testing.F) {
-	seedCorpus(f, func(n string) bool { return strings.HasSuffix(n, ".tf") || strings.HasSuffix(n, ".tfvars") || n == lockFileName })
+	seedCorpus(f, func(n string) bool {
+		return strings.HasSuffix(n, ".tf") || strings.HasSuffix(n, ".tfvars") || n == lockFileName
+	})
 	f.Add([]byte(strings.Repeat("!", 1000) + "x"))
 	f.Add([]byte("a = \"%{if a}%{for x in y}${x}%{endfor}%{endif}\""))
 	f.Fuzz(func(t *testing.T, src []byte) {
