@@ -28,6 +28,10 @@ func seedCorpus(f *testing.F, keep func(name string) bool) {
 
 func timed(t *testing.T, fn func()) {
 	start := time.Now()
+	// A hang would stall the fuzzer without a report; a panic from the timer makes it a crasher
+	// that go test saves under testdata/fuzz.
+	watchdog := time.AfterFunc(4*fuzzDeadline, func() { panic("fuzz input still running after " + (4 * fuzzDeadline).String()) })
+	defer watchdog.Stop()
 	fn()
 	if d := time.Since(start); d > fuzzDeadline {
 		t.Fatalf("took %v", d)
