@@ -270,8 +270,8 @@ func (c *checker) jsonBody(v *jvalue, r *blockRule, sc scope) {
 			}
 		case isBlock:
 			c.jsonBlocks(m.val, nil, nr.labels, pos, func(labels []string, body *jvalue, lpos hcl.Pos) {
-				if nr.label != nil && !nr.label(c, labels, lpos) {
-					return
+				if nr.label != nil {
+					nr.label(c, labels, lpos)
 				}
 				c.jsonBody(body, nr.rule, sc)
 			})

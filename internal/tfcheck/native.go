@@ -99,8 +99,8 @@ func (c *checker) nativeBody(b *hclsyntax.Body, r *blockRule, sc scope) {
 			c.refuse(pos, "%s block takes %d label(s), not %d", blk.Type, nr.labels, len(blk.Labels))
 			continue
 		}
-		if nr.label != nil && !nr.label(c, blk.Labels, pos) {
-			continue
+		if nr.label != nil {
+			nr.label(c, blk.Labels, pos)
 		}
 		c.nativeBody(blk.Body, nr.rule, sc)
 	}

@@ -55,8 +55,9 @@ type blockRule struct {
 type nestedRule struct {
 	// labels is the number of labels.
 	labels int
-	// label checks the labels; it returns false to skip the body.
-	label func(c *checker, labels []string, pos hcl.Pos) bool
+	// label checks the labels. The body is checked even when they are refused, so that a
+	// refusal lists everything wrong (a null_resource and its provisioner).
+	label func(c *checker, labels []string, pos hcl.Pos)
 	rule  *blockRule
 }
 
@@ -179,56 +180,46 @@ var lockRules = &blockRule{
 	},
 }
 
-func labelIdents(c *checker, labels []string, pos hcl.Pos) bool {
+func labelIdents(c *checker, labels []string, pos hcl.Pos) {
 	for _, l := range labels {
 		if !isIdent(l) {
 			c.refuse(pos, "name %q is not a plain identifier", l)
-			return false
 		}
 	}
-	return true
 }
 
-func labelProvider(c *checker, labels []string, pos hcl.Pos) bool {
+func labelProvider(c *checker, labels []string, pos hcl.Pos) {
 	if labels[0] != "kubernetes" {
 		c.refuse(pos, "provider %q is not allowed: only the kubernetes provider", labels[0])
-		return false
 	}
-	return true
 }
 
-func labelResource(c *checker, labels []string, pos hcl.Pos) bool {
+func labelResource(c *checker, labels []string, pos hcl.Pos) {
 	typ := labels[0]
 	switch {
 	case refusedResourceTypes[typ] != "":
 		c.refuse(pos, "resource %q is not allowed: %s", typ, refusedResourceTypes[typ])
-		return false
 	case !resourceTypes[typ]:
 		c.refuse(pos, "resource %q is not allowed: only the kubernetes provider's resources (others, like null_resource, terraform_data or local_file, can run programs or touch the sandbox)", typ)
-		return false
 	}
-	return labelIdents(c, labels[1:], pos)
+	labelIdents(c, labels[1:], pos)
 }
 
-func labelData(c *checker, labels []string, pos hcl.Pos) bool {
+func labelData(c *checker, labels []string, pos hcl.Pos) {
 	typ := labels[0]
 	switch {
 	case refusedDataSourceTypes[typ] != "":
 		c.refuse(pos, "data source %q is not allowed: %s", typ, refusedDataSourceTypes[typ])
-		return false
 	case !dataSourceTypes[typ]:
 		c.refuse(pos, "data source %q is not allowed: only the kubernetes provider's data sources (others, like external, http or terraform_remote_state, run programs or reach the network)", typ)
-		return false
 	}
-	return labelIdents(c, labels[1:], pos)
+	labelIdents(c, labels[1:], pos)
 }
 
-func labelLock(c *checker, labels []string, pos hcl.Pos) bool {
+func labelLock(c *checker, labels []string, pos hcl.Pos) {
 	if labels[0] != lockProviderAddress {
 		c.refuse(pos, "lock file provider %q is not allowed: only %s", labels[0], lockProviderAddress)
-		return false
 	}
-	return true
 }
 
 // requiredProvider checks one entry of required_providers: kubernetes only, from the registry
