@@ -93,7 +93,7 @@ func TestAttacksAreReal(t *testing.T) {
 		{
 			// terraform.applying is ephemeral, so Terraform lets it reach only provider
 			// configuration, provisioners and checks; a check shows the divergence offline.
-			name: "terraform.applying: a saved plan that passes, whose apply does not",
+			name:  "terraform.applying: a saved plan that passes, whose apply does not",
 			files: map[string]string{"main.tf": "check \"phase\" {\n  assert {\n    condition     = !terraform.applying\n    error_message = \"now applying\"\n  }\n}\n"},
 			prove: func(t *testing.T, tf *tfEnv) {
 				tf.mustRun("init", "-input=false", "-no-color")
