@@ -155,7 +155,7 @@ func (c *checker) nativeDynamic(blk *hclsyntax.Block, sc scope) {
 
 // nativeArg checks an argument's expression as its kind requires.
 func (c *checker) nativeArg(e hclsyntax.Expression, kind argKind, sc scope) {
-	pos := e.StartRange().Start
+	pos := e.Range().Start
 	switch kind {
 	case argExpr:
 		c.expr(e, modeExpr, sc)
@@ -184,7 +184,7 @@ func (c *checker) nativeArg(e hclsyntax.Expression, kind argKind, sc scope) {
 				return
 			}
 			if _, ok := x.(*hclsyntax.ScopeTraversalExpr); !ok {
-				c.refuse(x.StartRange().Start, "ignore_changes must list attribute paths")
+				c.refuse(x.Range().Start, "ignore_changes must list attribute paths")
 			}
 		}
 	case argAddress:
