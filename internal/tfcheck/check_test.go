@@ -141,6 +141,8 @@ func TestRules(t *testing.T) {
 		{"json provider ref", "main.tf.json", `{"resource": {"kubernetes_namespace": {"n": {"provider": "kubernetes.b"}}}}`, ""},
 		{"json ignore_changes", "main.tf.json", `{"resource": {"kubernetes_namespace": {"n": {"lifecycle": {"ignore_changes": "all"}}}}}`, ""},
 		{"json ignore_changes other keyword", "main.tf.json", `{"resource": {"kubernetes_namespace": {"n": {"lifecycle": {"ignore_changes": "file(x)"}}}}}`, "invalid syntax"},
+		{"json replace_triggered_by is an expression", "main.tf.json", `{"resource": {"kubernetes_pod": {"p": {"lifecycle": {"replace_triggered_by": ["kubernetes_pod.a[file(\"x\")]"]}}}}}`, "function file()"},
+		{"json replace_triggered_by", "main.tf.json", `{"resource": {"kubernetes_pod": {"p": {"lifecycle": {"replace_triggered_by": ["kubernetes_pod.a[count.index].id"]}}}}}`, ""},
 		{"json moved", "main.tf.json", `{"moved": {"from": "kubernetes_pod.a", "to": "kubernetes_pod.b"}}`, ""},
 		{"json dynamic not an object", "main.tf.json", `{"resource": {"kubernetes_namespace": {"n": {"metadata": {"labels": {"dynamic": "${file(\"x\")}"}}}}}}`, "function file()"},
 		{"json escaped template", "main.tf.json", `{"output": {"x": {"value": "$${file(\"x\")}"}}}`, ""},

@@ -447,6 +447,24 @@ func (c *checker) jsonArg(v *jvalue, kind argKind, sc scope) {
 		if v.kind != jString || !isIdent(v.str) {
 			c.refuse(v.pos, "must be a plain name")
 		}
+	case argRefList:
+		// Terraform (configs.unwrapJSONRefExpr) parses each string as a native expression.
+		if v.kind != jArray {
+			c.refuse(v.pos, "replace_triggered_by must be a list of references")
+			return
+		}
+		for _, e := range v.elems {
+			if !c.count(e.pos) {
+				return
+			}
+			if e.kind != jString {
+				c.refuse(e.pos, "replace_triggered_by must be a list of references")
+				continue
+			}
+			if x := c.parseNativeExpr(e.str, e.pos); x != nil {
+				c.expr(x, modeExpr, sc)
+			}
+		}
 	}
 }
 

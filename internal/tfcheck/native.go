@@ -157,7 +157,7 @@ func (c *checker) nativeDynamic(blk *hclsyntax.Block, sc scope) {
 func (c *checker) nativeArg(e hclsyntax.Expression, kind argKind, sc scope) {
 	pos := e.Range().Start
 	switch kind {
-	case argExpr:
+	case argExpr, argRefList:
 		c.expr(e, modeExpr, sc)
 	case argLiteral:
 		c.expr(e, modeLiteral, sc)

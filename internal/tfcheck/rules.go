@@ -29,6 +29,9 @@ const (
 	argAddress
 	// argKeyword is a bare name: a dynamic block's iterator.
 	argKeyword
+	// argRefList is lifecycle.replace_triggered_by: a list of references. In JSON syntax Terraform
+	// parses each string as a native expression, not as a template.
+	argRefList
 )
 
 // blockRule is what a block's body may hold.
@@ -74,7 +77,7 @@ var resourceLifecycleRule = &blockRule{
 		"create_before_destroy": argLiteral,
 		"prevent_destroy":       argLiteral,
 		"ignore_changes":        argIgnoreChanges,
-		"replace_triggered_by":  argExpr,
+		"replace_triggered_by":  argRefList,
 	},
 	blocks: map[string]*nestedRule{
 		"precondition":  {rule: conditionRule},
