@@ -65,7 +65,11 @@ func FuzzCheckJSON(f *testing.F) {
 	f.Add([]byte(`{"resource": {"kubernetes_pod": {"p": {"dynamic": {"x": {"for_each": "${var.a}", "content": {"b": "${x.value}"}}}}}}}`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		timed(t, func() {
-			_ = Check(map[string][]byte{"main.tf.json": src}, testOpts)
+			if Check(map[string][]byte{"main.tf.json": src}, testOpts) == nil {
+				if found := jsonOracle(src); len(found) > 0 {
+					t.Fatalf("accepted, but HCL's JSON decoder finds %v in it", found)
+				}
+			}
 			_ = Check(map[string][]byte{"main.tf": []byte(okTF), "a.tfvars.json": src}, testOpts)
 		})
 	})
