@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	hcljson "github.com/hashicorp/hcl/v2/json"
 )
 
@@ -215,4 +216,63 @@ func genBody(rng *rand.Rand, depth int) string {
 		parts = append(parts, key(rng, name)+": "+val)
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// nativeOracle walks a native-syntax file with hclsyntax.VisitAll, which knows nothing of the
+// allowlist's structure, and lists what must never be in an accepted file: a function outside the
+// allowlist (type constructors aside), terraform.applying, and refused block types anywhere, or
+// any block in a provider.
+func nativeOracle(src []byte) []string {
+	f, diags := hclsyntax.ParseConfig(src, "main.tf", hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil
+	}
+	var found []string
+	inProvider := map[*hclsyntax.Body]bool{}
+	_ = hclsyntax.VisitAll(f.Body.(*hclsyntax.Body), func(n hclsyntax.Node) hcl.Diagnostics {
+		switch n := n.(type) {
+		case *hclsyntax.Block:
+			switch n.Type {
+			case "provisioner", "connection", "module", "import", "check", "removed", "ephemeral", "backend", "cloud":
+				found = append(found, n.Type+" block")
+			case "provider":
+				inProvider[n.Body] = true
+			}
+		case *hclsyntax.Body:
+			for _, b := range n.Blocks {
+				if inProvider[n] {
+					found = append(found, "block "+b.Type+" in provider")
+				}
+			}
+		case *hclsyntax.FunctionCallExpr:
+			if !functions[n.Name] && !typeFunctions[n.Name] {
+				found = append(found, "function "+n.Name)
+			}
+		case *hclsyntax.ScopeTraversalExpr:
+			if n.Traversal.RootName() == "terraform" && len(n.Traversal) > 1 {
+				if a, ok := n.Traversal[1].(hcl.TraverseAttr); ok && a.Name == "applying" {
+					found = append(found, "terraform.applying")
+				}
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// TestNativeOracle: the good corpus holds nothing the native oracle finds.
+func TestNativeOracle(t *testing.T) {
+	cases, err := Corpus("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		for name, src := range c.Files {
+			if !c.Malicious && strings.HasSuffix(name, ".tf") {
+				if found := nativeOracle(src); len(found) > 0 {
+					t.Errorf("%s/%s: the oracle finds %v", c.Name, name, found)
+				}
+			}
+		}
+	}
 }
