@@ -1,0 +1,148 @@
+//go:build unix
+
+package tfcheck
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const okTF = "output \"x\" {\n  value = \"ok\"\n}\n"
+
+// configMapVolume lays out files the way the kubelet mounts a ConfigMap: the data in a timestamped
+// folder, ..data linking to it, and each key a link through ..data.
+func configMapVolume(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ts := "..2024_01_01_00_00_00.000000001"
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, ts, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestCheckDirConfigMap(t *testing.T) {
+	dir := configMapVolume(t, map[string]string{"main.tf": okTF, "terraform.tfvars": "x = 1\n"})
+	files, err := CheckDir(dir, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || string(files["main.tf"]) != okTF {
+		t.Fatalf("files = %v", files)
+	}
+}
+
+func TestCheckDirRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, dir string)
+		reason string
+	}{
+		{"a subfolder", func(t *testing.T, dir string) {
+			mustMkdir(t, filepath.Join(dir, "modules"))
+		}, "a folder"},
+		{"a link to a subfolder", func(t *testing.T, dir string) {
+			mustMkdir(t, filepath.Join(dir, "sub"))
+			mustSymlink(t, "sub", filepath.Join(dir, "sub.tf"))
+		}, "a folder"},
+		{"a link leading outside", func(t *testing.T, dir string) {
+			outside := filepath.Join(t.TempDir(), "secret.tf")
+			mustWrite(t, outside, okTF)
+			mustSymlink(t, outside, filepath.Join(dir, "evil.tf"))
+		}, "leading outside"},
+		{"a relative link climbing out", func(t *testing.T, dir string) {
+			mustSymlink(t, "../../../../../../etc/hostname", filepath.Join(dir, "evil.tf"))
+		}, "leading outside"},
+		{"a named pipe", func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, "pipe.tf"), 0o600); err != nil {
+				t.Skip("mkfifo:", err)
+			}
+		}, "not a regular file"},
+		{"a link to a named pipe", func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, "..pipe"), 0o600); err != nil {
+				t.Skip("mkfifo:", err)
+			}
+			mustSymlink(t, "..pipe", filepath.Join(dir, "pipe.tf"))
+		}, "not a regular file"},
+		{"an oversize file", func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "big.tf"), strings.Repeat("#", MaxFileSize+1))
+		}, "a file holds at most"},
+		{"a name outside the alphabet", func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "ma in.tf"), okTF)
+		}, "file name"},
+		{"a unicode name", func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "mаin.tf"), okTF)
+		}, "file name"},
+		{"an override file", func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "x_override.tf"), okTF)
+		}, "override files"},
+		{"a README", func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "README.md"), "hi")
+		}, "not a workspace file"},
+		{"a bad workspace", func(t *testing.T, dir string) {
+			mustWrite(t, filepath.Join(dir, "evil.tf"), "output \"x\" {\n  value = file(\"/etc/passwd\")\n}\n")
+		}, "function file()"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mustWrite(t, filepath.Join(dir, "main.tf"), okTF)
+			tt.setup(t, dir)
+			files, err := CheckDir(dir, testOpts)
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("not refused: files %v, err %v", files, err)
+			}
+			if files != nil {
+				t.Errorf("files returned with a refusal")
+			}
+			if !strings.Contains(err.Error(), tt.reason) {
+				t.Fatalf("refused, but not for %q:\n%v", tt.reason, err)
+			}
+		})
+	}
+}
+
+func TestCheckDirMissing(t *testing.T) {
+	_, err := CheckDir(filepath.Join(t.TempDir(), "nope"), testOpts)
+	if err == nil || errors.Is(err, ErrRefused) {
+		t.Fatalf("err = %v, want a plain error", err)
+	}
+}
+
+func mustMkdir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustWrite(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,308 @@
+package tfcheck
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// exprMode says what an expression may contain.
+type exprMode int
+
+const (
+	// modeExpr admits allowed function calls and references.
+	modeExpr exprMode = iota
+	// modeLiteral admits constants only: literal values, strings, tuples and objects of them.
+	modeLiteral
+	// modeType admits a type constraint: string, list(object({a = number})), optional(...).
+	modeType
+)
+
+// scope holds the names an expression binds itself (for expression variables, dynamic block
+// iterators); they shadow Terraform's own root names, so a reference to one is not a reference to
+// the outside world.
+type scope map[string]bool
+
+func (s scope) with(names ...string) scope {
+	n := maps.Clone(s)
+	if n == nil {
+		n = scope{}
+	}
+	for _, name := range names {
+		if name != "" {
+			n[name] = true
+		}
+	}
+	return n
+}
+
+// expr checks a native-syntax expression (also the templates of JSON strings) and everything in it.
+func (c *checker) expr(e hclsyntax.Expression, mode exprMode, sc scope) {
+	c.walkExpr(e, mode, sc, 0)
+}
+
+func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, depth int) {
+	if e == nil || c.full() {
+		return
+	}
+	pos := e.StartRange().Start
+	if depth > maxExprDepth {
+		c.refuse(pos, "expression nested more than %d deep", maxExprDepth)
+		return
+	}
+	if !c.count(pos) {
+		return
+	}
+	d := depth + 1
+	if mode == modeType {
+		c.typeExpr(e, sc, d)
+		return
+	}
+	constant := mode == modeLiteral
+	switch e := e.(type) {
+	case *hclsyntax.LiteralValueExpr:
+	case *hclsyntax.TemplateExpr:
+		for _, p := range e.Parts {
+			c.walkExpr(p, mode, sc, d)
+		}
+	case *hclsyntax.TemplateWrapExpr:
+		c.walkExpr(e.Wrapped, mode, sc, d)
+	case *hclsyntax.TupleConsExpr:
+		for _, x := range e.Exprs {
+			c.walkExpr(x, mode, sc, d)
+		}
+	case *hclsyntax.ObjectConsExpr:
+		for _, item := range e.Items {
+			c.walkExpr(item.KeyExpr, mode, sc, d)
+			c.walkExpr(item.ValueExpr, mode, sc, d)
+		}
+	case *hclsyntax.ObjectConsKeyExpr:
+		// A key that is a bare name (app = ...) is a literal string, not a reference; anything
+		// else (a parenthesized name, a.b, a call) is evaluated. This is hclsyntax's own rule.
+		if t, ok := e.Wrapped.(*hclsyntax.ScopeTraversalExpr); ok && len(t.Traversal) == 1 && !e.ForceNonLiteral {
+			return
+		}
+		c.walkExpr(e.Wrapped, mode, sc, d)
+	case *hclsyntax.ParenthesesExpr:
+		c.walkExpr(e.Expression, mode, sc, d)
+	case *hclsyntax.UnaryOpExpr:
+		if constant && e.Op != hclsyntax.OpNegate {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		c.walkExpr(e.Val, mode, sc, d)
+	case *hclsyntax.FunctionCallExpr:
+		if constant {
+			c.refuse(pos, "function call %s(): only constant values are allowed here", e.Name)
+			return
+		}
+		c.call(e, pos)
+		for _, a := range e.Args {
+			c.walkExpr(a, mode, sc, d)
+		}
+	case *hclsyntax.ScopeTraversalExpr:
+		if constant {
+			c.refuse(pos, "reference %s: only constant values are allowed here", traversalString(e.Traversal))
+			return
+		}
+		c.reference(e.Traversal, sc, pos)
+	case *hclsyntax.RelativeTraversalExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		c.walkExpr(e.Source, mode, sc, d)
+	case *hclsyntax.IndexExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		c.walkExpr(e.Collection, mode, sc, d)
+		c.walkExpr(e.Key, mode, sc, d)
+	case *hclsyntax.SplatExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		c.walkExpr(e.Source, mode, sc, d)
+		c.walkExpr(e.Each, mode, sc, d)
+	case *hclsyntax.AnonSymbolExpr:
+		// The element placeholder of a splat.
+	case *hclsyntax.BinaryOpExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		c.walkExpr(e.LHS, mode, sc, d)
+		c.walkExpr(e.RHS, mode, sc, d)
+	case *hclsyntax.ConditionalExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		c.walkExpr(e.Condition, mode, sc, d)
+		c.walkExpr(e.TrueResult, mode, sc, d)
+		c.walkExpr(e.FalseResult, mode, sc, d)
+	case *hclsyntax.TemplateJoinExpr:
+		c.walkExpr(e.Tuple, mode, sc, d)
+	case *hclsyntax.ForExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+		// The collection is evaluated outside the for expression's own names.
+		c.walkExpr(e.CollExpr, mode, sc, d)
+		inner := sc.with(e.KeyVar, e.ValVar)
+		c.walkExpr(e.KeyExpr, mode, inner, d)
+		c.walkExpr(e.ValExpr, mode, inner, d)
+		c.walkExpr(e.CondExpr, mode, inner, d)
+	default:
+		// A kind of expression this checker does not know (say, from a newer hclsyntax) is refused
+		// rather than passed over.
+		c.refuse(pos, "unsupported expression (%T)", e)
+	}
+}
+
+// call checks a function name against the allowlist.
+func (c *checker) call(e *hclsyntax.FunctionCallExpr, pos hcl.Pos) {
+	name := e.Name
+	switch {
+	case strings.HasPrefix(name, "provider::"):
+		c.refuse(pos, "function %s(): provider-defined functions are not allowed (they run provider code outside the plan's resources)", name)
+	case strings.Contains(name, "::"):
+		c.refuse(pos, "function %s(): namespaced function names are not allowed", name)
+	case functions[name]:
+	case refusedFunctions[name] != "":
+		c.refuse(pos, "function %s() is not allowed: %s", name, refusedFunctions[name])
+	default:
+		c.refuse(pos, "function %s() is not allowed: not a known pure function", name)
+	}
+}
+
+// reference checks what a reference names. Terraform resolves the root name of a traversal (var,
+// local, data, a resource type, ...); see its addrs.parseRef.
+func (c *checker) reference(t hcl.Traversal, sc scope, pos hcl.Pos) {
+	root := t.RootName()
+	if sc[root] {
+		return
+	}
+	attr := func(i int) (string, bool) {
+		if len(t) <= i {
+			return "", false
+		}
+		a, ok := t[i].(hcl.TraverseAttr)
+		return a.Name, ok
+	}
+	switch root {
+	case "var", "local", "path", "count", "each", "self":
+		return
+	case "terraform":
+		name, ok := attr(1)
+		switch {
+		case ok && name == "workspace":
+			return
+		case ok && name == "applying":
+			c.refuse(pos, "reference terraform.applying is not allowed: it lets a plan look harmless and act differently at apply")
+		default:
+			c.refuse(pos, "reference %s is not allowed: of terraform.*, only terraform.workspace", traversalString(t))
+		}
+	case "data":
+		typ, ok := attr(1)
+		if !ok || !dataSourceTypes[typ] {
+			c.refuse(pos, "reference %s is not allowed: not an allowed kubernetes data source", traversalString(t))
+		}
+	case "resource":
+		typ, ok := attr(1)
+		if !ok || !resourceTypes[typ] {
+			c.refuse(pos, "reference %s is not allowed: not an allowed kubernetes resource", traversalString(t))
+		}
+	case "module":
+		c.refuse(pos, "reference %s is not allowed: modules are not allowed", traversalString(t))
+	default:
+		if !resourceTypes[root] {
+			c.refuse(pos, "reference %s is not allowed: %q is not a known name (var, local, data, path, count, each, self, terraform.workspace or an allowed kubernetes resource type)", traversalString(t), root)
+		}
+	}
+}
+
+// typeExpr checks a type constraint: it is read by Terraform's typeexpr, never evaluated, so it
+// may only be made of type keywords and type constructors.
+func (c *checker) typeExpr(e hclsyntax.Expression, sc scope, depth int) {
+	pos := e.StartRange().Start
+	switch e := e.(type) {
+	case *hclsyntax.ScopeTraversalExpr:
+		if len(e.Traversal) != 1 || !typeKeywords[e.Traversal.RootName()] {
+			c.refuse(pos, "%s is not a type", traversalString(e.Traversal))
+		}
+	case *hclsyntax.FunctionCallExpr:
+		if !typeFunctions[e.Name] {
+			c.refuse(pos, "%s() is not a type constructor", e.Name)
+			return
+		}
+		for i, a := range e.Args {
+			if e.Name == "optional" && i == 1 {
+				// optional(type, default): the default is a constant value.
+				c.walkExpr(a, modeLiteral, sc, depth)
+				continue
+			}
+			c.walkExpr(a, modeType, sc, depth)
+		}
+	case *hclsyntax.ObjectConsExpr:
+		for _, item := range e.Items {
+			k, ok := item.KeyExpr.(*hclsyntax.ObjectConsKeyExpr)
+			if !ok {
+				c.refuse(pos, "invalid object type attribute")
+				continue
+			}
+			if t, ok := k.Wrapped.(*hclsyntax.ScopeTraversalExpr); !ok || len(t.Traversal) != 1 || k.ForceNonLiteral {
+				c.walkExpr(k.Wrapped, modeLiteral, sc, depth)
+			}
+			c.walkExpr(item.ValueExpr, modeType, sc, depth)
+		}
+	case *hclsyntax.TupleConsExpr:
+		for _, x := range e.Exprs {
+			c.walkExpr(x, modeType, sc, depth)
+		}
+	case *hclsyntax.ParenthesesExpr:
+		c.walkExpr(e.Expression, modeType, sc, depth)
+	default:
+		c.refuse(pos, "not a type constraint")
+	}
+}
+
+// traversalString renders a traversal for messages: a.b["c"][0].
+func traversalString(t hcl.Traversal) string {
+	var b strings.Builder
+	for _, step := range t {
+		switch s := step.(type) {
+		case hcl.TraverseRoot:
+			b.WriteString(s.Name)
+		case hcl.TraverseAttr:
+			b.WriteString(".")
+			b.WriteString(s.Name)
+		case hcl.TraverseIndex:
+			b.WriteString("[")
+			b.WriteString(keyString(s.Key))
+			b.WriteString("]")
+		case hcl.TraverseSplat:
+			b.WriteString("[*]")
+		}
+	}
+	return b.String()
+}
+
+func keyString(k cty.Value) string {
+	switch {
+	case !k.IsKnown() || k.IsNull():
+		return "?"
+	case k.Type() == cty.String:
+		return fmt.Sprintf("%q", k.AsString())
+	case k.Type() == cty.Number:
+		return k.AsBigFloat().Text('g', -1)
+	}
+	return "?"
+}

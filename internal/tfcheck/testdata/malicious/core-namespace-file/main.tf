@@ -1,0 +1,3 @@
+output "leak" {
+  value = core::file("/var/run/agent-sandbox/credentials/kubeconfig")
+}

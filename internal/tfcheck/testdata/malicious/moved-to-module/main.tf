@@ -1,0 +1,4 @@
+moved {
+  from = kubernetes_namespace.a
+  to   = module.m.kubernetes_namespace.a
+}

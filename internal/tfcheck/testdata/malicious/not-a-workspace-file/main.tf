@@ -1,0 +1,3 @@
+output "x" {
+  value = "ok"
+}

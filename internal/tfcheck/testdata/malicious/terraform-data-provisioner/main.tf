@@ -1,0 +1,6 @@
+resource "terraform_data" "x" {
+  input = "x"
+  provisioner "local-exec" {
+    command = "id"
+  }
+}

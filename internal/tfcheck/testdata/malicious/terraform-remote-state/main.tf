@@ -1,0 +1,6 @@
+data "terraform_remote_state" "x" {
+  backend = "local"
+  config = {
+    path = "/var/run/agent-sandbox/terraform.tfstate"
+  }
+}

@@ -1,0 +1,1 @@
+x = file("/var/run/agent-sandbox/credentials/kubeconfig")

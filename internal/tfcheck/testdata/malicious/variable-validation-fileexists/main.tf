@@ -1,0 +1,8 @@
+variable "x" {
+  type    = string
+  default = "a"
+  validation {
+    condition     = fileexists("/var/run/agent-sandbox/credentials/kubeconfig")
+    error_message = "probe"
+  }
+}
