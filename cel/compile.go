@@ -125,7 +125,15 @@ type Program struct {
 	// if there are fewer than two rules or the conjunction did not compile.
 	all     celgo.Program
 	adapter types.Adapter
+	// renderedOnly is true when no rule reads a field that differs between objects of one rendering.
+	renderedOnly bool
 }
+
+// ReadsOnlyRenderedFields reports whether every rule reads the object only through fields that are the
+// same for all Jobs (or all Pods) of one rendering of a tool call — not the object's metadata (name, UID,
+// labels, timestamps), the Job's selector or the pod template's labels. When it holds, a verdict on one
+// object holds for every object that differs from it only in those fields, so a caller may reuse it.
+func (p *Program) ReadsOnlyRenderedFields() bool { return p.renderedOnly }
 
 type compiledRule struct {
 	Rule
@@ -167,6 +175,7 @@ func Compile(rules []Rule, version string, opts ...Option) (*Program, error) {
 	var errs []FieldError
 	firstPath := make(map[string]string, len(rules))
 	compiled := make([]compiledRule, 0, len(rules))
+	renderedOnly := true
 	for _, r := range rules {
 		switch first, dup := firstPath[r.Name]; {
 		case strings.TrimSpace(r.Name) == "":
@@ -198,6 +207,9 @@ func Compile(rules []Rule, version string, opts ...Option) (*Program, error) {
 			continue
 		}
 		compiled = append(compiled, compiledRule{Rule: r, program: prg})
+		if !readsOnlyRendered(ast.NativeRep().Expr()) {
+			renderedOnly = false
+		}
 	}
 	if len(errs) > 0 {
 		return nil, &CompileError{Errs: errs}
@@ -207,6 +219,8 @@ func Compile(rules []Rule, version string, opts ...Option) (*Program, error) {
 		rules:   compiled,
 		all:     conjunction(env, compiled, progOpts),
 		adapter: env.CELTypeAdapter(),
+
+		renderedOnly: renderedOnly,
 	}, nil
 }
 

@@ -9,5 +9,6 @@ export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
 rc=0
 scripts/verify-cluster.sh || rc=1
 go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
-  --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" ${VERBOSE:+-v} || rc=1
+  --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" \
+  --vault-addr "${VAULT_ADDR:-http://127.0.0.1:8200}" --sa-signing-key "$AS_STATE/pki/sa.key" ${VERBOSE:+-v} || rc=1
 exit $rc

@@ -90,6 +90,8 @@ type Checker struct {
 	Identities Identities
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+
+	cache expectations
 }
 
 // SetPolicy swaps in a compiled policy. Callers compile first: a policy that does not compile never
@@ -120,6 +122,8 @@ type Decision struct {
 	Warnings []string
 	// ApprovalTokenID is set when a Job consumed an approval.
 	ApprovalTokenID string
+	// Fast is set when the Job was decided on the fast path (it was exactly its rendering).
+	Fast bool
 }
 
 func (c *Checker) now() time.Time {

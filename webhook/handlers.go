@@ -39,7 +39,7 @@ func Handlers(scheme *runtime.Scheme, c *Checker, m *Metrics) map[string]http.Ha
 	}
 	return map[string]http.Handler{
 		PathMutateJobs:   admission.WithDefaulter[*batchv1.Job](scheme, &jobDefaulter{c: c, m: m}),
-		PathValidateJobs: raw("Job", c.CheckJob),
+		PathValidateJobs: &admission.Webhook{Handler: jobHandler(c, m)},
 		PathValidatePods: raw("Pod", c.CheckPod),
 		PathPodSubresources: raw("Pod/subresource", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
 			return c.CheckPodSubresource(ctx, r)
@@ -84,6 +84,20 @@ func rawHandler(m *Metrics, kind string, check func(context.Context, Request, ob
 			d, err = check(ctx, r, obj, old)
 		}
 		warnings, err := record(ctx, m, kind, r, start, d, err)
+		if err != nil {
+			return admission.Denied(err.Error())
+		}
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+}
+
+// jobHandler hands the Job's bytes to CheckJobRaw, which decodes them only when the fast path cannot decide.
+func jobHandler(c *Checker, m *Metrics) admission.HandlerFunc {
+	return func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		r := requestOf(req)
+		d, err := c.CheckJobRaw(ctx, r, req.Object.Raw, req.OldObject.Raw)
+		warnings, err := record(ctx, m, "Job", r, start, d, err)
 		if err != nil {
 			return admission.Denied(err.Error())
 		}
@@ -151,6 +165,9 @@ func record(ctx context.Context, m *Metrics, kind string, r Request, start time.
 		return nil, err
 	}
 	m.decisions.WithLabelValues(kind, r.Operation, decisionAllowed, "").Inc()
+	if d.Fast {
+		m.fastPath.Inc()
+	}
 	if d.ApprovalTokenID != "" {
 		m.approvals.WithLabelValues(map[bool]string{true: "dry-run", false: "consumed"}[r.DryRun]).Inc()
 	}

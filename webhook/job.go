@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +11,34 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
+
+// CheckJobRaw decides on a Job as the API server sent it: a new Job that is exactly its rendering takes the
+// fast path (fast.go); every other Job, and every UPDATE, is decoded and checked field by field.
+func (c *Checker) CheckJobRaw(ctx context.Context, req Request, raw, oldRaw []byte) (*Decision, error) {
+	p, err := c.loaded()
+	if err != nil {
+		return nil, err
+	}
+	if req.Operation == "CREATE" {
+		if d, err := c.fastJob(ctx, p, req, raw); err != errNotFast {
+			if d != nil {
+				d.Fast = true
+			}
+			return d, err
+		}
+	}
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return nil, deny("decode", "%v", err)
+	}
+	var old object
+	if len(oldRaw) > 0 {
+		if old, err = decodeObject(oldRaw); err != nil {
+			return nil, deny("decode", "%v", err)
+		}
+	}
+	return c.CheckJob(ctx, req, obj, old)
+}
 
 // CheckJob decides on a Job in a sandbox namespace. A new Job must be exactly what the policy renders for
 // its declared tool and parameters, plus the webhook's own injection, plus what the API server adds; any
@@ -65,20 +92,10 @@ func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, 
 	if err != nil {
 		return deny("decode", "cannot read the %s: %v", kind, err)
 	}
-	violations := p.Rules.Evaluate(ctx, in)
-	if len(violations) == 0 {
-		return nil
+	if vs := p.Rules.Evaluate(ctx, in); len(vs) > 0 {
+		return violationsDenial(vs)
 	}
-	if len(violations) == 1 {
-		return deny(violations[0].Rule, "%s", violations[0].Message)
-	}
-	parts := make([]string, len(violations))
-	names := make([]string, len(violations))
-	for i, v := range violations {
-		parts[i] = v.Rule + ": " + v.Message
-		names[i] = v.Rule
-	}
-	return &Denial{Rule: strings.Join(names, ","), Reason: fmt.Sprintf("%d rules failed: %s", len(violations), strings.Join(parts, "; "))}
+	return nil
 }
 
 // checkUpdate admits only the bookkeeping that Kubernetes itself does on a sandbox Job or Pod once it

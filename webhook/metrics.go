@@ -8,6 +8,7 @@ type Metrics struct {
 	latency    *prometheus.HistogramVec
 	approvals  *prometheus.CounterVec
 	injections prometheus.Counter
+	fastPath   prometheus.Counter
 	reloads    *prometheus.CounterVec
 	policyInfo *prometheus.GaugeVec
 }
@@ -28,6 +29,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "agent_sandbox_approvals_total",
 			Help: "Approval tokens accepted at admission: consumed (recorded in the ledger) or checked for a dry run.",
 		}, []string{"result"}),
+		fastPath: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agent_sandbox_admission_fast_path_total",
+			Help: "Sandbox Jobs admitted on the fast path: byte for byte their policy rendering, decided from a cached expectation.",
+		}),
 		injections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agent_sandbox_credential_agent_injections_total",
 			Help: "Sandbox Jobs into which the credential agent was injected.",
@@ -41,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "The policy in force (value 1), by name and version.",
 		}, []string{"name", "version"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.approvals, m.injections, m.reloads, m.policyInfo} {
+	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.approvals, m.injections, m.fastPath, m.reloads, m.policyInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

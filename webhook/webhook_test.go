@@ -5,8 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"os"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -254,15 +254,34 @@ func TestCheckJobGood(t *testing.T) {
 
 // TestCheckJobViolations is "one good Job, one mutation per violation": every mutation must be refused
 // by the rule named, with a one-line reason.
+type violationCase struct {
+	name   string
+	mutate func(j *batchv1.Job)
+	rule   string
+}
+
 func TestCheckJobViolations(t *testing.T) {
+	for _, tt := range violationCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			j := f.job(t, "k8s_get_pod_status", podParams(), "")
+			tt.mutate(j)
+			_, err := f.checkJob(t, j, Request{})
+			if got := ruleOf(err); got != tt.rule {
+				t.Fatalf("rule %q (%v), want %q", got, err, tt.rule)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("denial is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func violationCases() []violationCase {
 	tool := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.Containers[0] }
 	sidecar := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.InitContainers[0] }
 	spec := func(j *batchv1.Job) *corev1.PodSpec { return &j.Spec.Template.Spec }
-	tests := []struct {
-		name   string
-		mutate func(j *batchv1.Job)
-		rule   string
-	}{
+	return []violationCase{
 		{"runc", func(j *batchv1.Job) { spec(j).RuntimeClassName = ptr.To("runc") }, "runtime-class"},
 		{"no runtime class", func(j *batchv1.Job) { spec(j).RuntimeClassName = nil }, "runtime-class"},
 		{"host network", func(j *batchv1.Job) { spec(j).HostNetwork = true }, "no-host-namespaces"},
@@ -307,7 +326,9 @@ func TestCheckJobViolations(t *testing.T) {
 			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "KUBE_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "admin"}, Key: "token"}}})
 		}, "no-credentials-in-env"},
-		{"extra env", func(j *batchv1.Job) { tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://evil:3128"}) }, "exact-pod-spec"},
+		{"extra env", func(j *batchv1.Job) {
+			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://evil:3128"})
+		}, "exact-pod-spec"},
 		{"extra projected token", func(j *batchv1.Job) {
 			spec(j).Volumes = append(spec(j).Volumes, corev1.Volume{Name: "kube-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
@@ -405,20 +426,6 @@ func TestCheckJobViolations(t *testing.T) {
 		{"backoffLimitPerIndex", func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = ptr.To(int32(1)) }, "job-shape"},
 		{"maxFailedIndexes", func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr.To(int32(1)) }, "job-shape"},
 		{"manual selector", func(j *batchv1.Job) { j.Spec.ManualSelector = ptr.To(true) }, "job-shape"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			j := f.job(t, "k8s_get_pod_status", podParams(), "")
-			tt.mutate(j)
-			_, err := f.checkJob(t, j, Request{})
-			if got := ruleOf(err); got != tt.rule {
-				t.Fatalf("rule %q (%v), want %q", got, err, tt.rule)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("denial is not one line: %q", err)
-			}
-		})
 	}
 }
 
@@ -658,7 +665,10 @@ func TestCheckJobUpdate(t *testing.T) {
 	}{
 		{"status only", func(j *batchv1.Job) { j.Status.Active = 1; j.ResourceVersion = "9" }, true},
 		{"gc finalizer", func(j *batchv1.Job) { j.Finalizers = []string{"foregroundDeletion"} }, true},
-		{"being deleted", func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()); j.DeletionGracePeriodSeconds = ptr.To(int64(0)) }, true},
+		{"being deleted", func(j *batchv1.Job) {
+			j.DeletionTimestamp = ptr.To(metav1.Now())
+			j.DeletionGracePeriodSeconds = ptr.To(int64(0))
+		}, true},
 		{"parallelism raised", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(5)) }, false},
 		{"suspended", func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, false},
 		{"deadline extended", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(900)) }, false},
@@ -723,7 +733,10 @@ func TestCheckPod(t *testing.T) {
 		{"other command", jc, func(p *corev1.Pod) {
 			p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}
 		}, nil, "exact-command"},
-		{"priority class", jc, func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-node-critical"; p.Spec.Priority = ptr.To(int32(2000001000)) }, nil, "exact-pod-spec"},
+		{"priority class", jc, func(p *corev1.Pod) {
+			p.Spec.PriorityClassName = "system-node-critical"
+			p.Spec.Priority = ptr.To(int32(2000001000))
+		}, nil, "exact-pod-spec"},
 		{"extra toleration", jc, func(p *corev1.Pod) {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
 		}, nil, "exact-pod-spec"},
@@ -768,7 +781,9 @@ func TestCheckPod(t *testing.T) {
 	}{
 		{"image changed", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil:1" }, false},
 		{"deadline changed", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(9999)) }, false},
-		{"toleration added", func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}) }, false},
+		{"toleration added", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+		}, false},
 		{"params annotation changed", func(p *corev1.Pod) { p.Annotations[contract.AnnotationParams] = "{}" }, false},
 		{"tracking finalizer removed", func(p *corev1.Pod) { p.Finalizers = nil }, true},
 		{"orphaned by the garbage collector", func(p *corev1.Pod) { p.OwnerReferences = nil }, true},

@@ -1,17 +1,24 @@
-// Command verify-admission submits the adversarial admission corpus (test/corpus) to a live cluster, as
-// someone who bypasses the MCP server would, and prints the "Admission check" section of `make verify`.
-// It signs the corpus's approval tokens with a dedicated verify approver key that `make deploy` adds to
-// the webhook's trusted keys. Every Job it gets admitted is deleted again.
+// Command verify-admission submits the adversarial admission corpus (test/corpus) to a live cluster and its
+// Vault, as someone who bypasses the MCP server would, and prints the "Admission check" section of `make
+// verify`. It signs the corpus's approval tokens with a dedicated verify approver key that `make deploy`
+// adds to the webhook's trusted keys on the local cluster only, and the Vault-direct cases' tokens with the
+// cluster's service-account signing key (a token "obtained elsewhere"). Every Job it gets admitted is
+// deleted again; every case that would change the namespace or its policies is a server-side dry run.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -23,19 +30,26 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
+type options struct {
+	kubeconfig, policyFile, keyFile, passFile, vaultAddr, saKey, mcpSA string
+	verbose                                                            bool
+}
+
 func main() {
-	var kubeconfig, policyFile, keyFile, passFile string
-	var verbose bool
+	var o options
 	// Its own flag set: controller-runtime, imported through the webhook package, registers a global
 	// -kubeconfig flag.
 	fs := flag.NewFlagSet("verify-admission", flag.ExitOnError)
-	fs.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the cluster")
-	fs.StringVar(&policyFile, "policy", "policy/policy.yaml", "the policy the webhook enforces")
-	fs.StringVar(&keyFile, "key", "", "the verify approver's private key")
-	fs.StringVar(&passFile, "passphrase-file", "", "its passphrase")
-	fs.BoolVar(&verbose, "v", false, "print every refusal")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the cluster (system:masters)")
+	fs.StringVar(&o.policyFile, "policy", "policy/policy.yaml", "the policy the webhook enforces")
+	fs.StringVar(&o.keyFile, "key", "", "the verify approver's private key")
+	fs.StringVar(&o.passFile, "passphrase-file", "", "its passphrase")
+	fs.StringVar(&o.vaultAddr, "vault-addr", os.Getenv("VAULT_ADDR"), "Vault's address")
+	fs.StringVar(&o.saKey, "sa-signing-key", "", "the cluster's service-account signing key (PEM), for the Vault-direct cases")
+	fs.StringVar(&o.mcpSA, "mcp-service-account", "agent-sandbox-mcp", "the MCP server's ServiceAccount in the sandbox namespace")
+	fs.BoolVar(&o.verbose, "v", false, "print every refusal")
 	_ = fs.Parse(os.Args[1:])
-	failed, err := run(kubeconfig, policyFile, keyFile, passFile, verbose)
+	failed, err := run(o)
 	if err != nil {
 		fmt.Printf("  FAIL: %s\n", audit.ScrubString(err.Error()))
 		os.Exit(1)
@@ -45,17 +59,17 @@ func main() {
 	}
 }
 
-func run(kubeconfig, policyFile, keyFile, passFile string, verbose bool) (int, error) {
+func run(o options) (int, error) {
 	fmt.Println("== 3. Admission check ==")
-	p, err := policy.LoadFile(policyFile)
+	p, err := policy.LoadFile(o.policyFile)
 	if err != nil {
 		return 0, err
 	}
-	pass, err := os.ReadFile(passFile)
+	pass, err := os.ReadFile(o.passFile)
 	if err != nil {
 		return 0, err
 	}
-	key, err := approval.LoadPrivateKey(keyFile, []byte(strings.TrimSpace(string(pass))))
+	key, err := approval.LoadPrivateKey(o.keyFile, []byte(strings.TrimSpace(string(pass))))
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +77,7 @@ func run(kubeconfig, policyFile, keyFile, passFile string, verbose bool) (int, e
 	if err != nil {
 		return 0, err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return 0, err
 	}
@@ -74,9 +88,24 @@ func run(kubeconfig, policyFile, keyFile, passFile string, verbose bool) (int, e
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	env := &corpus.Env{Policy: p, Approver: key, Client: cs, Run: rand.String(5)}
+	issuer, err := issuerOf(ctx, cs)
+	if err != nil {
+		return 0, err
+	}
+	signer, err := corpus.NewTokenSigner(o.saKey, issuer)
+	if err != nil {
+		return 0, fmt.Errorf("the cluster's service-account signing key: %w", err)
+	}
+	ids, err := corpus.Provision(ctx, cfg, p.Spec.Sandbox.Namespace, o.mcpSA)
+	if err != nil {
+		return 0, err
+	}
+	defer ids.Close(context.Background())
+	env := &corpus.Env{Policy: p, Approver: key, Other: other, Identities: ids, Run: rand.String(5),
+		Vault:     corpus.VaultTarget{Addr: o.vaultAddr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
+		FinishJob: waitFinished(cs)}
 	defer env.Cleanup(context.Background())
 
 	failed := 0
@@ -90,27 +119,46 @@ func run(kubeconfig, policyFile, keyFile, passFile string, verbose bool) (int, e
 	}
 
 	job, err := env.SafeJob(ctx, false)
-	check(err == nil, "safe Job admitted and mutated", fmt.Sprint(err))
-	cases := env.Unsafe(other)
-	if job != nil {
-		if pod, err := env.WaitForPod(ctx, job); err == nil {
-			cases = append(cases, env.PodActions(job, pod)...)
-		} else {
-			check(false, "", fmt.Sprintf("the safe Job's Pod did not appear: %v", err))
-		}
+	check(err == nil, "safe Job admitted and mutated (submitted with the MCP server's identity)", fmt.Sprint(err))
+	if job == nil {
+		return failed, nil
 	}
+	pod, err := env.WaitForPod(ctx, job)
+	if err != nil {
+		check(false, "", fmt.Sprintf("the safe Job's Pod did not appear: %v", err))
+		return failed, nil
+	}
+	err = env.BoundLoginWorks(ctx)
+	check(err == nil, "Vault accepts a token bound to a sandbox Pod of the tool (the control for the Vault cases)", fmt.Sprint(err))
+
+	cases := env.All(job, pod)
 	outcomes := corpus.Run(ctx, cases)
 	rejected := 0
-	for _, o := range outcomes {
-		if o.Passed {
+	byClass := map[string][2]int{}
+	for _, o2 := range outcomes {
+		n := byClass[o2.Case.Class]
+		n[1]++
+		if o2.Passed {
 			rejected++
-			if verbose {
-				fmt.Printf("     rejected %-45s %s\n", o.Case.Name+":", firstDenial(o.Err))
+			n[0]++
+			if o.verbose {
+				fmt.Printf("     refused  %-70s %s\n", o2.Case.Name+":", firstDenial(o2.Err))
 			}
-			continue
+		} else {
+			fmt.Printf("     NOT refused as expected: %s (want rule %s): %v\n", o2.Case.Name, o2.Case.Rule, audit.ScrubString(fmt.Sprint(o2.Err)))
 		}
-		fmt.Printf("     NOT rejected as expected: %s (want rule %s): %v\n", o.Case.Name, o.Case.Rule, audit.ScrubString(fmt.Sprint(o.Err)))
+		byClass[o2.Case.Class] = n
 	}
+	classes := make([]string, 0, len(byClass))
+	for c := range byClass {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	parts := make([]string, len(classes))
+	for i, c := range classes {
+		parts[i] = fmt.Sprintf("%s %d/%d", c, byClass[c][0], byClass[c][1])
+	}
+	fmt.Printf("     by class: %s\n", strings.Join(parts, ", "))
 	check(rejected == len(outcomes), fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)),
 		fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)))
 
@@ -119,6 +167,41 @@ func run(kubeconfig, policyFile, keyFile, passFile string, verbose bool) (int, e
 	err = env.DryRunThenCreate(ctx)
 	check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
 	return failed, nil
+}
+
+func issuerOf(ctx context.Context, cs kubernetes.Interface) (string, error) {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the cluster's service-account issuer: %w", err)
+	}
+	var d struct {
+		Issuer string `json:"issuer"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return "", err
+	}
+	return d.Issuer, nil
+}
+
+// waitFinished waits until the kubelet has run the Job's Pod to the end.
+func waitFinished(cs kubernetes.Interface) func(ctx context.Context, job *batchv1.Job) error {
+	return func(ctx context.Context, job *batchv1.Job) error {
+		for {
+			j, err := cs.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+			if err == nil {
+				for _, c := range j.Status.Conditions {
+					if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+						return nil
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("Job %s did not finish: %w", job.Name, ctx.Err())
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
 }
 
 func firstDenial(err error) string {

@@ -94,7 +94,12 @@ func ServeWebhook(cs kubernetes.Interface, checker *webhook.Checker, dir string)
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	mut, val := webhook.Configurations(webhook.ConfigurationsFor{Name: "agent-sandbox-test", ServiceNamespace: "unused", ServiceName: "unused", Port: 443})
+	sandboxNS := "agent-sandbox"
+	if p := checker.Policy(); p != nil {
+		sandboxNS = p.Spec.Sandbox.Namespace
+	}
+	mut, val := webhook.Configurations(webhook.ConfigurationsFor{Name: "agent-sandbox-test", ServiceNamespace: "unused", ServiceName: "unused", Port: 443,
+		SandboxNamespace: sandboxNS})
 	toURL := func(cc *admissionregistrationv1.WebhookClientConfig) {
 		u := w.URL + *cc.Service.Path
 		cc.Service, cc.URL, cc.CABundle = nil, &u, caPEM

@@ -33,6 +33,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/broker"
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
@@ -227,13 +228,12 @@ func (e *brokerEnv) testConfigure(t *testing.T) {
 		"created namespace agent-sandbox-system",
 		"created service account agent-sandbox-system/vault",
 		"created secret agent-sandbox-system/vault-token",
-		"created cluster role binding agent-sandbox-vault-tokenreview",
 		"created role demo-app/agent-sandbox-vault",
 		"created role binding demo-app/agent-sandbox-vault",
-		"created auth method auth/kubernetes",
-		"created secrets engine kubernetes",
-		"created config auth/kubernetes/config",
-		"created config kubernetes/config",
+		"created auth method auth/agent-sandbox-jwt",
+		"created secrets engine agent-sandbox-kubernetes",
+		"created config auth/agent-sandbox-jwt/config",
+		"created config agent-sandbox-kubernetes/config",
 		"created policy agent-sandbox-tool-k8s-get-pod-status",
 		"created auth role agent-sandbox-k8s-get-pod-status",
 		"created auth role agent-sandbox-terraform-apply",
@@ -246,14 +246,15 @@ func (e *brokerEnv) testConfigure(t *testing.T) {
 		}
 	}
 	// Vault holds what the policy says, read back without our code.
-	r := e.vaultGet(t, "auth/kubernetes/role/agent-sandbox-k8s-get-pod-status")
+	r := e.vaultGet(t, "auth/agent-sandbox-jwt/role/agent-sandbox-k8s-get-pod-status")
 	d := r.Data()
-	if fmt.Sprint(d["bound_service_account_names"]) != "[tool-k8s-get-pod-status]" || fmt.Sprint(d["bound_service_account_namespaces"]) != "[agent-sandbox]" ||
-		d["audience"] != "vault" || fmt.Sprint(d["token_policies"]) != "[agent-sandbox-tool-k8s-get-pod-status]" ||
+	if d["bound_subject"] != "system:serviceaccount:agent-sandbox:tool-k8s-get-pod-status" || fmt.Sprint(d["bound_audiences"]) != "[vault]" ||
+		fmt.Sprint(d["bound_claims"]) != "map[/kubernetes.io/namespace:agent-sandbox /kubernetes.io/pod/name:as-k8s-get-pod-status-* /kubernetes.io/pod/uid:* /kubernetes.io/serviceaccount/name:tool-k8s-get-pod-status]" ||
+		fmt.Sprint(d["token_policies"]) != "[agent-sandbox-tool-k8s-get-pod-status]" ||
 		fmt.Sprint(d["token_ttl"]) != "600" || d["token_type"] != "service" || d["token_no_default_policy"] != true {
 		t.Errorf("auth role: %v", d)
 	}
-	d = e.vaultGet(t, "kubernetes/roles/agent-sandbox-pod-reader").Data()
+	d = e.vaultGet(t, "agent-sandbox-kubernetes/roles/agent-sandbox-pod-reader").Data()
 	if fmt.Sprint(d["allowed_kubernetes_namespaces"]) != "[demo-app]" || d["kubernetes_role_type"] != "Role" || fmt.Sprint(d["token_default_ttl"]) != "600" {
 		t.Errorf("secrets role: %v", d)
 	}
@@ -279,12 +280,43 @@ func (e *brokerEnv) vaultGet(t *testing.T, path string) *harness.Response {
 	return r
 }
 
-// saToken is what the kubelet projects into the sidecar: a token for the tool's ServiceAccount.
+// saToken is what the kubelet projects into the sidecar: a token for the tool's ServiceAccount, bound to
+// a sandbox Pod of the tool (this test environment has no admission webhook and no kubelet, so the Pod is
+// created directly and never runs).
 func (e *brokerEnv) saToken(t *testing.T, sa, audience string) string {
 	t.Helper()
+	return e.boundToken(t, sa, audience, e.sandboxPod(t, sa))
+}
+
+// sandboxPod creates a Pod named like a sandbox Pod of the tool whose ServiceAccount is sa.
+func (e *brokerEnv) sandboxPod(t *testing.T, sa string) *corev1.Pod {
+	t.Helper()
+	tool := ""
+	for _, tl := range e.pol.Spec.Tools {
+		if tl.ServiceAccount == sa {
+			tool = tl.Name
+		}
+	}
+	ns := e.pol.Spec.Sandbox.Namespace
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: sandbox.JobNamePrefix(tool) + "test-"},
+		Spec: corev1.PodSpec{ServiceAccountName: sa, AutomountServiceAccountToken: new(false), Containers: []corev1.Container{{Name: "tool", Image: "x"}}}}
+	p, err := e.kube.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("sandbox Pod for %s: %v", sa, err)
+	}
+	return p
+}
+
+// boundToken requests a token for sa bound to pod (nil: bound to nothing, as `kubectl create token` is).
+func (e *brokerEnv) boundToken(t *testing.T, sa, audience string, pod *corev1.Pod) string {
+	t.Helper()
 	secs := int64(600)
+	spec := authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: &secs}
+	if pod != nil {
+		spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
 	tr, err := e.kube.CoreV1().ServiceAccounts(e.pol.Spec.Sandbox.Namespace).CreateToken(context.Background(), sa,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("token for %s: %v", sa, err)
 	}
@@ -405,7 +437,7 @@ func (e *brokerEnv) testMintUseRevoke(t *testing.T) {
 func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	ctx := context.Background()
 	login := func(role, jwt string) *harness.Response {
-		r, err := e.vault.Request(ctx, "PUT", "auth/kubernetes/login", "", map[string]any{"role": role, "jwt": jwt})
+		r, err := e.vault.Request(ctx, "PUT", "auth/agent-sandbox-jwt/login", "", map[string]any{"role": role, "jwt": jwt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +453,7 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	defer e.vault.Request(ctx, "PUT", "auth/token/revoke-self", vaultToken, nil) //nolint:errcheck
 
 	// Invariant 4 at Vault's own level: bypass agent-sandbox entirely and ask for kube-system.
-	r, err := e.vault.Request(ctx, "PUT", "kubernetes/creds/agent-sandbox-pod-reader", vaultToken, map[string]any{"kubernetes_namespace": "kube-system"})
+	r, err := e.vault.Request(ctx, "PUT", "agent-sandbox-kubernetes/creds/agent-sandbox-pod-reader", vaultToken, map[string]any{"kubernetes_namespace": "kube-system"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,31 +462,40 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 		t.Errorf("creds for kube-system: HTTP %d %q, want 400 from the role's allowed_kubernetes_namespaces", r.Status, r.Errors)
 	}
 	// The tool's token may mint only its own scope.
-	r, _ = e.vault.Request(ctx, "PUT", "kubernetes/creds/agent-sandbox-terraform-apply", vaultToken, map[string]any{"kubernetes_namespace": "demo-app"})
+	r, _ = e.vault.Request(ctx, "PUT", "agent-sandbox-kubernetes/creds/agent-sandbox-terraform-apply", vaultToken, map[string]any{"kubernetes_namespace": "demo-app"})
 	if r.Status != 403 {
 		t.Errorf("creds of another scope: HTTP %d %q, want 403", r.Status, r.Errors)
 	}
 	// ... and cannot read roles or configure anything.
-	r, _ = e.vault.Request(ctx, "GET", "kubernetes/roles/agent-sandbox-pod-reader", vaultToken, nil)
+	r, _ = e.vault.Request(ctx, "GET", "agent-sandbox-kubernetes/roles/agent-sandbox-pod-reader", vaultToken, nil)
 	if r.Status != 403 {
 		t.Errorf("read role with the tool's token: HTTP %d, want 403", r.Status)
 	}
-	// A tool's ServiceAccount cannot log in as another tool, nor with a token for another audience.
-	if r := login("agent-sandbox-terraform-apply", podToken); r.Status != 403 {
-		t.Errorf("login as another tool: HTTP %d %q, want 403", r.Status, r.Errors)
+	// A tool's ServiceAccount cannot log in as another tool, nor with a token for another audience, nor
+	// with a token that is not bound to a sandbox Pod of the tool (issue 9's fourth finding: what
+	// `kubectl create token tool-terraform-apply --audience vault` gives an edit user).
+	refused := func(what string, r *harness.Response) {
+		t.Helper()
+		if r.Status != 400 && r.Status != 403 {
+			t.Errorf("%s: HTTP %d %q, want a refusal", what, r.Status, r.Errors)
+		} else {
+			t.Logf("%s: refused, HTTP %d %q", what, r.Status, r.Errors)
+		}
 	}
-	if r := login("agent-sandbox-k8s-get-pod-status", e.saToken(t, "tool-k8s-get-pod-status", "https://kubernetes.default.svc")); r.Status != 403 {
-		t.Errorf("login with the wrong audience: HTTP %d %q, want 403", r.Status, r.Errors)
-	}
+	refused("login as another tool", login("agent-sandbox-terraform-apply", podToken))
+	refused("login with the wrong audience", login("agent-sandbox-k8s-get-pod-status", e.saToken(t, "tool-k8s-get-pod-status", "https://kubernetes.default.svc")))
+	refused("login with an unbound token of the apply tool", login("agent-sandbox-terraform-apply", e.boundToken(t, "tool-terraform-apply", "vault", nil)))
+	other := e.sandboxPod(t, "tool-k8s-get-pod-status")
+	refused("login as the apply tool with a token bound to another tool's Pod", login("agent-sandbox-terraform-apply", e.boundToken(t, "tool-terraform-apply", "vault", other)))
 	// Through our code the refusal is ErrRejected, and says why.
 	c, err := broker.NewClient(e.vault.Addr, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Login(ctx, "kubernetes", "agent-sandbox-k8s-get-pod-status", []byte(e.saToken(t, "tool-k8s-get-pod-status", "vault"))); err != nil {
+	if _, err := c.Login(ctx, "agent-sandbox-jwt", "agent-sandbox-k8s-get-pod-status", []byte(e.saToken(t, "tool-k8s-get-pod-status", "vault"))); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Mint(ctx, "kubernetes", "agent-sandbox-pod-reader", "kube-system")
+	_, err = c.Mint(ctx, "agent-sandbox-kubernetes", "agent-sandbox-pod-reader", "kube-system")
 	e.out.add("mint kube-system", fmt.Sprint(err))
 	if !errors.Is(err, broker.ErrRejected) {
 		t.Errorf("Mint(kube-system) = %v, want ErrRejected", err)
@@ -466,7 +507,7 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 
 func (e *brokerEnv) testExpiry(t *testing.T) {
 	ctx := context.Background()
-	role := "auth/kubernetes/role/agent-sandbox-k8s-get-pod-status"
+	role := "auth/agent-sandbox-jwt/role/agent-sandbox-k8s-get-pod-status"
 	r, err := e.vault.Request(ctx, "POST", role, e.vault.RootToken, map[string]any{"token_ttl": 5, "token_max_ttl": 5})
 	if err != nil || r.Status/100 != 2 {
 		t.Fatalf("shorten the token TTL: %v %+v", err, r)
@@ -744,7 +785,7 @@ func (e *brokerEnv) testPrune(t *testing.T) {
 	if code != 0 || !slices.Contains(lines, "would delete auth role agent-sandbox-terraform-apply (no longer in the policy)") {
 		t.Errorf("dry run: exit %d %q", code, lines)
 	}
-	if r, _ := e.vault.Request(context.Background(), "GET", "auth/kubernetes/role/agent-sandbox-terraform-apply", e.vault.RootToken, nil); r.Status != 200 {
+	if r, _ := e.vault.Request(context.Background(), "GET", "auth/agent-sandbox-jwt/role/agent-sandbox-terraform-apply", e.vault.RootToken, nil); r.Status != 200 {
 		t.Errorf("the dry run deleted the role: HTTP %d", r.Status)
 	}
 
@@ -762,13 +803,13 @@ func (e *brokerEnv) testPrune(t *testing.T) {
 	if code != 0 {
 		t.Errorf("exit %d", code)
 	}
-	for _, path := range []string{"auth/kubernetes/role/agent-sandbox-terraform-apply", "kubernetes/roles/agent-sandbox-terraform-apply", "sys/policies/acl/agent-sandbox-tool-terraform-apply"} {
+	for _, path := range []string{"auth/agent-sandbox-jwt/role/agent-sandbox-terraform-apply", "agent-sandbox-kubernetes/roles/agent-sandbox-terraform-apply", "sys/policies/acl/agent-sandbox-tool-terraform-apply"} {
 		if r, _ := e.vault.Request(context.Background(), "GET", path, e.vault.RootToken, nil); r.Status != 404 {
 			t.Errorf("%s: HTTP %d after pruning, want 404", path, r.Status)
 		}
 	}
 	// The remaining tools are untouched and still work.
-	r, _ := e.vault.Request(context.Background(), "GET", "auth/kubernetes/role/agent-sandbox-k8s-get-pod-status", e.vault.RootToken, nil)
+	r, _ := e.vault.Request(context.Background(), "GET", "auth/agent-sandbox-jwt/role/agent-sandbox-k8s-get-pod-status", e.vault.RootToken, nil)
 	if r.Status != 200 {
 		t.Errorf("k8s_get_pod_status role: HTTP %d", r.Status)
 	}
@@ -801,7 +842,7 @@ func (e *brokerEnv) measure(t *testing.T, name string, n int, pace time.Duration
 			t.Fatal(err)
 		}
 		t0 := time.Now()
-		if _, err := c.Login(ctx, "kubernetes", "agent-sandbox-k8s-get-pod-status", []byte(jwt)); err != nil {
+		if _, err := c.Login(ctx, "agent-sandbox-jwt", "agent-sandbox-k8s-get-pod-status", []byte(jwt)); err != nil {
 			t.Fatal(err)
 		}
 		tl := time.Now()

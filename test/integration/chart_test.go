@@ -296,7 +296,8 @@ func TestChartWebhookConfigurations(t *testing.T) {
 			r := chartRenderArgs(t, tc.args...)
 			gotM, gotV := r.webhookConfigurations(t, tc.config)
 			wantM, wantV := webhook.Configurations(webhook.ConfigurationsFor{
-				Name: tc.config, ServiceNamespace: chartNamespace, ServiceName: chartService, Port: 443, TimeoutSeconds: tc.timeout})
+				Name: tc.config, ServiceNamespace: chartNamespace, ServiceName: chartService, Port: 443, TimeoutSeconds: tc.timeout,
+				SandboxNamespace: "agent-sandbox"})
 			for i := range gotM.Webhooks {
 				if len(gotM.Webhooks[i].ClientConfig.CABundle) != 0 {
 					t.Errorf("mutating webhook %s: the chart sets caBundle; it must be injected at runtime", gotM.Webhooks[i].Name)
@@ -650,7 +651,7 @@ func TestChartRBAC(t *testing.T) {
 
 		var jobs rbacv1.Role
 		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
-		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
 		}
 		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)
@@ -694,7 +695,7 @@ func TestChartRBAC(t *testing.T) {
 		r.get(t, "Role", chartSandboxNS, "agent-sandbox-mcp", &role)
 		want := []rule{
 			{"batch", "jobs", "create,get,list,watch,delete", ""},
-			{"", "configmaps", "create,get,delete", ""},
+			{"", "configmaps", "create,get", ""},
 			{"", "pods", "get,list,watch", ""},
 			{"", "pods/log", "get", ""},
 			{"", "events", "get,list,watch", ""},
@@ -711,6 +712,9 @@ func TestChartRBAC(t *testing.T) {
 				}
 				if res == "pods" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
 					t.Errorf("the MCP server may %v pods; only the Job controller creates them", pr.Verbs)
+				}
+				if res == "configmaps" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "create" && v != "get" }) {
+					t.Errorf("the MCP server may %v ConfigMaps; it may only create (content-addressed) and read them", pr.Verbs)
 				}
 			}
 			if slices.Contains(pr.Verbs, "*") || slices.Contains(pr.APIGroups, "*") {
@@ -1178,6 +1182,8 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
 		{"mcp", mcpUser, mcpGroups, "delete", "batch", "jobs", "", chartSandboxNS, "j", true},
 		{"mcp", mcpUser, mcpGroups, "create", "", "configmaps", "", chartSandboxNS, "", true},
+		{"mcp", mcpUser, mcpGroups, "delete", "", "configmaps", "", chartSandboxNS, "kube-root-ca.crt", false},
+		{"mcp", mcpUser, mcpGroups, "update", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", false},
 		{"mcp", mcpUser, mcpGroups, "get", "", "pods", "log", chartSandboxNS, "p", true},
 		{"mcp", mcpUser, mcpGroups, "list", "", "events", "", chartSandboxNS, "", true},
 		{"mcp", mcpUser, mcpGroups, "get", "", "secrets", "", chartSandboxNS, "s", false},

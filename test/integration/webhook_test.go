@@ -3,23 +3,29 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	batchv1 "k8s.io/api/batch/v1"
-
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -30,13 +36,13 @@ import (
 
 const ledgerNamespace = "agent-sandbox-system"
 
-// webhookEnv is a real kube-apiserver (with the Job controller) and the webhook registered with it.
+// webhookEnv is a real kube-apiserver (with the Job controller), a real Vault configured from the policy,
+// the chart's MCP role and default-deny NetworkPolicy, the webhook registered with the API server, and the
+// corpus's attacking identities.
 type webhookEnv struct {
-	api      *harness.APIServer
-	hook     *harness.Webhook
-	corpus   *corpus.Env
-	other    *approval.PrivateKey
-	attacker kubernetes.Interface
+	api    *harness.APIServer
+	hook   *harness.Webhook
+	corpus *corpus.Env
 }
 
 func startWebhookEnv(t *testing.T) *webhookEnv {
@@ -50,7 +56,7 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	cs := api.Clientset
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: p.Spec.Sandbox.Namespace, Labels: map[string]string{
-			contract.LabelSandboxNamespace: "true", "pod-security.kubernetes.io/enforce": "restricted"}}},
+			contract.LabelSandboxNamespace: "true", "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "demo-app"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}},
 	} {
@@ -63,10 +69,53 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 		t.Fatal(err)
 	}
 	for _, tool := range p.Spec.Tools {
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: tool.ServiceAccount}, AutomountServiceAccountToken: new(bool)}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: tool.ServiceAccount}, AutomountServiceAccountToken: new(false)}
 		if _, err := cs.CoreV1().ServiceAccounts(p.Spec.Sandbox.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The chart's MCP identity and its default-deny NetworkPolicy, as rendered by the chart itself.
+	chart := chartRenderArgs(t)
+	sandboxNS := p.Spec.Sandbox.Namespace
+	var mcpSA corev1.ServiceAccount
+	var mcpRole rbacv1.Role
+	var mcpBinding rbacv1.RoleBinding
+	var deny networkingv1.NetworkPolicy
+	chart.get(t, "ServiceAccount", sandboxNS, "agent-sandbox-mcp", &mcpSA)
+	chart.get(t, "Role", sandboxNS, "agent-sandbox-mcp", &mcpRole)
+	chart.get(t, "RoleBinding", sandboxNS, "agent-sandbox-mcp", &mcpBinding)
+	chart.get(t, "NetworkPolicy", sandboxNS, corpus.DefaultDenyPolicy, &deny)
+	for _, create := range []func() error{
+		func() error { _, err := cs.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, &mcpSA, metav1.CreateOptions{}); return err },
+		func() error { _, err := cs.RbacV1().Roles(sandboxNS).Create(ctx, &mcpRole, metav1.CreateOptions{}); return err },
+		func() error { _, err := cs.RbacV1().RoleBindings(sandboxNS).Create(ctx, &mcpBinding, metav1.CreateOptions{}); return err },
+		func() error { _, err := cs.NetworkingV1().NetworkPolicies(sandboxNS).Create(ctx, &deny, metav1.CreateOptions{}); return err },
+	} {
+		if err := create(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Vault, configured from the policy by the real command: the JWT auth method checks the tokens the
+	// Vault-direct cases bring.
+	vault := harness.StartVault(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "vault-token")
+	if err := os.WriteFile(tokenFile, []byte(vault.RootToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := app.Main(ctx, []string{"vault", "configure", "--policy", "../../policy/policy.yaml", "--vault-addr", vault.Addr,
+		"--vault-token-file", tokenFile, "--kubeconfig", api.KubeconfigPath}, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("vault configure: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	issuer, err := serviceAccountIssuer(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := corpus.NewTokenSigner(filepath.Join(api.Env.ControlPlane.APIServer.CertDir, "sa-signer.key"), issuer)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	key, err := approval.GenerateKey("integration-approver")
@@ -80,43 +129,111 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
 	checker := &webhook.Checker{
-		Ledger: &webhook.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace},
-		Jobs:   apiJobs{direct},
-		// The harness's controller-manager authenticates as the admin user.
-		JobControllerUsers: []string{"harness-admin"},
+		Ledger:  ledger,
+		Pods:    ledger,
+		Cluster: apiReader{direct},
+		Identities: webhook.Identities{
+			// The harness's controller-manager authenticates as the admin user; the corpus poses as the
+			// production Job controller's ServiceAccount.
+			JobControllerUsers: []string{"harness-admin", webhook.DefaultJobControllerUsers[0]},
+			MCPUser:            "system:serviceaccount:" + sandboxNS + ":agent-sandbox-mcp",
+		},
 	}
 	checker.SetPolicy(p)
 	checker.SetKeys(key.KeySet())
 	hook := harness.StartWebhook(t, api, checker)
 
-	// The attacker bypasses the MCP server: a cluster-admin of its own, not the Job controller.
-	attacker, err := api.Env.AddUser(envtest.User{Name: "mallory", Groups: []string{"system:masters"}}, nil)
+	ids, err := corpus.Provision(ctx, api.Config, sandboxNS, "agent-sandbox-mcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	acs, err := kubernetes.NewForConfig(attacker.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &webhookEnv{api: api, hook: hook, other: other, attacker: acs,
-		corpus: &corpus.Env{Policy: p, Approver: key, Client: acs, Run: "it"}}
+	env := &corpus.Env{Policy: p, Approver: key, Other: other, Identities: ids, Run: "it",
+		Vault:     corpus.VaultTarget{Addr: vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
+		FinishJob: finishWithoutKubelet(cs)}
+	return &webhookEnv{api: api, hook: hook, corpus: env}
 }
 
-type apiJobs struct{ c client.Client }
+// serviceAccountIssuer is the API server's service-account token issuer.
+func serviceAccountIssuer(ctx context.Context, cs kubernetes.Interface) (string, error) {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
+	if err != nil {
+		return "", err
+	}
+	var d struct {
+		Issuer string `json:"issuer"`
+	}
+	err = json.Unmarshal(raw, &d)
+	return d.Issuer, err
+}
 
-func (j apiJobs) GetJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
+// finishWithoutKubelet plays the kubelet for a Job's Pod in an environment without one: it reports the
+// Pod Succeeded through pods/status, and waits for the real Job controller to mark the Job complete.
+func finishWithoutKubelet(cs kubernetes.Interface) func(ctx context.Context, job *batchv1.Job) error {
+	return func(ctx context.Context, job *batchv1.Job) error {
+		var pod *corev1.Pod
+		for pod == nil {
+			pods, err := cs.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job.Name})
+			if err == nil && len(pods.Items) > 0 {
+				pod = &pods.Items[0]
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no Pod for Job %s: %w", job.Name, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		now := metav1.Now()
+		pod.Status.Phase = corev1.PodSucceeded
+		for _, c := range pod.Spec.Containers {
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}})
+		}
+		if _, err := cs.CoreV1().Pods(job.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("report Pod %s Succeeded: %w", pod.Name, err)
+		}
+		for {
+			j, err := cs.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+			if err == nil {
+				for _, c := range j.Status.Conditions {
+					if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+						return nil
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("Job %s did not complete: %w", job.Name, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+type apiReader struct{ c client.Client }
+
+func (a apiReader) GetJob(ctx context.Context, ns, name string) (*batchv1.Job, error) {
 	var job batchv1.Job
-	err := j.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &job)
+	err := a.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &job)
 	return &job, err
 }
 
-// TestWebhookAdmissionCorpus submits the whole adversarial corpus directly to a real kube-apiserver: the
-// safe Job is admitted and mutated, every unsafe object and action is refused with its rule named.
+func (a apiReader) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	err := a.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pod)
+	return &pod, err
+}
+
+// TestWebhookAdmissionCorpus submits the whole adversarial corpus directly to a real kube-apiserver and a
+// real Vault: the safe Job is admitted and mutated, every unsafe object and action is refused with its
+// rule named, by the webhook or by Vault.
 func TestWebhookAdmissionCorpus(t *testing.T) {
 	env := startWebhookEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	defer env.corpus.Cleanup(context.Background())
 
 	job, err := env.corpus.SafeJob(ctx, false)
 	if err != nil {
@@ -129,20 +246,29 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 	if pod.Annotations[contract.AnnotationInjected] != "true" || len(pod.Spec.InitContainers) != 1 {
 		t.Fatalf("the safe Job's Pod lacks the credential agent: %+v", pod.Spec.InitContainers)
 	}
+	if err := env.corpus.BoundLoginWorks(ctx); err != nil {
+		t.Fatalf("control: Vault refuses even a correctly bound token: %v", err)
+	}
 
-	cases := append(env.corpus.Unsafe(env.other), env.corpus.PodActions(job, pod)...)
+	cases := env.corpus.All(job, pod)
+	if len(cases) < 100 {
+		t.Errorf("the corpus has %d cases, want at least 100", len(cases))
+	}
+	passed := 0
 	for _, o := range corpus.Run(ctx, cases) {
-		t.Run(o.Case.Name, func(t *testing.T) {
+		t.Run(o.Case.Class+"/"+o.Case.Name, func(t *testing.T) {
 			if !o.Passed {
 				t.Errorf("want refusal naming %q, got: %v", o.Case.Rule, o.Err)
 				return
 			}
+			passed++
 			if strings.Contains(o.Err.Error(), "\n") {
 				t.Errorf("refusal is not one line: %q", o.Err)
 			}
 			t.Logf("refused: %v", o.Err)
 		})
 	}
+	t.Logf("%d/%d unsafe objects and actions refused", passed, len(cases))
 }
 
 // TestWebhookApprovalRace: 8 Jobs carrying one approval race through admission; exactly one is admitted.
@@ -193,7 +319,7 @@ func TestWebhookFailClosed(t *testing.T) {
 	}
 	t.Logf("rejected while the webhook is down: %v", err)
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unaffected", Namespace: "demo-app"}}
-	if _, err := env.attacker.CoreV1().ConfigMaps("demo-app").Create(ctx, other, metav1.CreateOptions{}); err != nil {
+	if _, err := env.corpus.Attacker.CoreV1().ConfigMaps("demo-app").Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("objects outside sandbox namespaces must not depend on the webhook: %v", err)
 	}
 }

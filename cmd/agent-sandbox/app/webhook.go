@@ -186,7 +186,12 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	runnables := []manager.RunnableFunc{
 		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
 		func(ctx context.Context) error {
-			pruneLoop(ctx, ledger, log.WithName("ledger"))
+			pruneLoop(ctx, "approval and Pod ledger", ledger.Prune, log.WithName("ledger"))
+			return nil
+		},
+		func(ctx context.Context) error {
+			pruner := &webhook.ContentPruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
+			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
 			return nil
 		},
 	}
@@ -233,7 +238,8 @@ func (a apiReader) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, er
 	return &pod, nil
 }
 
-func pruneLoop(ctx context.Context, l *webhook.ConfigMapLedger, log logr.Logger) {
+// pruneLoop runs prune every ten minutes until ctx ends.
+func pruneLoop(ctx context.Context, what string, prune func(context.Context) (int, error), log logr.Logger) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
@@ -241,10 +247,10 @@ func pruneLoop(ctx context.Context, l *webhook.ConfigMapLedger, log logr.Logger)
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := l.Prune(ctx); err != nil {
-				log.Error(err, "prune approval ledger")
+			if n, err := prune(ctx); err != nil {
+				log.Error(err, "prune failed", "what", what)
 			} else if n > 0 {
-				log.Info("pruned expired approval ledger entries", "count", n)
+				log.Info("pruned", "what", what, "count", n)
 			}
 		}
 	}

@@ -1,0 +1,112 @@
+package corpus
+
+import (
+	"context"
+	"fmt"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+)
+
+// Identities are the API identities the corpus attacks with.
+type Identities struct {
+	// Admin is the chart's own identity (system:masters): set-up and clean-up only.
+	Admin kubernetes.Interface
+	// Attacker holds every RBAC right in the cluster (cluster-admin through a ClusterRoleBinding) but is
+	// neither the chart's identity nor a controller: nothing stops it but the webhook.
+	Attacker kubernetes.Interface
+	// Edit is an ordinary user with the built-in edit role in the sandbox namespace.
+	Edit kubernetes.Interface
+	// MCP is the MCP server's ServiceAccount, with the chart's role.
+	MCP kubernetes.Interface
+	// JobController is the Job controller's identity (the admin impersonating it).
+	JobController kubernetes.Interface
+	// EditUser names Edit in admission requests.
+	EditUser string
+
+	cleanup func(context.Context)
+}
+
+// CorpusNamespace holds the corpus's own ServiceAccounts.
+const CorpusNamespace = "agent-sandbox-corpus"
+
+// Provision creates the attacking identities: ServiceAccounts in CorpusNamespace bound to cluster-admin
+// and to edit in the sandbox namespace, a token for each and for the MCP server's ServiceAccount
+// (mcpServiceAccount in the sandbox namespace, which the chart creates), and an impersonating client for
+// the Job controller. admin must be system:masters. Close removes what Provision created.
+func Provision(ctx context.Context, admin *rest.Config, sandboxNS, mcpServiceAccount string) (*Identities, error) {
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	id := &Identities{Admin: cs}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CorpusNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create namespace %s: %w", CorpusNamespace, err)
+	}
+	for _, sa := range []string{"attacker", "editor"} {
+		o := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: CorpusNamespace}}
+		if _, err := cs.CoreV1().ServiceAccounts(CorpusNamespace).Create(ctx, o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create ServiceAccount %s: %w", sa, err)
+		}
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent-sandbox-corpus-attacker"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: CorpusNamespace, Name: "attacker"}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("bind the attacker to cluster-admin: %w", err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent-sandbox-corpus-editor", Namespace: sandboxNS},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: CorpusNamespace, Name: "editor"}}}
+	if _, err := cs.RbacV1().RoleBindings(sandboxNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("bind the editor to edit: %w", err)
+	}
+	id.cleanup = func(ctx context.Context) {
+		_ = cs.RbacV1().RoleBindings(sandboxNS).Delete(ctx, rb.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{})
+		_ = cs.CoreV1().Namespaces().Delete(ctx, CorpusNamespace, metav1.DeleteOptions{})
+	}
+	as := func(ns, sa string) (kubernetes.Interface, error) {
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("token for %s/%s: %w", ns, sa, err)
+		}
+		cfg := rest.AnonymousClientConfig(admin)
+		cfg.BearerToken = tr.Status.Token
+		cfg.QPS, cfg.Burst = 50, 100
+		cfg.WarningHandler = rest.NoWarnings{}
+		return kubernetes.NewForConfig(cfg)
+	}
+	if id.Attacker, err = as(CorpusNamespace, "attacker"); err != nil {
+		return nil, err
+	}
+	if id.Edit, err = as(CorpusNamespace, "editor"); err != nil {
+		return nil, err
+	}
+	id.EditUser = "system:serviceaccount:" + CorpusNamespace + ":editor"
+	if id.MCP, err = as(sandboxNS, mcpServiceAccount); err != nil {
+		return nil, err
+	}
+	jc := rest.CopyConfig(admin)
+	jc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:job-controller",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	if id.JobController, err = kubernetes.NewForConfig(jc); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// Close removes the identities Provision created.
+func (id *Identities) Close(ctx context.Context) {
+	if id != nil && id.cleanup != nil {
+		id.cleanup(ctx)
+	}
+}

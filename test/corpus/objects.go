@@ -1,0 +1,304 @@
+package corpus
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+type appsInterface = appsv1client.AppsV1Interface
+
+var dryRun = []string{metav1.DryRunAll}
+
+// updateCases change an admitted Job afterwards, with every kind of patch and an update.
+func (e *Env) updateCases(job *batchv1.Job) []Case {
+	ns, name := job.Namespace, job.Name
+	patch := func(pt types.PatchType, body string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := e.Attacker.BatchV1().Jobs(ns).Patch(ctx, name, pt, []byte(body), metav1.PatchOptions{})
+			return err
+		}
+	}
+	c := func(n string, f func(ctx context.Context) error) Case { return Case{Class: "update", Name: n, Rule: "immutable", Submit: f} }
+	return []Case{
+		c("PATCH an admitted Job's parallelism (strategic merge)", patch(types.StrategicMergePatchType, `{"spec":{"parallelism":5}}`)),
+		c("PATCH an admitted Job to suspend it (merge patch; resuming makes a new Pod)", patch(types.MergePatchType, `{"spec":{"suspend":true}}`)),
+		c("PATCH an admitted Job's deadline (JSON patch)", patch(types.JSONPatchType, `[{"op":"replace","path":"/spec/activeDeadlineSeconds","value":900}]`)),
+		c("PATCH an admitted Job's ttlSecondsAfterFinished", patch(types.MergePatchType, `{"spec":{"ttlSecondsAfterFinished":31536000}}`)),
+		c("PATCH an admitted Job's tool label", patch(types.MergePatchType, `{"metadata":{"labels":{"agent-sandbox.dev/tool":"terraform_apply"}}}`)),
+		c("PATCH an admitted Job's parameters annotation", patch(types.MergePatchType, `{"metadata":{"annotations":{"agent-sandbox.dev/params":"{\"namespace\":\"kube-system\"}"}}}`)),
+		c("PATCH a finalizer onto an admitted Job", patch(types.MergePatchType, `{"metadata":{"finalizers":["example.com/keep"]}}`)),
+		c("PATCH an owner reference onto an admitted Job", patch(types.MergePatchType,
+			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-4000-8000-000000000000"}]}}`)),
+		c("UPDATE an admitted Job's labels", func(ctx context.Context) error {
+			cur, err := e.Attacker.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Labels["app"] = "web"
+			_, err = e.Attacker.BatchV1().Jobs(ns).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}),
+	}
+}
+
+// podCases attack the Pods of an admitted Job: more Pods, changed Pods, subresources.
+func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
+	ns := pod.Namespace
+	podFrom := func(owned bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Labels: pod.Labels, Annotations: pod.Annotations},
+			Spec: *job.Spec.Template.Spec.DeepCopy()}
+		if owned {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+		}
+		return p
+	}
+	patchPod := func(pt types.PatchType, body string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := e.Attacker.CoreV1().Pods(ns).Patch(ctx, pod.Name, pt, []byte(body), metav1.PatchOptions{})
+			return err
+		}
+	}
+	connect := func(sub string, params ...string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			r := e.Attacker.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name(pod.Name).SubResource(sub)
+			for i := 0; i+1 < len(params); i += 2 {
+				r = r.Param(params[i], params[i+1])
+			}
+			return r.Do(ctx).Error()
+		}
+	}
+	return []Case{
+		{Class: "pod", Name: "Pod created directly", Rule: "pods-only-from-jobs", Submit: func(ctx context.Context) error {
+			_, err := e.Attacker.CoreV1().Pods(ns).Create(ctx, podFrom(false), metav1.CreateOptions{})
+			return err
+		}},
+		{Class: "pod", Name: "Pod with a forged owner reference", Rule: "pods-only-from-jobs", Submit: func(ctx context.Context) error {
+			_, err := e.Attacker.CoreV1().Pods(ns).Create(ctx, podFrom(true), metav1.CreateOptions{})
+			return err
+		}},
+		{Class: "pod", Name: "second Pod for an admitted Job, as the Job controller", Rule: "one-pod-per-job", Submit: func(ctx context.Context) error {
+			_, err := e.JobController.CoreV1().Pods(ns).Create(ctx, podFrom(true), metav1.CreateOptions{})
+			return err
+		}},
+		{Class: "pod", Name: "Pod for a finished Job, as the Job controller", Rule: "owner-job", Submit: func(ctx context.Context) error {
+			j, err := e.createJobAs(ctx, e.MCP, e.Job("k8s_get_pod_status", PodParams(), ""), false)
+			if err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			if err := e.FinishJob(ctx, j); err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			j, err = e.Admin.BatchV1().Jobs(ns).Get(ctx, j.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: j.Name + "-", Labels: j.Spec.Template.Labels, Annotations: j.Spec.Template.Annotations,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+				Spec: *j.Spec.Template.Spec.DeepCopy()}
+			_, err = e.JobController.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			return err
+		}},
+		{Class: "pod", Name: "PATCH a sandbox Pod's image", Rule: "immutable", Submit: patchPod(types.StrategicMergePatchType,
+			`{"spec":{"containers":[{"name":"tool","image":"localhost/busybox:agent-sandbox"}]}}`)},
+		{Class: "pod", Name: "PATCH a toleration onto a sandbox Pod", Rule: "immutable", Submit: patchPod(types.JSONPatchType,
+			`[{"op":"add","path":"/spec/tolerations/-","value":{"operator":"Exists"}}]`)},
+		{Class: "pod", Name: "PATCH a sandbox Pod's parameters annotation", Rule: "immutable", Submit: patchPod(types.MergePatchType,
+			`{"metadata":{"annotations":{"agent-sandbox.dev/params":"{}"}}}`)},
+		{Class: "pod", Name: "PATCH a label onto a sandbox Pod", Rule: "immutable", Submit: patchPod(types.MergePatchType, `{"metadata":{"labels":{"app":"web"}}}`)},
+		{Class: "subresource", Name: "exec into a sandbox Pod", Rule: "no-pod-access", Submit: connect("exec",
+			"container", contract.ToolContainer, "command", "cat", "command", contract.KubeconfigPath, "stdout", "true")},
+		{Class: "subresource", Name: "attach to a sandbox Pod", Rule: "no-pod-access", Submit: connect("attach", "container", contract.ToolContainer, "stdout", "true")},
+		{Class: "subresource", Name: "port-forward into a sandbox Pod", Rule: "no-pod-access", Submit: connect("portforward", "ports", "8080")},
+		{Class: "subresource", Name: "proxy to a sandbox Pod", Rule: "no-pod-access", Submit: func(ctx context.Context) error {
+			return e.Attacker.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name(pod.Name + ":8080").SubResource("proxy").Do(ctx).Error()
+		}},
+		{Class: "subresource", Name: "ephemeral container on a sandbox Pod", Rule: "no-ephemeral-containers", Submit: func(ctx context.Context) error {
+			p, err := e.Attacker.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			// A debug container that passes Pod Security "restricted", so that the refusal is agent-sandbox's.
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debug", Image: "localhost/busybox:agent-sandbox", Command: []string{"sh"}, SecurityContext: sandbox.HardenedContainerSecurityContext()}})
+			_, err = e.Attacker.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
+			return err
+		}},
+		{Class: "subresource", Name: "resize a sandbox Pod to 3 CPUs / 3Gi", Rule: "no-pod-resize", Submit: func(ctx context.Context) error {
+			p, err := e.Attacker.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for i := range p.Spec.Containers {
+				l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("3Gi")}
+				p.Spec.Containers[i].Resources = corev1.ResourceRequirements{Limits: l, Requests: l}
+			}
+			_, err = e.Attacker.CoreV1().Pods(ns).UpdateResize(ctx, p.Name, p, metav1.UpdateOptions{})
+			return err
+		}},
+		{Class: "subresource", Name: "bind a sandbox Pod to a node, not as the scheduler", Rule: "pod-binding", Submit: func(ctx context.Context) error {
+			b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "control-plane"}}
+			return e.Attacker.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
+		}},
+	}
+}
+
+// tokenRequestCases ask the API server for a tool ServiceAccount's token: the way to its Vault role.
+func (e *Env) tokenRequestCases(pod *corev1.Pod) []Case {
+	ns := e.Namespace()
+	vault := e.Policy.Spec.Sandbox.CredentialAgent.VaultAudience
+	applySA := e.toolSA("terraform_apply")
+	tokenAs := func(c kubernetes.Interface, sa string, spec authenticationv1.TokenRequestSpec) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+			return err
+		}
+	}
+	bound := authenticationv1.TokenRequestSpec{Audiences: []string{vault}, BoundObjectRef: &authenticationv1.BoundObjectReference{
+		Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}
+	c := func(n string, f func(ctx context.Context) error) Case {
+		return Case{Class: "token-request", Name: n, Rule: "token-request", Submit: f}
+	}
+	return []Case{
+		// Issue 9's fourth finding, with the built-in edit role.
+		c("edit user: `kubectl create token tool-terraform-apply --audience vault`", tokenAs(e.Edit, applySA, authenticationv1.TokenRequestSpec{Audiences: []string{vault}})),
+		c("edit user: token for tool-terraform-apply with the API audience", tokenAs(e.Edit, applySA, authenticationv1.TokenRequestSpec{})),
+		c("edit user: Vault token bound to a running sandbox Pod of its tool", tokenAs(e.Edit, pod.Spec.ServiceAccountName, bound)),
+		c("cluster-wide admin: Vault token for tool-terraform-apply", tokenAs(e.Attacker, applySA, authenticationv1.TokenRequestSpec{Audiences: []string{vault}})),
+		c("edit user: Vault-audience token for the MCP server's ServiceAccount", tokenAs(e.Edit, "agent-sandbox-mcp", authenticationv1.TokenRequestSpec{Audiences: []string{vault}})),
+		c("edit user: legacy token Secret for tool-terraform-apply", func(ctx context.Context) error {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "apply-token-" + e.Run, Annotations: map[string]string{corev1.ServiceAccountNameKey: applySA}},
+				Type: corev1.SecretTypeServiceAccountToken}
+			_, err := e.Edit.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}),
+	}
+}
+
+func (e *Env) toolSA(tool string) string {
+	t, err := e.Policy.Tool(tool)
+	if err != nil {
+		panic(err)
+	}
+	return t.ServiceAccount
+}
+
+// namespaceCases switch the webhook or Pod Security off for the sandbox namespace. They are server-side
+// dry runs: if one were admitted, nothing would change.
+func (e *Env) namespaceCases() []Case {
+	ns := e.Namespace()
+	patch := func(body string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := e.Attacker.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(body), metav1.PatchOptions{DryRun: dryRun})
+			return err
+		}
+	}
+	c := func(n string, f func(ctx context.Context) error) Case {
+		return Case{Class: "namespace", Name: n, Rule: "sandbox-namespace", Submit: f}
+	}
+	return []Case{
+		c("remove the sandbox namespace's agent-sandbox.dev/sandbox label", patch(`{"metadata":{"labels":{"`+contract.LabelSandboxNamespace+`":null}}}`)),
+		c("set the sandbox label to false", patch(`{"metadata":{"labels":{"`+contract.LabelSandboxNamespace+`":"false"}}}`)),
+		c("remove the Pod Security enforce label", patch(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":null}}}`)),
+		c("lower Pod Security enforce to privileged", patch(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`)),
+		c("pin Pod Security enforce-version to v1.0", patch(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce-version":"v1.0"}}}`)),
+		c("add a namespace node-selector annotation", patch(`{"metadata":{"annotations":{"scheduler.alpha.kubernetes.io/node-selector":"kubernetes.io/hostname=control-plane"}}}`)),
+		c("delete the sandbox namespace", func(ctx context.Context) error {
+			return e.Attacker.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{DryRun: dryRun})
+		}),
+	}
+}
+
+// protectedCases change the sandbox namespace's NetworkPolicies, quota and limits (server-side dry runs).
+func (e *Env) protectedCases() []Case {
+	ns := e.Namespace()
+	allowAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-all-egress-" + e.Run},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}, Egress: []networkingv1.NetworkPolicyEgressRule{{}}}}
+	c := func(n string, f func(ctx context.Context) error) Case {
+		return Case{Class: "protected", Name: n, Rule: "sandbox-namespace", Submit: f}
+	}
+	return []Case{
+		c("edit user: an allow-all egress NetworkPolicy", func(ctx context.Context) error {
+			_, err := e.Edit.NetworkingV1().NetworkPolicies(ns).Create(ctx, allowAll, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}),
+		c("edit user: delete the default-deny NetworkPolicy", func(ctx context.Context) error {
+			return e.Edit.NetworkingV1().NetworkPolicies(ns).Delete(ctx, DefaultDenyPolicy, metav1.DeleteOptions{DryRun: dryRun})
+		}),
+		c("edit user: open the default-deny NetworkPolicy", func(ctx context.Context) error {
+			_, err := e.Edit.NetworkingV1().NetworkPolicies(ns).Patch(ctx, DefaultDenyPolicy, types.MergePatchType,
+				[]byte(`{"spec":{"egress":[{}]}}`), metav1.PatchOptions{DryRun: dryRun})
+			return err
+		}),
+		c("admin elsewhere: a ResourceQuota in the sandbox namespace", func(ctx context.Context) error {
+			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q-" + e.Run}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+			_, err := e.Attacker.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}),
+		c("admin elsewhere: a LimitRange in the sandbox namespace", func(ctx context.Context) error {
+			l := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "l-" + e.Run}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+				Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}}}}}
+			_, err := e.Attacker.CoreV1().LimitRanges(ns).Create(ctx, l, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}),
+	}
+}
+
+// DefaultDenyPolicy is the chart's default-deny NetworkPolicy of the sandbox namespace.
+const DefaultDenyPolicy = "agent-sandbox-default-deny"
+
+// configMapCases attack the ConfigMaps sandboxes read: workspaces, saved plans and CA bundles.
+func (e *Env) configMapCases() []Case {
+	ns := e.Namespace()
+	files := map[string]string{"main.tf": "# " + e.Run + "\n"}
+	good := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sandbox.WorkspaceConfigMapName(files), Labels: map[string]string{sandbox.LabelWorkspace: "true"}},
+			Data: files, Immutable: ptr.To(true)}
+	}
+	create := func(mut func(*corev1.ConfigMap)) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			cm := good()
+			mut(cm)
+			_, err := e.MCP.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}
+	}
+	c := func(n, rule string, f func(ctx context.Context) error) Case {
+		return Case{Class: "configmap", Name: n, Rule: rule, Submit: f}
+	}
+	return []Case{
+		c("MCP server: a ConfigMap that is not a workspace or plan", "content-addressed", create(func(cm *corev1.ConfigMap) { cm.Name = "innocent-" + e.Run })),
+		c("MCP server: a workspace named for other content", "content-addressed", create(func(cm *corev1.ConfigMap) { cm.Data["evil.tf"] = "# swapped\n" })),
+		c("MCP server: a mutable workspace", "content-addressed", create(func(cm *corev1.ConfigMap) { cm.Immutable = nil })),
+		c("MCP server: a saved plan named for other content", "content-addressed", create(func(cm *corev1.ConfigMap) {
+			cm.Name, cm.Data, cm.BinaryData = sandbox.PlanPrefix+strings.Repeat("ab", 32), nil, map[string][]byte{sandbox.PlanKey: []byte("PK\x03\x04 not that plan")}
+		})),
+		c("relabel an existing workspace", "content-addressed", func(ctx context.Context) error {
+			if _, err := e.MCP.CoreV1().ConfigMaps(ns).Create(ctx, good(), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("setup: a good workspace was refused: %w", err)
+			}
+			_, err := e.Attacker.CoreV1().ConfigMaps(ns).Patch(ctx, good().Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+			return err
+		}),
+		c("edit user: replace the API server CA the credential agent trusts", "sandbox-namespace", func(ctx context.Context) error {
+			name := e.Policy.Spec.Sandbox.CredentialAgent.APIServerCACertConfigMap
+			_, err := e.Edit.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType,
+				[]byte(`{"data":{"ca.crt":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}}`), metav1.PatchOptions{DryRun: dryRun})
+			return err
+		}),
+	}
+}
