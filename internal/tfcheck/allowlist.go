@@ -7,7 +7,6 @@ package tfcheck
 // ResourcesMap), less those refused below.
 var resourceTypes = setOf(
 	"kubernetes_api_service",
-	"kubernetes_certificate_signing_request",
 	"kubernetes_cluster_role",
 	"kubernetes_cluster_role_binding",
 	"kubernetes_config_map",
@@ -34,7 +33,6 @@ var resourceTypes = setOf(
 	"kubernetes_resource_quota",
 	"kubernetes_role",
 	"kubernetes_service",
-	"kubernetes_service_account",
 	"kubernetes_stateful_set",
 	"kubernetes_storage_class",
 	"kubernetes_validating_webhook_configuration",
@@ -45,6 +43,11 @@ var resourceTypes = setOf(
 var refusedResourceTypes = map[string]string{
 	// A Secret resource puts secret values into the plan and the state, which the MCP server reads back.
 	"kubernetes_secret": "it puts secret values into the plan and the state, which leave the sandbox",
+	// Provider 1.13.4 approves the request it creates: a way to mint a cluster credential.
+	"kubernetes_certificate_signing_request": "it creates and approves a certificate signing request, which mints a credential",
+	// Its state exposes the names of token Secrets, and in 1.13.4 it waits for a token Secret that
+	// current Kubernetes no longer creates.
+	"kubernetes_service_account": "it exposes the names of service account token Secrets",
 }
 
 // dataSourceTypes are the data sources of the kubernetes provider v1.13.4 (its provider.go
@@ -56,7 +59,6 @@ var dataSourceTypes = setOf(
 	"kubernetes_namespace",
 	"kubernetes_service",
 	"kubernetes_storage_class",
-	"kubernetes_pod",
 	"kubernetes_persistent_volume_claim",
 )
 
@@ -64,6 +66,7 @@ var dataSourceTypes = setOf(
 var refusedDataSourceTypes = map[string]string{
 	"kubernetes_secret":          "it reads secret values into the plan, which leaves the sandbox",
 	"kubernetes_service_account": "it exposes the names of service account token Secrets",
+	"kubernetes_pod":             "it reads a pod's whole spec, environment values included, into the plan",
 }
 
 // functions are Terraform's built-in functions that only compute a value from their arguments (or

@@ -77,16 +77,24 @@ var planFields = map[protowire.Number]protowire.Type{
 // byte for byte the runner's), and the backend is exactly opts.Backend. It returns an error
 // wrapping ErrRefused that lists the problems, like Check.
 func CheckPlan(plan []byte, opts Options) error {
+	_, err := PlanConfig(plan, opts)
+	return err
+}
+
+// PlanConfig checks a saved plan like CheckPlan and returns the configuration Terraform will apply it
+// with: the root module's files and the lock file, by file name, for the working directory in which the
+// plan is initialised and applied.
+func PlanConfig(plan []byte, opts Options) (map[string][]byte, error) {
 	c, err := newChecker(opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if opts.Backend.Type != "" && opts.Backend.Type != "local" {
-		return fmt.Errorf("tfcheck: backend type %q: only local is supported", opts.Backend.Type)
+		return nil, fmt.Errorf("tfcheck: backend type %q: only local is supported", opts.Backend.Type)
 	}
 	files, lock := c.planEntries(plan)
 	if len(c.problems) > 0 {
-		return c.result()
+		return nil, c.result()
 	}
 	// Check the workspace files with the rules of Check, then name each problem by its entry.
 	if lock != nil {
@@ -102,7 +110,10 @@ func CheckPlan(plan []byte, opts Options) error {
 			c.problems[i].File = planEntryRootPrefix + p.File
 		}
 	}
-	return c.result()
+	if err := c.result(); err != nil {
+		return nil, err
+	}
+	return files, nil
 }
 
 // planEntries reads the plan's zip: it refuses unknown, repeated and oversize entries, checks the

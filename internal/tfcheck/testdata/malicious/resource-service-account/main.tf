@@ -1,0 +1,6 @@
+resource "kubernetes_service_account" "sa" {
+  metadata {
+    name      = "builder"
+    namespace = "demo-app"
+  }
+}
