@@ -18,9 +18,11 @@ var credentialVolumeLimit = resource.MustParse("1Mi")
 const vaultTokenSeconds = int64(600)
 
 // Inject adds the credential agent to a sandbox pod template: a native sidecar (an init container with
-// restartPolicy Always, started and ready before the tool), a memory-backed volume for the kubeconfig it
-// writes (read-only in the tool container), a projected Vault-audience service-account token mounted only
-// in the sidecar, the CA bundles, KUBECONFIG for the tool, and hardened security-context defaults.
+// restartPolicy Always, started after any check init container and ready before the tool), a memory-backed
+// volume for the kubeconfig it writes (read-only in the tool container), a projected Vault-audience
+// service-account token mounted only in the sidecar, the CA bundles, the tool's result volume (read-only:
+// the agent reports the result on its own output stream), KUBECONFIG for the tool, and hardened
+// security-context defaults.
 //
 // The sidecar's image and arguments, the scope and the target namespace come from the policy and the
 // validated invocation, never from the object. Inject is pure and idempotent: a template that carries the
@@ -86,11 +88,14 @@ func CredentialAgentContainer(p *policy.Compiled, inv *policy.Invocation) corev1
 		"--api-server=" + ca.APIServer,
 		"--api-ca-file=" + contract.APIServerCADir + "/ca.crt",
 		"--out=" + contract.KubeconfigPath,
+		"--result-file=" + contract.ResultPath,
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: contract.CredentialVolume, MountPath: contract.CredentialDir},
 		{Name: contract.VaultTokenVolume, MountPath: contract.VaultTokenDir, ReadOnly: true},
 		{Name: contract.APIServerCAVolume, MountPath: contract.APIServerCADir, ReadOnly: true},
+		// The tool's result, which the agent reports on its own output once the tool has exited.
+		{Name: contract.ResultVolume, MountPath: contract.ResultDir, ReadOnly: true},
 	}
 	if ca.VaultCACertConfigMap != "" {
 		args = append(args, "--vault-ca-file="+contract.VaultCADir+"/ca.crt")

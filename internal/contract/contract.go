@@ -34,6 +34,9 @@ const (
 	ToolContainer = "tool"
 	// CredentialAgentContainer is the injected native sidecar (an init container with restartPolicy Always).
 	CredentialAgentContainer = "cred-agent"
+	// CheckContainer is the init container that checks a tool's input (a Terraform workspace or saved
+	// plan) before the credential agent starts: a refused input never gets a credential.
+	CheckContainer = "check"
 	// CredentialVolume is the memory-backed emptyDir that holds the minted kubeconfig.
 	CredentialVolume = "agent-sandbox-credentials"
 	// VaultTokenVolume is the projected service-account token (Vault audience), mounted only in the sidecar.
@@ -45,6 +48,11 @@ const (
 	WorkspaceVolume = "workspace"
 	// TmpVolume is a small writable emptyDir at /tmp: root filesystems are read-only.
 	TmpVolume = "tmp"
+	// ResultVolume is the memory-backed emptyDir the tool writes its result into (read-write in the tool,
+	// read-only in the credential agent, which reports it on its own output stream).
+	ResultVolume = "agent-sandbox-result"
+	// PlanVolume is the read-only ConfigMap of a saved plan, for tools that apply one.
+	PlanVolume = "plan"
 )
 
 // Paths inside the sandbox Pod.
@@ -56,4 +64,7 @@ const (
 	VaultCADir     = "/var/run/agent-sandbox/vault-ca"
 	APIServerCADir = "/var/run/agent-sandbox/apiserver-ca"
 	TmpDir         = "/tmp"
+	ResultDir      = "/var/run/agent-sandbox/result"
+	// ResultPath is where a tool writes its one JSON result object.
+	ResultPath = ResultDir + "/result.json"
 )

@@ -41,6 +41,10 @@ type Invocation struct {
 	Scope           string
 	// Workspace is the ConfigMap to mount, when the tool has one.
 	Workspace string
+	// PlanConfigMap is the saved plan's ConfigMap to mount, when the tool applies one.
+	PlanConfigMap string
+	// CheckArgv is the rendered pre-credential check, when the tool has one.
+	CheckArgv []string
 	// PlanDigest is the digest of the saved plan the call applies, for tools that declare one.
 	PlanDigest string
 }
@@ -88,15 +92,26 @@ func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
 	if t.PlanDigestParameter != "" {
 		inv.PlanDigest, _ = params[t.PlanDigestParameter].(string)
 	}
-	inv.Argv = t.render(params)
+	if t.Plan != nil {
+		if id, _ := params[t.Plan.Parameter].(string); id != "" {
+			inv.PlanConfigMap = PlanConfigMapPrefix + id
+		}
+	}
+	inv.Argv = render(t.Command, params)
+	if len(t.Check) > 0 {
+		inv.CheckArgv = render(t.Check, params)
+	}
 	return inv, nil
 }
 
-// render substitutes parameters into the command template. An element that names a parameter without a
+// PlanConfigMapPrefix starts the name of a saved plan's ConfigMap; the plan ID follows.
+const PlanConfigMapPrefix = "tfplan-"
+
+// render substitutes parameters into an argv template. An element that names a parameter without a
 // value is left out entirely, so "--selector={{label_selector}}" disappears when no selector is given.
-func (t *Tool) render(params map[string]any) []string {
-	argv := make([]string, 0, len(t.Command))
-	for _, el := range t.Command {
+func render(template []string, params map[string]any) []string {
+	argv := make([]string, 0, len(template))
+	for _, el := range template {
 		missing := false
 		out := placeholderRE.ReplaceAllStringFunc(el, func(m string) string {
 			name := placeholderRE.FindStringSubmatch(m)[1]

@@ -171,11 +171,19 @@ type Tool struct {
 	// an approval for the tool is then bound to that digest as well.
 	PlanDigestParameter string `json:"planDigestParameter,omitempty"`
 	// Workspace, when set, mounts a ConfigMap of input files that the caller supplies (for example a
-	// Terraform configuration). Its name must match the pattern and it is mounted read-only.
+	// Terraform configuration). Its name must match the pattern and it is mounted read-only. The
+	// admission webhook admits only immutable workspace ConfigMaps named by their content's hash.
 	Workspace *Workspace `json:"workspace,omitempty"`
+	// Plan, when set, mounts the saved plan whose ID (its SHA-256) the parameter carries: the immutable
+	// ConfigMap tfplan-<plan ID> that the MCP server stored after the plan ran, read-only.
+	Plan *Workspace `json:"plan,omitempty"`
+	// Check, when set, is the argv template of a check that runs in an init container (the tool's image
+	// and resources) before the credential agent starts: it inspects the tool's inputs, and if it exits
+	// non-zero the Pod stops there, before any credential exists. Its termination message is the reason.
+	Check []string `json:"check,omitempty"`
 }
 
-// Workspace describes a caller-supplied, read-only ConfigMap mount.
+// Workspace describes a read-only ConfigMap mount named by a parameter.
 type Workspace struct {
 	// Parameter names the tool parameter that carries the ConfigMap's name.
 	Parameter string `json:"parameter"`

@@ -228,18 +228,38 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 			errs = append(errs, field.Invalid(wp.Child("mountPath"), t.Workspace.MountPath, "must be a clean absolute path"))
 		}
 	}
+	if t.Plan != nil {
+		pp := fp.Child("plan")
+		if prm := params[t.Plan.Parameter]; prm == nil || prm.Type != TypeString || !prm.Required || prm.Pattern != "[a-f0-9]{64}" {
+			errs = append(errs, field.Invalid(pp.Child("parameter"), t.Plan.Parameter, "must name a required string parameter with pattern [a-f0-9]{64} (a plan ID)"))
+		}
+		if !path.IsAbs(t.Plan.MountPath) || path.Clean(t.Plan.MountPath) != t.Plan.MountPath {
+			errs = append(errs, field.Invalid(pp.Child("mountPath"), t.Plan.MountPath, "must be a clean absolute path"))
+		}
+		if t.Workspace != nil && t.Workspace.MountPath == t.Plan.MountPath {
+			errs = append(errs, field.Duplicate(pp.Child("mountPath"), t.Plan.MountPath))
+		}
+	}
 
 	if len(t.Command) == 0 {
 		errs = append(errs, field.Required(fp.Child("command"), "the argv template of the tool"))
 	}
-	for i, el := range t.Command {
+	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
+	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
+	return errs
+}
+
+// argvTemplate checks that every placeholder of an argv template names a declared parameter.
+func argvTemplate(fp *field.Path, template []string, params map[string]*Parameter) field.ErrorList {
+	var errs field.ErrorList
+	for i, el := range template {
 		for _, m := range placeholderRE.FindAllStringSubmatch(el, -1) {
 			if params[m[1]] == nil {
-				errs = append(errs, field.Invalid(fp.Child("command").Index(i), el, "names undeclared parameter "+m[1]))
+				errs = append(errs, field.Invalid(fp.Index(i), el, "names undeclared parameter "+m[1]))
 			}
 		}
 		if strings.Count(el, "{{") != len(placeholderRE.FindAllString(el, -1)) {
-			errs = append(errs, field.Invalid(fp.Child("command").Index(i), el, `malformed placeholder; write {{name}}`))
+			errs = append(errs, field.Invalid(fp.Index(i), el, `malformed placeholder; write {{name}}`))
 		}
 	}
 	return errs

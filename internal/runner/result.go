@@ -85,8 +85,11 @@ type PlanResult struct {
 	// scans for destructive signals ("forces replacement", "must be replaced", "will be destroyed").
 	Text string `json:"text"`
 	// NoChanges is true when the plan changes neither resources nor outputs.
-	NoChanges bool    `json:"no_changes"`
-	Timings   Timings `json:"timings"`
+	NoChanges bool `json:"no_changes"`
+	// Plan is the saved plan file (base64 in JSON). The MCP server stores it, immutable and named by its
+	// SHA-256, for the apply Job to mount; the approver reads it back from there.
+	Plan    []byte  `json:"plan,omitempty"`
+	Timings Timings `json:"timings"`
 }
 
 // ApplyResult is what `run terraform-apply` prints.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,23 +14,29 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 )
 
-// planFile is the saved plan's name in the working directory.
-const planFile = "plan.tfplan"
+// planFile is the saved plan's name in the working directory; stateFile is where Terraform's implicit
+// local backend keeps the default workspace's state.
+const (
+	planFile  = "plan.tfplan"
+	stateFile = "terraform.tfstate"
+)
 
-// lockTimeout is how long plan and apply wait for the state lock held by another run.
-const lockTimeout = "-lock-timeout=60s"
+// lockWait is how long an apply waits for the state lock held by another run.
+const lockWait = 60 * time.Second
 
 // TerraformOptions are the inputs of Plan and Apply.
 type TerraformOptions struct {
 	// Workspace names the state: Secret tfstate-default-<Workspace> in Namespace.
 	Workspace string
-	// Source is the folder holding the workspace's files (the ConfigMap volume, /workspace).
+	// Source is the folder holding the workspace's files (the ConfigMap volume, /workspace); Plan only.
 	Source string
-	// Namespace holds the state, its lock and the saved plans.
+	// Namespace holds the state and its lock.
 	Namespace string
-	// Kubeconfig is the per-action kubeconfig, for the backend and the provider alike.
+	// Kubeconfig is the per-action kubeconfig, for the provider.
 	Kubeconfig string
 	// Terraform is the binary ("terraform" on PATH when empty).
 	Terraform string
@@ -37,7 +44,7 @@ type TerraformOptions struct {
 	Env []string
 	// TempDir is where the working directory is made (os.TempDir() when empty: $TMPDIR or /tmp).
 	TempDir string
-	// Stderr receives Terraform's output as it runs (io.Discard when nil).
+	// Stderr receives Terraform's output as it runs (io.Discard when nil). The caller scrubs it.
 	Stderr io.Writer
 	// Log receives progress (nothing when nil).
 	Log *slog.Logger
@@ -51,9 +58,6 @@ func (o *TerraformOptions) Validate() error {
 	}
 	if len(validation.IsDNS1123Label(o.Namespace)) > 0 {
 		errs = append(errs, fmt.Errorf("namespace %q: not a valid namespace name", o.Namespace))
-	}
-	if o.Source == "" {
-		errs = append(errs, errors.New("source folder is required"))
 	}
 	if o.Kubeconfig == "" {
 		errs = append(errs, errors.New("kubeconfig is required (set KUBECONFIG)"))
@@ -94,25 +98,22 @@ type workdir struct {
 	timings Timings
 }
 
-// prepare makes a fresh working directory, copies the workspace into it, adds the backend override and
-// runs `terraform init`. The caller removes the directory.
-func prepare(ctx context.Context, o *TerraformOptions) (*workdir, error) {
+// prepare makes a fresh working directory with files and the current state, and runs `terraform init`
+// (the provider comes from the image's mirror; the backend is the implicit local one). The caller removes
+// the directory.
+func prepare(ctx context.Context, o *TerraformOptions, files map[string][]byte, state []byte) (*workdir, error) {
 	dir, err := os.MkdirTemp(o.TempDir, "agent-sandbox-tf-")
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
 	w := &workdir{dir: dir, tf: &terraform{bin: o.Terraform, dir: dir, env: TerraformEnv(o.Env, o.Kubeconfig), stderr: o.Stderr}}
-	files, err := CopyWorkspace(o.Source, dir)
-	if err != nil {
+	if err := writeFiles(dir, files); err != nil {
 		return w, err
 	}
-	o.Log.Info("workspace copied", "files", files.Copied, "skipped", files.Skipped)
-	override, err := RenderBackendOverride(BackendConfig{SecretSuffix: o.Workspace, Namespace: o.Namespace, ConfigPath: o.Kubeconfig})
-	if err != nil {
-		return w, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, BackendOverrideFile), override, 0o600); err != nil {
-		return w, fmt.Errorf("write backend override: %w", err)
+	if state != nil {
+		if err := os.WriteFile(filepath.Join(dir, stateFile), state, 0o600); err != nil {
+			return w, fmt.Errorf("write state: %w", err)
+		}
 	}
 	start := time.Now()
 	if _, _, err := w.tf.run(ctx, false, "init", "-input=false", "-no-color"); err != nil {
@@ -153,18 +154,33 @@ func (w *workdir) show(ctx context.Context, withText bool) (PlanChanges, string,
 	return changes, string(text), nil
 }
 
-// Plan runs `terraform plan` for the workspace, stores the saved plan in a Secret and describes it.
+// Plan checks the workspace, plans it against the state and returns the saved plan with its description.
+// It changes nothing in the cluster: it reads the state Secret by name and the live objects, and takes no
+// lock (an apply checks that the state is still the one the plan was made against).
 func Plan(ctx context.Context, client kubernetes.Interface, o TerraformOptions) (PlanResult, error) {
 	if err := o.complete(); err != nil {
 		return PlanResult{}, err
 	}
-	w, err := prepare(ctx, &o)
+	if o.Source == "" {
+		return PlanResult{}, errors.New("source folder is required")
+	}
+	files, err := loadWorkspace(o.Source)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	o.Log.Info("workspace checked", "files", len(files))
+	store := &StateStore{Client: client, Namespace: o.Namespace, Workspace: o.Workspace}
+	state, err := store.Read(ctx)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	w, err := prepare(ctx, &o, files, state.Data)
 	defer w.remove(o.Log)
 	if err != nil {
 		return PlanResult{}, err
 	}
 	start := time.Now()
-	if _, _, err := w.tf.run(ctx, false, "plan", "-input=false", "-no-color", lockTimeout, "-out="+planFile); err != nil {
+	if _, _, err := w.tf.run(ctx, false, "plan", "-input=false", "-no-color", "-lock=false", "-out="+planFile); err != nil {
 		return PlanResult{}, err
 	}
 	w.timings.Plan = seconds(time.Since(start))
@@ -173,15 +189,20 @@ func Plan(ctx context.Context, client kubernetes.Interface, o TerraformOptions) 
 	if err != nil {
 		return PlanResult{}, fmt.Errorf("read saved plan: %w", err)
 	}
+	if len(plan) > MaxPlanSize {
+		return PlanResult{}, fmt.Errorf("the saved plan is %d bytes, more than %d", len(plan), MaxPlanSize)
+	}
+	// The apply checks the plan again before it runs; checking it here too means a plan that the apply
+	// would refuse is never offered for approval.
+	if err := tfcheck.CheckPlan(plan, CheckOptions()); err != nil {
+		return PlanResult{}, fmt.Errorf("the saved plan: %w", err)
+	}
 	changes, text, err := w.show(ctx, true)
 	if err != nil {
 		return PlanResult{}, err
 	}
-	id, err := SavePlan(ctx, client, o.Namespace, o.Workspace, plan)
-	if err != nil {
-		return PlanResult{}, err
-	}
-	o.Log.Info("plan saved", "secret", PlanSecretName(id), "plan_id", id, "bytes", len(plan))
+	id := PlanID(plan)
+	o.Log.Info("plan saved", "plan_id", id, "bytes", len(plan))
 	return PlanResult{
 		Workspace: o.Workspace,
 		PlanID:    id,
@@ -189,25 +210,45 @@ func Plan(ctx context.Context, client kubernetes.Interface, o TerraformOptions) 
 		Changes:   changes.Changes,
 		Text:      text,
 		NoChanges: changes.NoChanges,
+		Plan:      plan,
 		Timings:   w.timings,
 	}, nil
 }
 
-// Apply applies exactly the saved plan whose SHA-256 is planID, then deletes it. The plan's bytes are
-// checked against planID before Terraform runs; Terraform's own check refuses a stale plan (ErrStalePlan).
-func Apply(ctx context.Context, client kubernetes.Interface, o TerraformOptions, planID string) (ApplyResult, error) {
+// Apply applies exactly the saved plan in planPath, whose SHA-256 must be planID. The plan is checked
+// against the allowlist (tfcheck.PlanConfig: the configuration it embeds, which is what Terraform applies,
+// and the backend it records) before anything runs, then applied under the workspace's state lock with
+// the configuration it embeds; Terraform refuses it if the state changed since it was made (ErrStalePlan).
+// The new state is written back to the Secret, also when the apply failed half-way.
+func Apply(ctx context.Context, client kubernetes.Interface, o TerraformOptions, planPath, planID string) (res ApplyResult, err error) {
 	if err := ValidatePlanID(planID); err != nil {
 		return ApplyResult{}, err
 	}
 	if err := o.complete(); err != nil {
 		return ApplyResult{}, err
 	}
-	plan, err := LoadPlan(ctx, client, o.Namespace, o.Workspace, planID)
+	plan, config, err := LoadPlan(planPath, planID)
 	if err != nil {
 		return ApplyResult{}, err
 	}
-	o.Log.Info("plan loaded", "secret", PlanSecretName(planID), "plan_id", planID)
-	w, err := prepare(ctx, &o)
+	o.Log.Info("plan checked", "plan_id", planID, "files", len(config))
+	store := &StateStore{Client: client, Namespace: o.Namespace, Workspace: o.Workspace}
+	unlock, err := store.Lock(ctx, lockWait)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if uerr := unlock(uctx); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	state, err := store.Read(ctx)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	w, err := prepare(ctx, &o, config, state.Data)
 	defer w.remove(o.Log)
 	if err != nil {
 		return ApplyResult{}, err
@@ -220,16 +261,15 @@ func Apply(ctx context.Context, client kubernetes.Interface, o TerraformOptions,
 		return ApplyResult{}, err
 	}
 	start := time.Now()
-	_, text, err := w.tf.run(ctx, false, "apply", "-input=false", "-no-color", lockTimeout, planFile)
-	if err != nil {
-		return ApplyResult{}, err
-	}
+	_, text, applyErr := w.tf.run(ctx, false, "apply", "-input=false", "-no-color", "-lock=false", planFile)
 	w.timings.Apply = seconds(time.Since(start))
-	o.Log.Info("terraform apply done", "seconds", w.timings.Apply)
-	if err := DeletePlan(ctx, client, o.Namespace, planID); err != nil {
-		// Terraform would refuse the plan again anyway (the state has moved on); keep the result.
-		o.Log.Warn("applied plan not deleted", "err", err)
+	if werr := writeBack(ctx, store, state, w.dir); werr != nil {
+		return ApplyResult{}, errors.Join(applyErr, werr)
 	}
+	if applyErr != nil {
+		return ApplyResult{}, applyErr
+	}
+	o.Log.Info("terraform apply done", "seconds", w.timings.Apply)
 	return ApplyResult{
 		Workspace: o.Workspace,
 		PlanID:    planID,
@@ -238,6 +278,48 @@ func Apply(ctx context.Context, client kubernetes.Interface, o TerraformOptions,
 		Summary:   changes.Summary,
 		Timings:   w.timings,
 	}, nil
+}
+
+// LoadPlan reads the saved plan at path, checks that it hashes to planID and passes the allowlist, and
+// returns it with the configuration it embeds.
+func LoadPlan(path, planID string) ([]byte, map[string][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("saved plan: %w", err)
+	}
+	defer f.Close()
+	plan, err := io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("saved plan: %w", err)
+	}
+	if len(plan) > MaxPlanSize {
+		return nil, nil, fmt.Errorf("saved plan: more than %d bytes", MaxPlanSize)
+	}
+	if got := PlanID(plan); got != planID {
+		return nil, nil, fmt.Errorf("%w (its SHA-256 is %s)", ErrPlanMismatch, got)
+	}
+	config, err := tfcheck.PlanConfig(plan, CheckOptions())
+	if err != nil {
+		return nil, nil, fmt.Errorf("saved plan %s: %w", planID[:12], err)
+	}
+	return plan, config, nil
+}
+
+// writeBack stores the working directory's state file if Terraform changed it.
+func writeBack(ctx context.Context, store *StateStore, prev State, dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the new state: %w", err)
+	}
+	if bytes.Equal(data, prev.Data) {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return store.Write(wctx, prev, data)
 }
 
 func seconds(d time.Duration) float64 {

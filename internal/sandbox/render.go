@@ -106,7 +106,22 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			VolumeMounts:             ToolVolumeMounts(t),
 		}},
-		Volumes: ToolVolumes(t, inv.Workspace),
+		Volumes: ToolVolumes(t, inv),
+	}
+	if len(inv.CheckArgv) > 0 {
+		// The check runs before the credential agent (which the webhook appends to the init containers):
+		// an input it refuses never gets a credential. It sees the inputs, never the credential or the
+		// result volume; its reason is its termination message.
+		podSpec.InitContainers = []corev1.Container{{
+			Name:                     contract.CheckContainer,
+			Image:                    t.Image,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  inv.CheckArgv,
+			Resources:                Resources(t.Resources),
+			SecurityContext:          HardenedContainerSecurityContext(),
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			VolumeMounts:             inputMounts(t),
+		}}
 	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -131,24 +146,49 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	}, nil
 }
 
-// ToolVolumeMounts are the tool container's mounts before injection: scratch space and, for tools that
-// take one, the read-only workspace.
+// ToolVolumeMounts are the tool container's mounts before injection: scratch space, the result volume it
+// writes its result into and, for tools that take them, the read-only workspace and saved plan.
 func ToolVolumeMounts(t *policy.Tool) []corev1.VolumeMount {
-	m := []corev1.VolumeMount{{Name: contract.TmpVolume, MountPath: contract.TmpDir}}
+	m := []corev1.VolumeMount{
+		{Name: contract.TmpVolume, MountPath: contract.TmpDir},
+		{Name: contract.ResultVolume, MountPath: contract.ResultDir},
+	}
+	return append(m, inputMounts(t)...)
+}
+
+// inputMounts are the read-only inputs of a tool: its workspace and its saved plan.
+func inputMounts(t *policy.Tool) []corev1.VolumeMount {
+	var m []corev1.VolumeMount
 	if t.Workspace != nil {
 		m = append(m, corev1.VolumeMount{Name: contract.WorkspaceVolume, MountPath: t.Workspace.MountPath, ReadOnly: true})
+	}
+	if t.Plan != nil {
+		m = append(m, corev1.VolumeMount{Name: contract.PlanVolume, MountPath: t.Plan.MountPath, ReadOnly: true})
 	}
 	return m
 }
 
+// resultSizeLimit bounds a tool's result (a saved plan travels in it, base64).
+var resultSizeLimit = resource.MustParse("8Mi")
+
 // ToolVolumes are the pod's volumes before injection.
-func ToolVolumes(t *policy.Tool, workspace string) []corev1.Volume {
-	v := []corev1.Volume{{Name: contract.TmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmpSizeLimit}}}}
-	if t.Workspace != nil {
-		v = append(v, corev1.Volume{Name: contract.WorkspaceVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: workspace},
+func ToolVolumes(t *policy.Tool, inv *policy.Invocation) []corev1.Volume {
+	v := []corev1.Volume{
+		{Name: contract.TmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmpSizeLimit}}},
+		{Name: contract.ResultVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: &resultSizeLimit}}},
+	}
+	cm := func(name, configMap string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMap},
 			DefaultMode:          ptr.To(int32(0o444)),
-		}}})
+		}}}
+	}
+	if t.Workspace != nil {
+		v = append(v, cm(contract.WorkspaceVolume, inv.Workspace))
+	}
+	if t.Plan != nil {
+		v = append(v, cm(contract.PlanVolume, inv.PlanConfigMap))
 	}
 	return v
 }

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // LabelWorkspace marks the ConfigMaps that carry a Terraform workspace's files into sandboxes.
@@ -23,7 +25,7 @@ const (
 	// WorkspacePrefix starts a workspace ConfigMap's name; WorkspaceConfigMapName gives the rest.
 	WorkspacePrefix = "tfws-"
 	// PlanPrefix starts a saved plan's ConfigMap name, followed by the plan's SHA-256 (its plan ID).
-	PlanPrefix = "tfplan-"
+	PlanPrefix = policy.PlanConfigMapPrefix
 	// PlanKey is the binaryData key of a saved plan's ConfigMap.
 	PlanKey = "tfplan"
 )
