@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Event names the agent writes, one JSON line each, on its event stream (the sidecar's stdout).
@@ -88,6 +88,9 @@ type Agent struct {
 	cred *Credential
 	// tokenExpiry is when the Vault token ends; Vault then revokes the lease by itself.
 	tokenExpiry time.Time
+	// scrubber removes the issued token and the Pod's login token by value from events (invariant 6:
+	// scrubbed by the exact bytes issued, not only by pattern). Nil (patterns only) before Issue.
+	scrubber *scrub.Scrubber
 }
 
 // NewAgent checks the configuration and prepares the Vault client; it makes no request.
@@ -166,6 +169,7 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 	a.mu.Lock()
 	a.cred = cred
 	a.tokenExpiry = loggedIn.Add(tokenTTL)
+	a.scrubber = exactScrubber([]byte(cred.Token), jwt)
 	a.mu.Unlock()
 	a.emit(EventIssued, map[string]any{
 		"lease_id":        cred.LeaseID,
@@ -240,7 +244,7 @@ func removeErr(path string, err error) error {
 	return fmt.Errorf("remove kubeconfig %s: %w", filepath.Clean(path), err)
 }
 
-// emit writes one event line. Everything passes through the audit scrubber first; the credential's token
+// emit writes one event line. Everything passes through package scrub first; the credential's token
 // is never among the fields in the first place.
 func (a *Agent) emit(name string, fields map[string]any) {
 	ev := map[string]any{
@@ -252,11 +256,33 @@ func (a *Agent) emit(name string, fields map[string]any) {
 	for k, v := range fields {
 		ev[k] = v
 	}
-	line, err := json.Marshal(audit.Scrub(ev))
+	line, err := json.Marshal(a.Scrubber().Value(ev))
 	if err != nil {
 		return
 	}
 	_, _ = a.cfg.Events.Write(append(line, '\n'))
+}
+
+// Scrubber returns what the agent scrubs its events with: the patterns, and, once a credential was
+// issued, the issued token and the Pod's login token by value. Callers printing the agent's errors use
+// it too. It is safe to call at any time.
+func (a *Agent) Scrubber() *scrub.Scrubber {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.scrubber
+}
+
+// exactScrubber returns a Scrubber for those of the values that can be scrubbed by value (scrub.New
+// refuses values under 8 bytes, which no Vault or Kubernetes token is); the patterns apply regardless.
+func exactScrubber(values ...[]byte) *scrub.Scrubber {
+	var ok [][]byte
+	for _, v := range values {
+		if _, err := scrub.New(v); err == nil {
+			ok = append(ok, v)
+		}
+	}
+	s, _ := scrub.New(ok...)
+	return s
 }
 
 // KubeconfigReady reports whether the kubeconfig at path exists and is not empty: the sidecar's startup

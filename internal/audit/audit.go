@@ -15,7 +15,7 @@
 //   - seq: 1-based, consecutive line number within the file.
 //   - time: RFC 3339 with nanoseconds, UTC, from the Log's clock.
 //   - request_id, event, tool: from the Event (scrubbed like everything else).
-//   - fields: a JSON object, always passed through Scrub before it is written.
+//   - fields: a JSON object, always passed through scrub.Value before it is written.
 //   - prev: hex SHA-256 of the previous line's exact bytes (without its '\n'); 64 zeros on line 1.
 //   - hash: hex SHA-256 of the line's body, which is the line with the trailing `,"hash":"…"` member
 //     removed (everything from '{' up to and including the prev member, then '}').
@@ -38,8 +38,8 @@
 // appends an audit.recovered event recording how many bytes were torn and their SHA-256 (never the
 // bytes themselves), so the chain continues visibly rather than silently.
 //
-// Secrets never reach the file: Write scrubs the event's fields, request ID and tool name with Scrub, and
-// there is no way to append a line without going through Write.
+// Secrets never reach the file: Write scrubs the event's fields, request ID and tool name with package
+// scrub, and there is no way to append a line without going through Write.
 package audit
 
 import (
@@ -54,6 +54,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Event names. Every tool call writes, under one request ID, the chain
@@ -222,9 +224,9 @@ func (l *Log) Write(e Event) error {
 		return fmt.Errorf("%w: empty event name", ErrInvalidEvent)
 	}
 	fields := scrubFields(e.Fields)
-	e.RequestID = ScrubString(e.RequestID)
-	e.Tool = ScrubString(e.Tool)
-	e.Name = ScrubString(e.Name)
+	e.RequestID = scrub.String(e.RequestID)
+	e.Tool = scrub.String(e.Tool)
+	e.Name = scrub.String(e.Name)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -307,6 +309,15 @@ func (l *Log) append(e Event, fields map[string]any) error {
 	l.prev = hashHex(line)
 	l.size += int64(len(buf))
 	return nil
+}
+
+// scrubFields scrubs an event's fields, always returning a non-nil map.
+func scrubFields(fields map[string]any) map[string]any {
+	out, _ := scrub.Value(fields).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out
 }
 
 // encodeLine renders body and appends its hash member. The result has no trailing newline.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Stage is a step of a sandbox run, reported as progress to the caller.
@@ -163,7 +163,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					progress(StageCredentials)
 				}
 				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
-					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(audit.ScrubString(term.Message)))
+					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
 				}
 			}
 			toolDone, agentDone := false, false
@@ -311,7 +311,7 @@ func parseEvents(out []byte) []map[string]any {
 		}
 		var ev map[string]any
 		if json.Unmarshal([]byte(line), &ev) == nil && ev["event"] != nil {
-			events = append(events, audit.Scrub(ev).(map[string]any))
+			events = append(events, scrub.Value(ev).(map[string]any))
 		}
 	}
 	return events
@@ -319,7 +319,7 @@ func parseEvents(out []byte) []map[string]any {
 
 // classifyCreate turns a failed create into an error a person can act on.
 func classifyCreate(err error) error {
-	msg := oneLine(audit.ScrubString(err.Error()))
+	msg := oneLine(scrub.String(err.Error()))
 	switch {
 	case strings.Contains(msg, "failed calling webhook"):
 		return fmt.Errorf("%w: %s", ErrWebhookDown, msg)

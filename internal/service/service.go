@@ -20,6 +20,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Runner runs one sandbox Job to completion (sandbox.Runner).
@@ -111,7 +112,7 @@ func (c *call) audit(event string, fields map[string]any) {
 
 // fail ends the call with a domain error and records it.
 func (c *call) fail(kind Kind, err error) error {
-	msg := oneLine(audit.ScrubString(err.Error()))
+	msg := oneLine(scrub.String(err.Error()))
 	if kind == KindDenied || kind == KindInvalid {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": msg})
 	}

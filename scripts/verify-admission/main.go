@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
@@ -37,7 +37,7 @@ func main() {
 	_ = fs.Parse(os.Args[1:])
 	failed, err := run(kubeconfig, policyFile, keyFile, passFile, verbose)
 	if err != nil {
-		fmt.Printf("  FAIL: %s\n", audit.ScrubString(err.Error()))
+		fmt.Printf("  FAIL: %s\n", scrub.String(err.Error()))
 		os.Exit(1)
 	}
 	if failed > 0 {
@@ -109,7 +109,7 @@ func run(kubeconfig, policyFile, keyFile, passFile string, verbose bool) (int, e
 			}
 			continue
 		}
-		fmt.Printf("     NOT rejected as expected: %s (want rule %s): %v\n", o.Case.Name, o.Case.Rule, audit.ScrubString(fmt.Sprint(o.Err)))
+		fmt.Printf("     NOT rejected as expected: %s (want rule %s): %v\n", o.Case.Name, o.Case.Rule, scrub.String(fmt.Sprint(o.Err)))
 	}
 	check(rejected == len(outcomes), fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)),
 		fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)))

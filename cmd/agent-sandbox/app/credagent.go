@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // credAgentOptions are the flags of `cred-agent`. The admission webhook renders exactly these; nothing
@@ -53,7 +53,7 @@ probe ("cred-agent ready") then never passes and the tool container never starts
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
-				return o.fail(err)
+				return o.fail(nil, err)
 			}
 			return o.Run(cmd.Context())
 		},
@@ -102,27 +102,28 @@ func (o *credAgentOptions) config() broker.AgentConfig {
 func (o *credAgentOptions) Run(ctx context.Context) error {
 	agent, err := broker.NewAgent(o.config())
 	if err != nil {
-		return o.fail(err)
+		return o.fail(nil, err)
 	}
 	if err := agent.Run(ctx); err != nil {
-		return o.fail(err)
+		// Vault's errors may echo a token: scrub by the values the agent was issued, too.
+		return o.fail(agent.Scrubber(), err)
 	}
 	return nil
 }
 
-// fail prints err as one scrubbed line on stderr and makes the process exit 1.
-func (o *credAgentOptions) fail(err error) error {
-	fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", oneLineError(err))
+// fail prints err as one line scrubbed by sc (nil: by pattern) on stderr and makes the process exit 1.
+func (o *credAgentOptions) fail(sc *scrub.Scrubber, err error) error {
+	fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", oneLineError(sc, err))
 	return exitError{code: 1}
 }
 
 // oneLineError flattens an error (errors.Join puts one per line) and scrubs any secret out of it.
-func oneLineError(err error) string {
+func oneLineError(sc *scrub.Scrubber, err error) string {
 	parts := strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' })
 	for i := range parts {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
-	return audit.ScrubString(strings.Join(parts, "; "))
+	return sc.String(strings.Join(parts, "; "))
 }
 
 // credAgentReadyOptions are the flags of `cred-agent ready`.
@@ -179,7 +180,7 @@ func (o *credAgentReadyOptions) Run(ctx context.Context) error {
 			return nil
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(err))
+			fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(nil, err))
 			return exitError{code: 1}
 		}
 		time.Sleep(50 * time.Millisecond)
