@@ -15,10 +15,15 @@
 //   - seq: 1-based, consecutive line number within the file.
 //   - time: RFC 3339 with nanoseconds, UTC, from the Log's clock.
 //   - request_id, event, tool: from the Event (scrubbed like everything else).
-//   - fields: a JSON object, always passed through scrub.Value before it is written.
+//   - fields: a JSON object, always bounded (see MaxStringBytes) and then passed through scrub.Value
+//     before it is written.
 //   - prev: hex SHA-256 of the previous line's exact bytes (without its '\n'); 64 zeros on line 1.
 //   - hash: hex SHA-256 of the line's body, which is the line with the trailing `,"hash":"…"` member
 //     removed (everything from '{' up to and including the prev member, then '}').
+//
+// No line is longer than MaxLineBytes (64 KiB): string values over MaxStringBytes (1 KiB) are replaced,
+// before scrubbing, by {"truncated":true,"bytes":N,"sha256":"…"}, and fields that would still make the
+// line too long by the same summary of the whole fields object.
 //
 // prev links every line to the one before it, so editing or deleting a line breaks the link on the
 // following line; hash makes each line self-checking, so an edit of the last line (which has no
@@ -110,6 +115,9 @@ var (
 	ErrClosed = errors.New("audit log closed")
 	// ErrInvalidEvent is returned by Write for an event without a name.
 	ErrInvalidEvent = errors.New("invalid audit event")
+	// ErrLineTooLong means a line is longer than a reader accepts (see MaxLineBytes); Verify and Read
+	// wrap it in a *VerifyError.
+	ErrLineTooLong = errors.New("audit line too long")
 )
 
 // Event is what callers record. The log adds seq, time, prev and hash.
@@ -223,10 +231,11 @@ func (l *Log) Write(e Event) error {
 	if e.Name == "" {
 		return fmt.Errorf("%w: empty event name", ErrInvalidEvent)
 	}
+	// Bound first, so that neither the scrubber nor the encoder ever handles a huge value.
 	fields := scrubFields(e.Fields)
-	e.RequestID = scrub.String(e.RequestID)
-	e.Tool = scrub.String(e.Tool)
-	e.Name = scrub.String(e.Name)
+	e.RequestID = scrub.String(boundHeader(e.RequestID))
+	e.Tool = scrub.String(boundHeader(e.Tool))
+	e.Name = scrub.String(boundHeader(e.Name))
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -274,7 +283,7 @@ func (l *Log) locked(fn func() error) error {
 // append encodes one line and writes it with a single write call. The caller holds l.mu and the flock
 // and has brought seq, prev and size up to date with syncTail.
 func (l *Log) append(e Event, fields map[string]any) error {
-	line, err := encodeLine(lineBody{
+	body := lineBody{
 		Seq:       l.seq + 1,
 		Time:      l.now().UTC().Format(time.RFC3339Nano),
 		RequestID: e.RequestID,
@@ -282,9 +291,22 @@ func (l *Log) append(e Event, fields map[string]any) error {
 		Tool:      e.Tool,
 		Fields:    fields,
 		Prev:      l.prev,
-	})
+	}
+	line, err := encodeLine(body)
 	if err != nil {
 		return err
+	}
+	if len(line) > MaxLineBytes {
+		if body.Fields, err = boundFields(fields, line); err != nil {
+			return err
+		}
+		if line, err = encodeLine(body); err != nil {
+			return err
+		}
+		if len(line) > MaxLineBytes {
+			// Cannot happen: everything but the fields is bounded by MaxStringBytes.
+			return fmt.Errorf("%w: %d bytes", ErrLineTooLong, len(line))
+		}
 	}
 	buf := make([]byte, len(line)+1)
 	copy(buf, line)
@@ -311,9 +333,10 @@ func (l *Log) append(e Event, fields map[string]any) error {
 	return nil
 }
 
-// scrubFields scrubs an event's fields, always returning a non-nil map.
+// scrubFields bounds (see MaxStringBytes) and then scrubs an event's fields, always returning a non-nil
+// map.
 func scrubFields(fields map[string]any) map[string]any {
-	out, _ := scrub.Value(fields).(map[string]any)
+	out, _ := scrub.Value(bound(fields, 0)).(map[string]any)
 	if out == nil {
 		out = map[string]any{}
 	}
@@ -325,15 +348,10 @@ func encodeLine(body lineBody) ([]byte, error) {
 	if body.Fields == nil {
 		body.Fields = map[string]any{}
 	}
-	// HTML escaping is off so that "<redacted>" stays greppable; json.Encoder still escapes '\n', so a
-	// line never contains a raw newline.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encode audit line: %w", err)
+	b, err := encodeJSON(body)
+	if err != nil {
+		return nil, err
 	}
-	b := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
 	sum := hashHex(b)
 	line := make([]byte, 0, len(b)+len(hashPrefix)+len(sum)+2)
 	line = append(line, b[:len(b)-1]...)
@@ -341,6 +359,18 @@ func encodeLine(body lineBody) ([]byte, error) {
 	line = append(line, sum...)
 	line = append(line, '"', '}')
 	return line, nil
+}
+
+// encodeJSON encodes v as one line. HTML escaping is off so that "<redacted>" stays greppable;
+// json.Encoder still escapes '\n', so a line never contains a raw newline.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode audit line: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // hashPrefix introduces the hash member, always the last member of a line.

@@ -1,7 +1,10 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -283,5 +286,39 @@ func TestCancelledCall(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || !strings.Contains(se.Message, "cancelled") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestHugeArgumentIsBoundedInTheAudit is the review's case: begin() records the call's parameters before
+// the policy looks at them, so a 16 MiB namespace used to be written whole.
+func TestHugeArgumentIsBoundedInTheAudit(t *testing.T) {
+	f := newFixture(t)
+	huge := strings.Repeat("a", 16<<20)
+	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: huge}, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindInvalid {
+		t.Fatalf("16 MiB namespace: %v", err)
+	}
+	if len(se.Message) > 1024 {
+		t.Errorf("the error returned to the agent is %d bytes", len(se.Message))
+	}
+	data, err := os.ReadFile(f.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range bytes.Split(bytes.TrimSuffix(data, []byte{'\n'}), []byte{'\n'}) {
+		if len(line) > audit.MaxLineBytes {
+			t.Errorf("audit line %d is %d bytes", i+1, len(line))
+		}
+	}
+	recs, err := audit.ReadFile(f.log, audit.Filter{RequestID: se.RequestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := recs[0].Fields["params"].(map[string]any)
+	ns, _ := params["namespace"].(map[string]any)
+	sum := sha256.Sum256([]byte(huge))
+	if ns[audit.FieldTruncated] != true || ns[audit.FieldTruncatedBytes] != float64(len(huge)) || ns[audit.FieldTruncatedSHA256] != hex.EncodeToString(sum[:]) {
+		t.Errorf("namespace recorded as %v", ns)
 	}
 }
