@@ -23,7 +23,8 @@
 //
 // No line is longer than MaxLineBytes (64 KiB): string values over MaxStringBytes (1 KiB) are replaced,
 // before scrubbing, by {"truncated":true,"bytes":N,"sha256":"…"}, and fields that would still make the
-// line too long by the same summary of the whole fields object.
+// line too long by the same summary of the whole fields object. Verify, Read and Open refuse a line
+// longer than twice that, by its line number, without loading it.
 //
 // prev links every line to the one before it, so editing or deleting a line breaks the link on the
 // following line; hash makes each line self-checking, so an edit of the last line (which has no
@@ -105,7 +106,7 @@ const (
 // zeroHash is the prev value of the first line.
 const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// Sentinel errors. Verify and Read wrap ErrChainBroken and ErrTornLine in a *VerifyError.
+// Sentinel errors. Verify and Read wrap ErrChainBroken, ErrTornLine and ErrLineTooLong in a *VerifyError.
 var (
 	// ErrChainBroken means a line was edited, deleted, reordered or is not a well-formed record.
 	ErrChainBroken = errors.New("audit chain broken")
