@@ -97,11 +97,15 @@ type workdir struct {
 // prepare makes a fresh working directory, copies the workspace into it, adds the backend override and
 // runs `terraform init`. The caller removes the directory.
 func prepare(ctx context.Context, o *TerraformOptions) (*workdir, error) {
+	sc, err := kubeconfigScrubber(o.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp(o.TempDir, "agent-sandbox-tf-")
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	w := &workdir{dir: dir, tf: &terraform{bin: o.Terraform, dir: dir, env: TerraformEnv(o.Env, o.Kubeconfig), stderr: o.Stderr}}
+	w := &workdir{dir: dir, tf: &terraform{bin: o.Terraform, dir: dir, env: TerraformEnv(o.Env, o.Kubeconfig), stderr: o.Stderr, scrub: sc}}
 	files, err := CopyWorkspace(o.Source, dir)
 	if err != nil {
 		return w, err
@@ -150,7 +154,7 @@ func (w *workdir) show(ctx context.Context, withText bool) (PlanChanges, string,
 		}
 	}
 	w.timings.Show = seconds(time.Since(start))
-	return changes, string(text), nil
+	return changes, w.tf.scrubText(text), nil
 }
 
 // Plan runs `terraform plan` for the workspace, stores the saved plan in a Secret and describes it.

@@ -73,10 +73,10 @@ func New(secrets ...[]byte) (*Scrubber, error) {
 	s := &Scrubber{}
 	for i, v := range secrets {
 		if len(v) < MinSecretLen {
-			return nil, fmt.Errorf("secret %d: %d bytes, need at least %d: %w", i, len(v), MinSecretLen, ErrShortSecret)
+			return nil, fmt.Errorf("value %d is %d bytes long, not at least %d (%w)", i, len(v), MinSecretLen, ErrShortSecret)
 		}
 		if j := strings.IndexAny(string(v), "\n\r<>"); j >= 0 {
-			return nil, fmt.Errorf("secret %d: byte %d is %q: %w", i, j, v[j], ErrUnscrubbableSecret)
+			return nil, fmt.Errorf("value %d has %q at byte %d (%w)", i, v[j], j, ErrUnscrubbableSecret)
 		}
 		s.forms = append(s.forms, encodings(string(v))...)
 	}
