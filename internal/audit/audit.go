@@ -116,8 +116,9 @@ var (
 	ErrClosed = errors.New("audit log closed")
 	// ErrInvalidEvent is returned by Write for an event without a name.
 	ErrInvalidEvent = errors.New("invalid audit event")
-	// ErrLineTooLong means a line is longer than a reader accepts (see MaxLineBytes); Verify and Read
-	// wrap it in a *VerifyError.
+	// ErrLineTooLong means a line is longer than Verify and Read accept (twice MaxLineBytes); they wrap
+	// it in a *VerifyError naming the line. Write returns it only if an event could not be brought
+	// under MaxLineBytes, which its bounds rule out.
 	ErrLineTooLong = errors.New("audit line too long")
 )
 
