@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Event names the agent writes, one JSON line each, on its event stream (the sidecar's stdout).
@@ -20,7 +22,18 @@ const (
 	EventIssued       = "credential.issued"
 	EventRevoked      = "credential.revoked"
 	EventRevokeFailed = "credential.revoke_failed"
+	// EventToolResult carries the tool's result: the one JSON object the tool wrote into its result file,
+	// scrubbed, under "result" (or "error" when there is none or it is not a JSON object). It is the only
+	// channel a result travels on: the tool's own output is never parsed.
+	EventToolResult = "tool.result"
 )
+
+// MaxResultBytes bounds a tool's result (a saved plan travels in it, base64).
+const MaxResultBytes = 4 << 20
+
+// resultBinaryFields are result fields that hold binary data (base64) rather than text: a saved plan.
+// They are checked for the credential's exact values but not pattern-scrubbed, which could corrupt them.
+var resultBinaryFields = map[string]bool{"plan": true}
 
 // Agent timing defaults.
 const (
@@ -51,6 +64,9 @@ type AgentConfig struct {
 	APICAFile string
 	// Out is where the kubeconfig is written.
 	Out string
+	// ResultFile, when set, is the tool's result file: the agent reports it as a tool.result event once
+	// the credential is revoked.
+	ResultFile string
 	// LoginTimeout bounds login and minting together, retries on transient errors included.
 	LoginTimeout time.Duration
 	// Events receives one JSON line per event. Nil discards them.
@@ -88,6 +104,11 @@ type Agent struct {
 	cred *Credential
 	// tokenExpiry is when the Vault token ends; Vault then revokes the lease by itself.
 	tokenExpiry time.Time
+	// scrubber removes the issued token and the Pod's login token by value from events (invariant 6:
+	// scrubbed by the exact bytes issued, not only by pattern). Nil (patterns only) before Issue.
+	scrubber *scrub.Scrubber
+	// secrets are the values the agent holds: the credential's token and the Pod's login token.
+	secrets [][]byte
 }
 
 // NewAgent checks the configuration and prepares the Vault client; it makes no request.
@@ -119,7 +140,83 @@ func (a *Agent) Run(ctx context.Context) error {
 	<-ctx.Done()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
 	defer cancel()
-	return a.Revoke(rctx)
+	err := a.Revoke(rctx)
+	a.ReportResult()
+	return err
+}
+
+// ReportResult emits the tool's result file as a tool.result event. The tool has exited (the kubelet
+// stops the sidecar only then). The result is parsed as one JSON object and scrubbed — its text fields by
+// the patterns and by the exact values of the credential this agent issued, its binary fields (a saved
+// plan) refused if they hold one of those values — so nothing the tool wrote carries the credential out.
+func (a *Agent) ReportResult() {
+	if a.cfg.ResultFile == "" {
+		return
+	}
+	fail := func(why string) { a.emit(EventToolResult, map[string]any{"error": why}) }
+	f, err := os.Open(a.cfg.ResultFile)
+	if err != nil {
+		fail("the tool wrote no result")
+		return
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, MaxResultBytes+1))
+	switch {
+	case err != nil:
+		fail("the tool's result cannot be read")
+		return
+	case len(raw) > MaxResultBytes:
+		fail(fmt.Sprintf("the tool's result is larger than %d bytes", MaxResultBytes))
+		return
+	}
+	var result map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&result); err != nil || dec.More() || result == nil {
+		fail("the tool's result is not one JSON object")
+		return
+	}
+	sc := a.Scrubber()
+	clean := make(map[string]any, len(result))
+	for k, v := range result {
+		if s, ok := v.(string); ok && resultBinaryFields[k] {
+			if sc.String(s) != s || a.holdsSecret(s) {
+				fail("the tool's result holds the credential")
+				return
+			}
+			clean[k] = s
+			continue
+		}
+		clean[k] = v
+	}
+	for k, v := range sc.Value(withoutBinary(clean)).(map[string]any) {
+		clean[k] = v
+	}
+	a.emitRaw(EventToolResult, map[string]any{"result": clean})
+}
+
+func withoutBinary(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if !resultBinaryFields[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// holdsSecret reports whether a binary field, decoded, holds one of the issued values.
+func (a *Agent) holdsSecret(b64 string) bool {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return false
+	}
+	for _, v := range a.secrets {
+		if len(v) > 0 && bytes.Contains(raw, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // Issue logs in, mints the credential and writes the kubeconfig atomically, then emits credential.issued.
@@ -166,6 +263,8 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 	a.mu.Lock()
 	a.cred = cred
 	a.tokenExpiry = loggedIn.Add(tokenTTL)
+	a.scrubber = exactScrubber([]byte(cred.Token), jwt)
+	a.secrets = [][]byte{[]byte(cred.Token), jwt}
 	a.mu.Unlock()
 	a.emit(EventIssued, map[string]any{
 		"lease_id":        cred.LeaseID,
@@ -240,7 +339,7 @@ func removeErr(path string, err error) error {
 	return fmt.Errorf("remove kubeconfig %s: %w", filepath.Clean(path), err)
 }
 
-// emit writes one event line. Everything passes through the audit scrubber first; the credential's token
+// emit writes one event line. Everything passes through package scrub first; the credential's token
 // is never among the fields in the first place.
 func (a *Agent) emit(name string, fields map[string]any) {
 	ev := map[string]any{
@@ -252,11 +351,51 @@ func (a *Agent) emit(name string, fields map[string]any) {
 	for k, v := range fields {
 		ev[k] = v
 	}
-	line, err := json.Marshal(audit.Scrub(ev))
+	line, err := json.Marshal(a.Scrubber().Value(ev))
 	if err != nil {
 		return
 	}
 	_, _ = a.cfg.Events.Write(append(line, '\n'))
+}
+
+// emitRaw writes one event line whose fields were scrubbed already.
+func (a *Agent) emitRaw(name string, fields map[string]any) {
+	ev := map[string]any{
+		"event":     name,
+		"scope":     a.cfg.Scope,
+		"namespace": a.cfg.Namespace,
+		"time":      a.cfg.Now().UTC().Format(time.RFC3339Nano),
+	}
+	for k, v := range fields {
+		ev[k] = v
+	}
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	_, _ = a.cfg.Events.Write(append(line, '\n'))
+}
+
+// Scrubber returns what the agent scrubs its events with: the patterns, and, once a credential was
+// issued, the issued token and the Pod's login token by value. Callers printing the agent's errors use
+// it too. It is safe to call at any time.
+func (a *Agent) Scrubber() *scrub.Scrubber {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.scrubber
+}
+
+// exactScrubber returns a Scrubber for those of the values that can be scrubbed by value (scrub.New
+// refuses values under 8 bytes, which no Vault or Kubernetes token is); the patterns apply regardless.
+func exactScrubber(values ...[]byte) *scrub.Scrubber {
+	var ok [][]byte
+	for _, v := range values {
+		if _, err := scrub.New(v); err == nil {
+			ok = append(ok, v)
+		}
+	}
+	s, _ := scrub.New(ok...)
+	return s
 }
 
 // KubeconfigReady reports whether the kubeconfig at path exists and is not empty: the sidecar's startup

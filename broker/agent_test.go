@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -374,6 +375,42 @@ func TestAgentRevokeFailure(t *testing.T) {
 	evs := eventLines(t, events)
 	if last := evs[len(evs)-1]; last["event"] != EventRevokeFailed {
 		t.Errorf("last event %v", last)
+	}
+	assertNoSecrets(t, "events", events.String())
+}
+
+// TestAgentEventsScrubTheIssuedTokenByValue gives the agent a token with no shape any pattern knows and
+// has Vault echo it in the error of a failed revocation: only scrubbing by the exact value issued keeps
+// it out of the event stream.
+func TestAgentEventsScrubTheIssuedTokenByValue(t *testing.T) {
+	const opaque = "opaque7Kq2ZxV9mWb4Tn8"
+	fv, srv := newFakeVault(t)
+	fv.creds = func(w http.ResponseWriter, _ map[string]any) {
+		vaultReply(w, 200, map[string]any{
+			"lease_id": "k8s-creds/creds/agent-sandbox-pod-reader/abc", "lease_duration": 600,
+			"data": map[string]any{"service_account_token": opaque, "service_account_name": "v-as-pod-reader-1-x", "service_account_namespace": "team-a"},
+		})
+	}
+	cfg, events := agentFixture(t, srv.URL)
+	a, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vaultReply(w, 500, map[string]any{"errors": []string{"internal error revoking " + opaque + " (pod " + testPodJWT + ")"}})
+	})
+	if err := a.Revoke(context.Background()); err == nil {
+		t.Fatal("Revoke succeeded against a failing Vault")
+	}
+	evs := eventLines(t, events)
+	if last := evs[len(evs)-1]; last["event"] != EventRevokeFailed || !strings.Contains(fmt.Sprint(last["error"]), "<redacted:secret>") {
+		t.Errorf("last event %v, want %s with the token redacted", last, EventRevokeFailed)
+	}
+	if strings.Contains(events.String(), opaque) {
+		t.Errorf("events contain the issued token: %s", events.String())
 	}
 	assertNoSecrets(t, "events", events.String())
 }

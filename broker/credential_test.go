@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // secretToken looks like a real service-account token, so that both a literal search and the JWT pattern
@@ -57,13 +57,13 @@ func TestCredentialRedaction(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&js, nil)).Info("issued", "credential", c, "pointer", &c)
 	forms["slog text"] = text.String()
 	forms["slog json"] = js.String()
-	forms["audit.Scrub"] = fmt.Sprint(audit.Scrub(c))
+	forms["scrub.Value"] = fmt.Sprint(scrub.Value(c))
 
 	for name, s := range forms {
 		if strings.Contains(s, secretToken) || strings.Contains(s, "c2lnbmF0dXJl") {
 			t.Errorf("%s leaks the token: %s", name, s)
 		}
-		if name != "audit.Scrub" && !strings.Contains(s, "<redacted>") {
+		if name != "scrub.Value" && !strings.Contains(s, "<redacted>") {
 			t.Errorf("%s does not say the token is redacted: %s", name, s)
 		}
 	}

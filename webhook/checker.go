@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Denial is a refusal: which rule failed and why, on one line a person can act on.
@@ -25,7 +25,7 @@ type Denial struct {
 }
 
 func (d *Denial) Error() string {
-	return "agent-sandbox denied this: " + d.Rule + ": " + audit.ScrubString(oneLine(d.Reason))
+	return "agent-sandbox denied this: " + d.Rule + ": " + scrub.String(oneLine(d.Reason))
 }
 
 func deny(rule, format string, args ...any) *Denial {

@@ -221,7 +221,7 @@ func (f *fixture) token(t testing.TB, key *approval.PrivateKey, tool string, par
 
 func podParams() map[string]any { return map[string]any{"namespace": "demo-app"} }
 func applyParams() map[string]any {
-	return map[string]any{"workspace": "k8s-demo", "source": "tfws-0123456789abcdef0123", "plan_id": planID}
+	return map[string]any{"workspace": "k8s-demo", "plan_id": planID}
 }
 
 func ruleOf(err error) string {

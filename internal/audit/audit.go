@@ -15,10 +15,16 @@
 //   - seq: 1-based, consecutive line number within the file.
 //   - time: RFC 3339 with nanoseconds, UTC, from the Log's clock.
 //   - request_id, event, tool: from the Event (scrubbed like everything else).
-//   - fields: a JSON object, always passed through Scrub before it is written.
+//   - fields: a JSON object, always bounded (see MaxStringBytes) and then passed through scrub.Value
+//     before it is written.
 //   - prev: hex SHA-256 of the previous line's exact bytes (without its '\n'); 64 zeros on line 1.
 //   - hash: hex SHA-256 of the line's body, which is the line with the trailing `,"hash":"…"` member
 //     removed (everything from '{' up to and including the prev member, then '}').
+//
+// No line is longer than MaxLineBytes (64 KiB): string values over MaxStringBytes (1 KiB) are replaced,
+// before scrubbing, by {"truncated":true,"bytes":N,"sha256":"…"}, and fields that would still make the
+// line too long by the same summary of the whole fields object. Verify, Read and Open refuse a line
+// longer than twice that, by its line number, without loading it.
 //
 // prev links every line to the one before it, so editing or deleting a line breaks the link on the
 // following line; hash makes each line self-checking, so an edit of the last line (which has no
@@ -38,8 +44,8 @@
 // appends an audit.recovered event recording how many bytes were torn and their SHA-256 (never the
 // bytes themselves), so the chain continues visibly rather than silently.
 //
-// Secrets never reach the file: Write scrubs the event's fields, request ID and tool name with Scrub, and
-// there is no way to append a line without going through Write.
+// Secrets never reach the file: Write scrubs the event's fields, request ID and tool name with package
+// scrub, and there is no way to append a line without going through Write.
 package audit
 
 import (
@@ -54,6 +60,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Event names. Every tool call writes, under one request ID, the chain
@@ -98,7 +106,7 @@ const (
 // zeroHash is the prev value of the first line.
 const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// Sentinel errors. Verify and Read wrap ErrChainBroken and ErrTornLine in a *VerifyError.
+// Sentinel errors. Verify and Read wrap ErrChainBroken, ErrTornLine and ErrLineTooLong in a *VerifyError.
 var (
 	// ErrChainBroken means a line was edited, deleted, reordered or is not a well-formed record.
 	ErrChainBroken = errors.New("audit chain broken")
@@ -108,6 +116,10 @@ var (
 	ErrClosed = errors.New("audit log closed")
 	// ErrInvalidEvent is returned by Write for an event without a name.
 	ErrInvalidEvent = errors.New("invalid audit event")
+	// ErrLineTooLong means a line is longer than Verify and Read accept (twice MaxLineBytes); they wrap
+	// it in a *VerifyError naming the line. Write returns it only if an event could not be brought
+	// under MaxLineBytes, which its bounds rule out.
+	ErrLineTooLong = errors.New("audit line too long")
 )
 
 // Event is what callers record. The log adds seq, time, prev and hash.
@@ -221,10 +233,11 @@ func (l *Log) Write(e Event) error {
 	if e.Name == "" {
 		return fmt.Errorf("%w: empty event name", ErrInvalidEvent)
 	}
+	// Bound first, so that neither the scrubber nor the encoder ever handles a huge value.
 	fields := scrubFields(e.Fields)
-	e.RequestID = ScrubString(e.RequestID)
-	e.Tool = ScrubString(e.Tool)
-	e.Name = ScrubString(e.Name)
+	e.RequestID = scrub.String(boundHeader(e.RequestID))
+	e.Tool = scrub.String(boundHeader(e.Tool))
+	e.Name = scrub.String(boundHeader(e.Name))
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -272,7 +285,7 @@ func (l *Log) locked(fn func() error) error {
 // append encodes one line and writes it with a single write call. The caller holds l.mu and the flock
 // and has brought seq, prev and size up to date with syncTail.
 func (l *Log) append(e Event, fields map[string]any) error {
-	line, err := encodeLine(lineBody{
+	body := lineBody{
 		Seq:       l.seq + 1,
 		Time:      l.now().UTC().Format(time.RFC3339Nano),
 		RequestID: e.RequestID,
@@ -280,9 +293,22 @@ func (l *Log) append(e Event, fields map[string]any) error {
 		Tool:      e.Tool,
 		Fields:    fields,
 		Prev:      l.prev,
-	})
+	}
+	line, err := encodeLine(body)
 	if err != nil {
 		return err
+	}
+	if len(line) > MaxLineBytes {
+		if body.Fields, err = boundFields(fields, line); err != nil {
+			return err
+		}
+		if line, err = encodeLine(body); err != nil {
+			return err
+		}
+		if len(line) > MaxLineBytes {
+			// Cannot happen: everything but the fields is bounded by MaxStringBytes.
+			return fmt.Errorf("%w: %d bytes", ErrLineTooLong, len(line))
+		}
 	}
 	buf := make([]byte, len(line)+1)
 	copy(buf, line)
@@ -309,20 +335,25 @@ func (l *Log) append(e Event, fields map[string]any) error {
 	return nil
 }
 
+// scrubFields bounds (see MaxStringBytes) and then scrubs an event's fields, always returning a non-nil
+// map.
+func scrubFields(fields map[string]any) map[string]any {
+	out, _ := scrub.Value(bound(fields, 0)).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
+	return out
+}
+
 // encodeLine renders body and appends its hash member. The result has no trailing newline.
 func encodeLine(body lineBody) ([]byte, error) {
 	if body.Fields == nil {
 		body.Fields = map[string]any{}
 	}
-	// HTML escaping is off so that "<redacted>" stays greppable; json.Encoder still escapes '\n', so a
-	// line never contains a raw newline.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encode audit line: %w", err)
+	b, err := encodeJSON(body)
+	if err != nil {
+		return nil, err
 	}
-	b := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
 	sum := hashHex(b)
 	line := make([]byte, 0, len(b)+len(hashPrefix)+len(sum)+2)
 	line = append(line, b[:len(b)-1]...)
@@ -330,6 +361,18 @@ func encodeLine(body lineBody) ([]byte, error) {
 	line = append(line, sum...)
 	line = append(line, '"', '}')
 	return line, nil
+}
+
+// encodeJSON encodes v as one line. HTML escaping is off so that "<redacted>" stays greppable;
+// json.Encoder still escapes '\n', so a line never contains a raw newline.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode audit line: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // hashPrefix introduces the hash member, always the last member of a line.

@@ -14,6 +14,19 @@ import (
 	"time"
 )
 
+// Secrets in the shapes the patterns of package scrub know.
+const (
+	testJWT   = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLWJ5dGVz_-x"
+	testVault = "hvs.CAESIJ0aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT"
+	testPEM   = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\nKUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEAAQ==\n-----END RSA PRIVATE KEY-----"
+)
+
+// testCreds is a struct whose JSON field names make its Token secret.
+type testCreds struct {
+	User  string `json:"user"`
+	Token string `json:"token"`
+}
+
 // stepClock returns a clock that starts at a fixed instant and advances one millisecond per call.
 func stepClock() func() time.Time {
 	var mu sync.Mutex

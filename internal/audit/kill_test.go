@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,12 +32,34 @@ func TestKilledWriters(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	ids := []string{"w1", "w2"}
+	// acked is filled in before any reader goroutine starts: the readers write it under mu, so an
+	// unlocked write here, while the first writer's reader already runs, would race with them.
 	var mu sync.Mutex
 	acked := map[string]int{}
-	var cmds []*exec.Cmd
-	var readers sync.WaitGroup
 	for _, id := range ids {
 		acked[id] = -1
+	}
+	var cmds []*exec.Cmd
+	var readers sync.WaitGroup
+	// The writers append until they are killed. Kill them on every way out of the test (a t.Fatal
+	// included), or they go on filling the disk after the test has ended.
+	killed := false
+	stop := func() {
+		if killed {
+			return
+		}
+		killed = true
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+		}
+		// Drain the acknowledgements first: Wait closes the pipes and would drop unread ones.
+		readers.Wait()
+		for _, cmd := range cmds {
+			_ = cmd.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	for _, id := range ids {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriters$")
 		cmd.Env = append(os.Environ(), childLogEnv+"="+path, childIDEnv+"="+id)
 		out, err := cmd.StdoutPipe()
@@ -62,24 +83,26 @@ func TestKilledWriters(t *testing.T) {
 		})
 	}
 
+	// Wait on the writers' acknowledgements, not on the file: reading a file that two writers grow
+	// without pause may never reach its end, and then the deadline is never checked.
+	const wantLines = 400
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		b, _ := os.ReadFile(path)
-		if bytes.Count(b, []byte{'\n'}) >= 400 {
+		mu.Lock()
+		total := 0
+		for _, i := range acked {
+			total += i + 1
+		}
+		mu.Unlock()
+		if total >= wantLines {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("writers produced only %d lines in 60s", bytes.Count(b, []byte{'\n'}))
+			t.Fatalf("writers acknowledged only %d lines in 60s", total)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, cmd := range cmds {
-		_ = cmd.Process.Kill()
-	}
-	for _, cmd := range cmds {
-		_ = cmd.Wait()
-	}
-	readers.Wait()
+	stop()
 
 	l := openLog(t, path)
 	if err := l.Write(Event{RequestID: "after", Name: EventToolRequest}); err != nil {

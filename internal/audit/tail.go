@@ -39,7 +39,12 @@ func (l *Log) syncTail() (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		line := make([]byte, complete-1-(start+1))
+		n := complete - 1 - (start + 1)
+		if n > maxReadLine {
+			// Not a line Write produced: refuse it rather than load it.
+			return false, fmt.Errorf("last complete line is %d bytes, longer than %d: %w", n, maxReadLine, ErrChainBroken)
+		}
+		line := make([]byte, n)
 		if _, err := l.f.ReadAt(line, start+1); err != nil {
 			return false, fmt.Errorf("read last audit line: %w", err)
 		}

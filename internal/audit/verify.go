@@ -25,27 +25,63 @@ type VerifyError struct {
 	Line int
 	// Reason says what is wrong, in a few words; it never quotes the line's content.
 	Reason string
-	// Err is ErrChainBroken or ErrTornLine.
+	// Err is ErrChainBroken, ErrTornLine or ErrLineTooLong.
 	Err error
 }
 
 // Error implements error.
 func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
 
-// Unwrap lets errors.Is match ErrChainBroken and ErrTornLine.
+// Unwrap lets errors.Is match ErrChainBroken, ErrTornLine and ErrLineTooLong.
 func (e *VerifyError) Unwrap() error { return e.Err }
+
+// maxReadLine is the longest line Verify and Read accept, without its '\n': the write bound MaxLineBytes
+// plus the same again as slack, for lines written before there was a bound. A longer line is skipped to
+// its end without being held in memory and reported as a *VerifyError wrapping ErrLineTooLong.
+const maxReadLine = 2 * MaxLineBytes
+
+// readLine reads one line into buf[:0], '\n' included, holding at most maxReadLine+1 bytes of it. For a
+// longer line it returns long and reads on to the line's end without keeping anything. err is as
+// for bufio.Reader.ReadBytes.
+func readLine(br *bufio.Reader, buf []byte) (line []byte, long bool, err error) {
+	line = buf[:0]
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > maxReadLine+1 {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			return nil, true, err
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, false, err
+		}
+	}
+}
+
+// tooLong is the error for line n, which is longer than maxReadLine.
+func tooLong(n int) *VerifyError {
+	return &VerifyError{Line: n, Reason: fmt.Sprintf("line longer than %d bytes, not read", maxReadLine), Err: ErrLineTooLong}
+}
 
 // Verify reads a whole log and checks, line by line, that each line is a complete, well-formed record
 // whose hash matches its content, whose seq is its line number and whose prev is the hash of the line
 // before. It returns a *VerifyError for the first line that fails: an edited line fails its own hash
 // check (or, if its hash was recomputed, the next line's prev check), a deleted line makes the line that
 // follows it fail the seq check, and a last line without its trailing newline, or that is not valid JSON,
-// fails with ErrTornLine. Other errors come from reading r.
+// fails with ErrTornLine. A line longer than twice MaxLineBytes fails with ErrLineTooLong and is never
+// held in memory whole. Other errors come from reading r.
 func Verify(r io.Reader) (Summary, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	sum := Summary{LastHash: zeroHash}
+	var buf []byte
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, long, err := readLine(br, buf)
+		if long {
+			return sum, tooLong(n)
+		}
+		buf = line
 		if errors.Is(err, io.EOF) {
 			if len(line) == 0 {
 				return sum, nil
@@ -124,12 +160,18 @@ func (f Filter) match(r Record) bool {
 
 // Read decodes the records of a log that match filter, in file order. It does not check the chain (Verify
 // does). It stops at the first line that is not a record and returns the records before it with a
-// *VerifyError naming that line, so a log with a torn tail can still be shown.
+// *VerifyError naming that line, so a log with a torn tail can still be shown. Like Verify, it refuses a
+// line longer than twice MaxLineBytes without holding it in memory.
 func Read(r io.Reader, filter Filter) ([]Record, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var out []Record
+	var buf []byte
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, long, err := readLine(br, buf)
+		if long {
+			return out, tooLong(n)
+		}
+		buf = line
 		if errors.Is(err, io.EOF) {
 			if len(line) == 0 {
 				return out, nil

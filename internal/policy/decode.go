@@ -23,7 +23,7 @@ const (
 	// Dedicated mount paths, so that agent-sandbox never shares (or rewrites) a mount somebody else uses.
 	DefaultVaultAuthMount    = "agent-sandbox-jwt"
 	DefaultVaultSecretsMount = "agent-sandbox-kubernetes"
-	DefaultAPIServerCA   = "kube-root-ca.crt"
+	DefaultAPIServerCA       = "kube-root-ca.crt"
 )
 
 // Error is a policy that cannot be used: every problem with its path in the document, one per line.

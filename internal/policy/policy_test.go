@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -124,9 +126,9 @@ func TestInvoke(t *testing.T) {
 		{name: "newline injection", tool: pods, params: map[string]any{"namespace": "demo-app\nx"}, wantErr: ErrInvalidParameters},
 		{name: "wrong type", tool: pods, params: map[string]any{"namespace": 7}, wantErr: ErrInvalidParameters, errText: "must be a string"},
 		{name: "too long", tool: pods, params: map[string]any{"namespace": strings.Repeat("a", 64)}, wantErr: ErrInvalidParameters, errText: "longer than 63"},
-		{name: "apply", tool: apply, params: map[string]any{"workspace": "k8s-demo", "source": "tfws-0123456789abcdef0123", "plan_id": plan},
-			wantArgv: []string{"/agent-sandbox", "run", "terraform-apply", "--workspace=k8s-demo", "--source=/workspace", "--namespace=demo-app", "--plan-id=" + plan}, wantNS: "demo-app"},
-		{name: "apply bad plan id", tool: apply, params: map[string]any{"workspace": "k8s-demo", "source": "tfws-0123456789abcdef0123", "plan_id": "latest"}, wantErr: ErrInvalidParameters},
+		{name: "apply", tool: apply, params: map[string]any{"workspace": "k8s-demo", "plan_id": plan},
+			wantArgv: []string{"/agent-sandbox", "run", "terraform-apply", "--workspace=k8s-demo", "--namespace=demo-app", "--plan-file=/plan/tfplan", "--plan-id=" + plan}, wantNS: "demo-app"},
+		{name: "apply bad plan id", tool: apply, params: map[string]any{"workspace": "k8s-demo", "plan_id": "latest"}, wantErr: ErrInvalidParameters},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +173,72 @@ func TestInvokeIntegerAndDefaults(t *testing.T) {
 			t.Errorf("n=%v: got %v, want ErrInvalidParameters", bad, err)
 		}
 	}
+}
+
+// TestInvokeIntegerRange covers the conversion of JSON numbers to int64 at the edges of its range. A
+// parameter with only a maximum is the dangerous case: a value that wrapped to MinInt64 would pass it.
+func TestInvokeIntegerRange(t *testing.T) {
+	maxV := int64(100)
+	tool := &Tool{Name: "t", Namespaces: []string{"x"}, Command: []string{"run", "--m={{m}}", "--u={{u}}"}, Parameters: []Parameter{
+		{Name: "m", Type: TypeInteger, Maximum: &maxV},
+		{Name: "u", Type: TypeInteger},
+	}}
+	tests := []struct {
+		name    string
+		param   string
+		value   any
+		want    int64  // when errText is empty
+		errText string // the reason the value is refused
+	}{
+		{name: "float in range", param: "m", value: float64(-7), want: -7},
+		{name: "float 2^63 wraps to MinInt64", param: "m", value: float64(9223372036854775808), errText: "outside the 64-bit integer range"},
+		{name: "float 1e19", param: "m", value: 1e19, errText: "outside the 64-bit integer range"},
+		{name: "float -1e19", param: "m", value: -1e19, errText: "outside the 64-bit integer range"},
+		{name: "float -2^63 is MinInt64", param: "u", value: float64(math.MinInt64), want: math.MinInt64},
+		{name: "largest float below 2^63", param: "u", value: math.Nextafter(0x1p63, 0), want: 9223372036854774784},
+		{name: "float 2^63 without bounds", param: "u", value: 0x1p63, errText: "outside the 64-bit integer range"},
+		{name: "non-integral float", param: "u", value: 0.5, errText: "must be an integer"},
+		{name: "NaN", param: "u", value: math.NaN(), errText: "must be a finite number"},
+		{name: "+Inf", param: "m", value: math.Inf(1), errText: "must be a finite number"},
+		{name: "-Inf", param: "m", value: math.Inf(-1), errText: "must be a finite number"},
+		{name: "json.Number in range", param: "m", value: json.Number("-9223372036854775808"), want: math.MinInt64},
+		{name: "json.Number MaxInt64", param: "u", value: json.Number("9223372036854775807"), want: math.MaxInt64},
+		{name: "json.Number 2^63", param: "m", value: json.Number("9223372036854775808"), errText: "outside the 64-bit integer range"},
+		{name: "json.Number -2^63-1", param: "m", value: json.Number("-9223372036854775809"), errText: "outside the 64-bit integer range"},
+		{name: "json.Number 1e19", param: "m", value: json.Number("1e19"), errText: "outside the 64-bit integer range"},
+		{name: "json.Number fraction", param: "m", value: json.Number("1.5"), errText: "must be an integer"},
+		{name: "json.Number garbage", param: "m", value: json.Number("NaN"), errText: "must be an integer"},
+		{name: "json.Number overflowing float", param: "m", value: json.Number("1e400"), errText: "outside the 64-bit integer range"},
+		{name: "json.Number Inf", param: "m", value: json.Number("Inf"), errText: "must be a finite number"},
+		{name: "json.Number exponent form", param: "m", value: json.Number("1e2"), errText: "must be an integer"},
+		{name: "uint64 above MaxInt64", param: "u", value: uint64(math.MaxUint64), errText: "outside the 64-bit integer range"},
+		{name: "uint64 in range", param: "m", value: uint64(5), want: 5},
+		{name: "above maximum", param: "m", value: float64(101), errText: "must be at most 100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv, err := tool.Invoke(map[string]any{tt.param: tt.value})
+			if tt.errText != "" {
+				if !errors.Is(err, ErrInvalidParameters) || !strings.Contains(err.Error(), tt.errText) {
+					t.Fatalf("%s=%v: got %v (params %v), want ErrInvalidParameters saying %q", tt.param, tt.value, err, paramsOf(inv), tt.errText)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := inv.Params[tt.param]; got != tt.want {
+				t.Errorf("%s=%v: got %#v, want %d", tt.param, tt.value, got, tt.want)
+			}
+		})
+	}
+}
+
+func paramsOf(inv *Invocation) map[string]any {
+	if inv == nil {
+		return nil
+	}
+	return inv.Params
 }
 
 func TestDetectSignals(t *testing.T) {

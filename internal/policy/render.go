@@ -197,25 +197,84 @@ func (prm *Parameter) normalize(v any) (any, error) {
 	return nil, fmt.Errorf("has unsupported type %q", prm.Type)
 }
 
+// Reasons for refusing an integer parameter; the tests look for them.
+const (
+	reasonNotInteger = "must be an integer"
+	reasonNotFinite  = "must be a finite number"
+	reasonOutOfRange = "is outside the 64-bit integer range"
+)
+
+// toInt64 converts a decoded JSON number (or a Go integer) to int64 exactly, or refuses it. The bounds
+// of a float64 are checked as -2^63 <= x < 2^63, both exact in float64: float64(math.MaxInt64) rounds up
+// to 2^63, so a test against it lets 2^63 through, and converting 2^63 to int64 is implementation-
+// defined in Go (it gives MinInt64 on amd64, which then passes any maximum).
 func toInt64(v any) (int64, error) {
 	switch x := v.(type) {
 	case int:
 		return int64(x), nil
-	case int64:
-		return x, nil
+	case int8:
+		return int64(x), nil
+	case int16:
+		return int64(x), nil
 	case int32:
 		return int64(x), nil
-	case float64:
-		if x != math.Trunc(x) || math.IsInf(x, 0) || x > math.MaxInt64 || x < math.MinInt64 {
-			return 0, fmt.Errorf("must be an integer")
-		}
+	case int64:
+		return x, nil
+	case uint:
+		return uintToInt64(uint64(x))
+	case uint8:
 		return int64(x), nil
+	case uint16:
+		return int64(x), nil
+	case uint32:
+		return int64(x), nil
+	case uint64:
+		return uintToInt64(x)
+	case float32:
+		return floatToInt64(float64(x))
+	case float64:
+		return floatToInt64(x)
 	case json.Number:
-		n, err := x.Int64()
-		if err != nil {
-			return 0, fmt.Errorf("must be an integer")
+		// Only an integer literal is an integer here: "1.0" and "1e2" are refused rather than parsed as
+		// floats, which would round large values.
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		if err == nil {
+			return n, nil
 		}
-		return n, nil
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, errors.New(reasonOutOfRange)
+		}
+		// Not an integer literal: say whether it is out of range (1e19) or not an integer (1.5), without
+		// ever accepting it.
+		f, ferr := strconv.ParseFloat(string(x), 64)
+		switch {
+		case ferr != nil && !errors.Is(ferr, strconv.ErrRange):
+			return 0, errors.New(reasonNotInteger)
+		case math.IsInf(f, 0) && ferr == nil:
+			return 0, errors.New(reasonNotFinite)
+		case math.IsInf(f, 0) || f < -0x1p63 || f >= 0x1p63:
+			return 0, errors.New(reasonOutOfRange)
+		}
+		return 0, errors.New(reasonNotInteger)
 	}
-	return 0, fmt.Errorf("must be an integer")
+	return 0, errors.New(reasonNotInteger)
+}
+
+func floatToInt64(x float64) (int64, error) {
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return 0, errors.New(reasonNotFinite)
+	case x < -0x1p63 || x >= 0x1p63:
+		return 0, errors.New(reasonOutOfRange)
+	case x != math.Trunc(x):
+		return 0, errors.New(reasonNotInteger)
+	}
+	return int64(x), nil
+}
+
+func uintToInt64(x uint64) (int64, error) {
+	if x > math.MaxInt64 {
+		return 0, errors.New(reasonOutOfRange)
+	}
+	return int64(x), nil
 }

@@ -3,10 +3,14 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // userAgent identifies the runner in the API server's audit log.
@@ -45,4 +49,29 @@ func checkKubeconfig(path string) error {
 		return fmt.Errorf("kubeconfig file %s is a directory", path)
 	}
 	return nil
+}
+
+// kubeconfigScrubber returns a Scrubber for the secrets in the per-action kubeconfig (tokens and
+// passwords; client keys are PEM blocks, which the patterns cover), so that Terraform's output is
+// scrubbed by the exact value issued (invariant 6). A secret that cannot be scrubbed by value is an
+// error: Terraform does not run with a credential whose value could leak unrecognised.
+func kubeconfigScrubber(path string) (*scrub.Scrubber, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the kubeconfig file %s to scrub by its credential (%w)", path, err)
+	}
+	var secrets [][]byte
+	for _, name := range slices.Sorted(maps.Keys(cfg.AuthInfos)) {
+		ai := cfg.AuthInfos[name]
+		for _, v := range []string{ai.Token, ai.Password} {
+			if v != "" {
+				secrets = append(secrets, []byte(v))
+			}
+		}
+	}
+	sc, err := scrub.New(secrets...)
+	if err != nil {
+		return nil, fmt.Errorf("the credential in the kubeconfig file %s cannot be scrubbed by value (%w)", path, err)
+	}
+	return sc, nil
 }

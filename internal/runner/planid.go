@@ -31,4 +31,3 @@ func ValidatePlanID(id string) error {
 	}
 	return nil
 }
-

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // PodStatusResult is what `run pod-status` prints.
@@ -150,7 +150,7 @@ func ErrorLine(err error) string {
 			kept = append(kept, p)
 		}
 	}
-	return audit.ScrubString(strings.Join(kept, "; "))
+	return scrub.String(strings.Join(kept, "; "))
 }
 
 // DecodeResult finds the last line of a run command's output that is a JSON object and decodes it into

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // ErrStalePlan means Terraform refused a saved plan because the state changed after the plan was made
@@ -44,11 +46,19 @@ type terraform struct {
 	dir    string
 	env    []string
 	stderr io.Writer
+	// scrub removes secrets from Terraform's human output, by the per-action token's exact value as
+	// well as by pattern (nil: by pattern only).
+	scrub *scrub.Scrubber
 }
 
-// run runs `terraform args...` with an explicit argv (no shell). Terraform's human output goes to the
-// stderr writer as it comes and is also returned; with captureStdout, stdout is returned separately and
-// not shown (machine output such as `show -json`). When ctx ends, Terraform gets an interrupt first so that
+// scrubText scrubs text that Terraform wrote to a captured stdout and that is shown to someone (the
+// human text of a saved plan).
+func (tf *terraform) scrubText(b []byte) string { return tf.scrub.String(string(b)) }
+
+// run runs `terraform args...` with an explicit argv (no shell). Terraform's human output is scrubbed
+// line by line (by the token's value and by pattern) and then goes to the stderr writer as it comes and
+// is also returned; with captureStdout, stdout is returned separately as Terraform wrote it (machine
+// output such as `show -json`; use scrubText before showing it). When ctx ends, Terraform gets an interrupt first so that
 // it can release the state lock, and is killed interruptGrace later.
 //
 // The output pipes are the runner's own, so that once Terraform has exited, the processes it left behind
@@ -62,7 +72,7 @@ func (tf *terraform) run(ctx context.Context, captureStdout bool, args ...string
 	cmd.WaitDelay = interruptGrace
 
 	var out, so bytes.Buffer
-	human := io.MultiWriter(tf.stderr, &out)
+	human := tf.scrub.Writer(io.MultiWriter(tf.stderr, &out))
 	var readers []*os.File
 	var copied []chan struct{}
 	pipe := func(dst io.Writer) (*os.File, error) {
@@ -118,6 +128,9 @@ func (tf *terraform) run(ctx context.Context, captureStdout bool, args ...string
 			<-done
 		}
 	}
+	// Flush the last line if it had no newline. It cannot fail: the stderr writer's errors were
+	// already ignored by the copy, and out is a buffer.
+	_ = human.Close()
 	if serr != nil {
 		return nil, out.String(), fmt.Errorf("terraform %s: %w", args[0], serr)
 	}

@@ -103,3 +103,58 @@ func TestTerraformRunInterrupts(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 }
+
+// TestTerraformOutputIsScrubbedByTheIssuedToken has Terraform print the per-action token, which has no
+// shape a pattern knows, in its human output and in a saved plan's text; neither the streamed output, nor
+// the text returned, nor the plan text may hold it.
+func TestTerraformOutputIsScrubbedByTheIssuedToken(t *testing.T) {
+	const token = "opaque9Vw3LmQ7rTz2"
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://192.0.2.1:6443\n" +
+		"users:\n- name: u\n  user:\n    token: " + token + "\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := kubeconfigScrubber(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The token is printed in two halves, and without a final newline, to stderr and stdout.
+	tf := fakeTerraform(t, `printf 'using opaque9Vw3' >&2; sleep 0.05; printf 'LmQ7rTz2 now\nplan for `+token+`\nlast `+token+`'`)
+	tf.scrub = sc
+	_, text, err := tf.run(context.Background(), false, "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := tf.stderr.(*strings.Builder).String()
+	for name, s := range map[string]string{"streamed output": streamed, "returned output": text} {
+		if strings.Contains(s, token) || strings.Count(s, "<redacted:secret>") != 3 || !strings.HasPrefix(s, "using ") {
+			t.Errorf("%s not scrubbed by the token: %q", name, s)
+		}
+	}
+	show := fakeTerraform(t, `echo "  + token = `+token+`"`)
+	show.scrub = sc
+	w := &workdir{tf: show, dir: show.dir}
+	so, _, err := w.tf.run(context.Background(), true, "show", "-no-color", "p")
+	if err != nil || !strings.Contains(string(so), token) {
+		t.Fatalf("captured stdout is the tool's own: %q, %v", so, err)
+	}
+	if got := w.tf.scrubText(so); strings.Contains(got, token) {
+		t.Errorf("plan text not scrubbed: %q", got)
+	}
+}
+
+func TestKubeconfigScrubberRefusesAnUnreadableCredential(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(bad, []byte("users: [{name: u, user: {token: short}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubeconfigScrubber(bad); err == nil {
+		t.Error("a token too short to scrub by value was accepted")
+	}
+	if _, err := kubeconfigScrubber(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing kubeconfig was accepted")
+	}
+}

@@ -99,14 +99,18 @@ type workdir struct {
 }
 
 // prepare makes a fresh working directory with files and the current state, and runs `terraform init`
-// (the provider comes from the image's mirror; the backend is the implicit local one). The caller removes
-// the directory.
+// (the provider comes from the image's mirror; the backend is the implicit local one). Terraform's output
+// is scrubbed by the per-action credential's exact values as it streams. The caller removes the directory.
 func prepare(ctx context.Context, o *TerraformOptions, files map[string][]byte, state []byte) (*workdir, error) {
+	sc, err := kubeconfigScrubber(o.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp(o.TempDir, "agent-sandbox-tf-")
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	w := &workdir{dir: dir, tf: &terraform{bin: o.Terraform, dir: dir, env: TerraformEnv(o.Env, o.Kubeconfig), stderr: o.Stderr}}
+	w := &workdir{dir: dir, tf: &terraform{bin: o.Terraform, dir: dir, env: TerraformEnv(o.Env, o.Kubeconfig), stderr: o.Stderr, scrub: sc}}
 	if err := writeFiles(dir, files); err != nil {
 		return w, err
 	}
@@ -151,7 +155,7 @@ func (w *workdir) show(ctx context.Context, withText bool) (PlanChanges, string,
 		}
 	}
 	w.timings.Show = seconds(time.Since(start))
-	return changes, string(text), nil
+	return changes, w.tf.scrubText(text), nil
 }
 
 // Plan checks the workspace, plans it against the state and returns the saved plan with its description.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 )
 
 // configMapVolume lays files out as the kubelet writes a ConfigMap volume: the data in a timestamped
@@ -32,141 +34,49 @@ func configMapVolume(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func TestCopyWorkspaceConfigMapVolume(t *testing.T) {
+func TestLoadWorkspaceConfigMapVolume(t *testing.T) {
 	src := configMapVolume(t, map[string]string{
-		"main.tf": "resource x y {}\n", "variables.tf": "", "terraform.tfvars": "a = 1\n",
-		".terraform.lock.hcl": "# lock\n", "README.md": "# hi\n", "terraform.tfstate": "{}",
+		"main.tf":             "resource \"kubernetes_config_map\" \"x\" {\n  metadata {\n    name = var.name\n  }\n}\n",
+		"variables.tf":        "variable \"name\" {\n  type = string\n}\n",
+		"terraform.tfvars":    "name = \"web\"\n",
+		".terraform.lock.hcl": "",
 	})
-	dst := t.TempDir()
-	got, err := CopyWorkspace(src, dst)
+	got, err := loadWorkspace(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(got.Copied)
-	slices.Sort(got.Skipped)
-	if strings.Join(got.Copied, " ") != ".terraform.lock.hcl main.tf terraform.tfvars variables.tf" ||
-		strings.Join(got.Skipped, " ") != "README.md terraform.tfstate" {
-		t.Errorf("copied %v skipped %v", got.Copied, got.Skipped)
+	names := make([]string, 0, len(got))
+	for n := range got {
+		names = append(names, n)
 	}
-	data, err := os.ReadFile(filepath.Join(dst, "main.tf"))
-	if err != nil || string(data) != "resource x y {}\n" {
-		t.Errorf("main.tf: %q %v", data, err)
+	slices.Sort(names)
+	if strings.Join(names, " ") != ".terraform.lock.hcl main.tf terraform.tfvars variables.tf" {
+		t.Errorf("files %v", names)
+	}
+	dst := t.TempDir()
+	if err := writeFiles(dst, got); err != nil {
+		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(filepath.Join(dst, "main.tf")); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Errorf("copy is not a private regular file: %v %v", fi.Mode(), err)
 	}
-	entries, _ := os.ReadDir(dst)
-	if len(entries) != 4 {
-		t.Errorf("dst holds %d entries", len(entries))
+	if err := writeFiles(dst, map[string][]byte{"../x.tf": nil}); err == nil {
+		t.Error("writeFiles wrote outside its folder")
 	}
 }
 
-func TestCopyWorkspaceRefuses(t *testing.T) {
-	outside := filepath.Join(t.TempDir(), "secret.tf")
-	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name  string
-		setup func(t *testing.T, dir string)
-		want  string
-	}{
-		{"subdirectory", func(t *testing.T, dir string) { mkdir(t, dir, "modules") }, "is a directory"},
-		{"subdirectory named like a file", func(t *testing.T, dir string) { mkdir(t, dir, "x.tf") }, "is a directory"},
-		{"dot-dot inside a name", func(t *testing.T, dir string) { write(t, dir, "a..tf", "") }, "file name"},
-		{"space in a name", func(t *testing.T, dir string) { write(t, dir, "a b.tf", "") }, "file name"},
-		{"non-ASCII name", func(t *testing.T, dir string) { write(t, dir, "ä.tf", "") }, "file name"},
-		{"override file", func(t *testing.T, dir string) { write(t, dir, "override.tf", "") }, "override file"},
-		{"named override file", func(t *testing.T, dir string) { write(t, dir, "zzz_override.tf", "") }, "override file"},
-		{"JSON override file", func(t *testing.T, dir string) { write(t, dir, "x_override.tf.json", "") }, "override file"},
-		{"the runner's own override", func(t *testing.T, dir string) { write(t, dir, BackendOverrideFile, "") }, "override file"},
-		{"link out of the workspace", func(t *testing.T, dir string) {
-			if err := os.Symlink(outside, filepath.Join(dir, "evil.tf")); err != nil {
-				t.Fatal(err)
-			}
-		}, "outside the workspace"},
-		{"dangling link", func(t *testing.T, dir string) {
-			if err := os.Symlink("nowhere.tf", filepath.Join(dir, "gone.tf")); err != nil {
-				t.Fatal(err)
-			}
-		}, "gone.tf"},
-		{"oversized file", func(t *testing.T, dir string) {
-			write(t, dir, "big.tf", strings.Repeat("#", MaxWorkspaceFileSize+1))
-		}, "larger than"},
-		{"no .tf file", func(t *testing.T, dir string) {
-			if err := os.Remove(filepath.Join(dir, "main.tf")); err != nil {
-				t.Fatal(err)
-			}
-			write(t, dir, "terraform.tfvars", "")
-		}, "no .tf file"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			write(t, dir, "main.tf", "")
-			tt.setup(t, dir)
-			_, err := CopyWorkspace(dir, t.TempDir())
-			if !errors.Is(err, ErrBadWorkspace) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err %v, want ErrBadWorkspace with %q", err, tt.want)
-			}
-		})
-	}
-	if _, err := CopyWorkspace(filepath.Join(t.TempDir(), "missing"), t.TempDir()); err == nil {
-		t.Error("missing source: no error")
-	}
-}
-
-func mkdir(t *testing.T, dir, name string) {
-	t.Helper()
-	if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func write(t *testing.T, dir, name, data string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestRenderBackendOverride(t *testing.T) {
-	got, err := RenderBackendOverride(BackendConfig{SecretSuffix: "k8s-demo", Namespace: "demo-app", ConfigPath: "/var/run/agent-sandbox/credentials/kubeconfig"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `# Written by agent-sandbox: Terraform state lives in a Secret of the target namespace, reached with
-# the per-action kubeconfig. This override replaces any backend the workspace declares.
-terraform {
-  backend "kubernetes" {
-    secret_suffix = "k8s-demo"
-    namespace     = "demo-app"
-    config_path   = "/var/run/agent-sandbox/credentials/kubeconfig"
-  }
-}
-`
-	if string(got) != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
-	}
-
-	// A path is quoted, never interpolated.
-	got, err = RenderBackendOverride(BackendConfig{SecretSuffix: "w", Namespace: "n", ConfigPath: `/tmp/a"b\c/${x}/%{y}`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(got), `config_path   = "/tmp/a\"b\\c/$${x}/%%{y}"`) {
-		t.Errorf("escaping: %s", got)
-	}
-
-	for _, bad := range []BackendConfig{
-		{SecretSuffix: "Bad_Name", Namespace: "n", ConfigPath: "/k"},
-		{SecretSuffix: "w", Namespace: "kube.system", ConfigPath: "/k"},
-		{SecretSuffix: "w", Namespace: "n", ConfigPath: "relative/kubeconfig"},
-		{SecretSuffix: "w", Namespace: "n", ConfigPath: "/k\n}\nterraform {"},
-		{SecretSuffix: "w", Namespace: "n", ConfigPath: ""},
+// TestLoadWorkspaceRefusesCodeExecution: the tricks that passed the old regular expression are refused by
+// the parser (internal/tfcheck holds the whole corpus).
+func TestLoadWorkspaceRefusesCodeExecution(t *testing.T) {
+	for name, src := range map[string]string{
+		"exec with a comment":     "provider \"kubernetes\" {\n  exec /* c */ {\n    api_version = \"v1\"\n    command = \"/bin/sh\"\n  }\n}\n",
+		"dynamic exec on apply":   "provider \"kubernetes\" {\n  dynamic \"exec\" {\n    for_each = terraform.applying ? [1] : []\n    content {\n      api_version = \"v1\"\n      command = \"/usr/local/bin/terraform\"\n    }\n  }\n}\n",
+		"escaped local-exec":      "resource \"kubernetes_config_map\" \"x\" {\n  provisioner \"local\\u002dexec\" {\n    command = \"id\"\n  }\n}\n",
+		"kubeconfig in an output": "output \"k\" {\n  value = file(\"/var/run/agent-sandbox/credentials/kubeconfig\")\n}\n",
 	} {
-		if _, err := RenderBackendOverride(bad); err == nil {
-			t.Errorf("%+v: no error", bad)
+		_, err := loadWorkspace(configMapVolume(t, map[string]string{"main.tf": src}))
+		if !errors.Is(err, tfcheck.ErrRefused) {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
@@ -181,28 +91,5 @@ func TestValidateWorkspaceName(t *testing.T) {
 		if err := ValidateWorkspaceName(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
-	}
-}
-
-func TestCopyWorkspaceRefusesCodeExecution(t *testing.T) {
-	for name, src := range map[string]string{
-		"provider exec plugin": "provider \"kubernetes\" {\n  exec {\n    api_version = \"client.authentication.k8s.io/v1\"\n    command = \"sh\"\n  }\n}\n",
-		"local-exec":           "resource \"null_resource\" \"x\" {\n  provisioner \"local-exec\" { command = \"id\" }\n}\n",
-		"external data":        "data \"external\" \"x\" { program = [\"sh\"] }\n",
-	} {
-		t.Run(name, func(t *testing.T) {
-			src2 := t.TempDir()
-			file := "main.tf"
-			if err := os.WriteFile(filepath.Join(src2, file), []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := CopyWorkspace(src2, t.TempDir()); !errors.Is(err, ErrBadWorkspace) || !strings.Contains(err.Error(), "runs programs") {
-				t.Fatalf("got %v", err)
-			}
-		})
-	}
-	// The demo module itself is plain resources.
-	if _, err := CopyWorkspace("../../terraform/k8s-demo", t.TempDir()); err != nil {
-		t.Fatalf("the demo workspace was refused: %v", err)
 	}
 }

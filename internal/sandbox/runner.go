@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Stage is a step of a sandbox run, reported as progress to the caller.
@@ -44,6 +44,9 @@ var (
 	ErrCredentials   = errors.New("the credential agent could not get a credential")
 	ErrDeadline      = errors.New("the sandbox exceeded its deadline")
 	ErrSandboxFailed = errors.New("the sandbox failed")
+	// ErrInputRefused means the tool's check (an init container that runs before the credential agent)
+	// refused its input: no credential was issued.
+	ErrInputRefused = errors.New("the sandbox refused the tool's input before any credential was issued")
 )
 
 // Result is what a finished run produced.
@@ -51,8 +54,13 @@ type Result struct {
 	JobName string
 	// ExitCode of the tool container (-1 if it never ran).
 	ExitCode int32
-	// Stdout is the tool container's log.
-	Stdout []byte
+	// Output is the tool's result, one JSON object, as the credential agent reported it on its own output
+	// stream (the tool.result event): scrubbed, and never taken from the tool's own output. Nil when the
+	// agent reported none (ResultError then says why).
+	Output      []byte
+	ResultError string
+	// ToolLog is the tool container's log (scrubbed by the tool), for diagnostics only.
+	ToolLog []byte
 	// CredentialEvents are the credential agent's structured events (credential.issued, credential.revoked).
 	CredentialEvents []map[string]any
 	// Timings of each phase.
@@ -127,9 +135,9 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 			defer close(done)
 			agent, _ = r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
 		}()
-		res.Stdout, _ = r.logs(ctx, pod.Name, contract.ToolContainer)
+		res.ToolLog, _ = r.logs(ctx, pod.Name, contract.ToolContainer)
 		<-done
-		res.CredentialEvents = parseEvents(agent)
+		res.CredentialEvents, res.Output, res.ResultError = parseEvents(agent)
 	}
 	res.Timings.Cleanup = time.Since(c)
 	return res, nil
@@ -151,6 +159,12 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 		}
 		if pod, err := r.pod(ctx, job.Name); err == nil {
 			for _, s := range pod.Status.InitContainerStatuses {
+				if s.Name == contract.CheckContainer {
+					if term := failedTermination(s); term != nil {
+						return fmt.Errorf("%w: %s", ErrInputRefused, oneLine(scrub.String(term.Message)))
+					}
+					continue
+				}
 				if s.Name != contract.CredentialAgentContainer {
 					continue
 				}
@@ -163,7 +177,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					progress(StageCredentials)
 				}
 				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
-					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(audit.ScrubString(term.Message)))
+					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
 				}
 			}
 			toolDone, agentDone := false, false
@@ -288,7 +302,7 @@ func (r *Runner) logs(ctx context.Context, pod, container string) ([]byte, error
 		return nil, err
 	}
 	defer rc.Close()
-	return io.ReadAll(io.LimitReader(rc, 8<<20))
+	return io.ReadAll(io.LimitReader(rc, maxLogBytes))
 }
 
 // delete removes the Job and its Pod, with a fresh context: it also runs after the call was cancelled.
@@ -299,27 +313,48 @@ func (r *Runner) delete(name string) {
 	_ = r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 }
 
-// parseEvents reads the credential agent's JSON event lines and ignores anything else.
-func parseEvents(out []byte) []map[string]any {
-	var events []map[string]any
+// maxLogBytes bounds a container log the runner reads; the agent's holds the tool's result (at most 4 MiB
+// of JSON, whose binary fields grow by a third in base64).
+const maxLogBytes = 16 << 20
+
+// parseEvents reads the credential agent's JSON event lines and ignores anything else. The tool.result
+// event carries the tool's result: it is returned apart, as the JSON of its result object.
+func parseEvents(out []byte) (events []map[string]any, result []byte, resultErr string) {
+	resultErr = "the credential agent reported no result"
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), maxLogBytes)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if !strings.HasPrefix(line, "{") {
 			continue
 		}
 		var ev map[string]any
-		if json.Unmarshal([]byte(line), &ev) == nil && ev["event"] != nil {
-			events = append(events, audit.Scrub(ev).(map[string]any))
+		if json.Unmarshal([]byte(line), &ev) != nil || ev["event"] == nil {
+			continue
 		}
+		if ev["event"] == toolResultEvent {
+			// The agent scrubbed the result (text by patterns and exact values, binary fields checked);
+			// scrubbing it here by pattern again would corrupt a saved plan.
+			if r, ok := ev["result"].(map[string]any); ok {
+				if b, err := json.Marshal(r); err == nil {
+					result, resultErr = b, ""
+				}
+			} else if why, ok := ev["error"].(string); ok {
+				resultErr = scrub.String(why)
+			}
+			continue
+		}
+		events = append(events, scrub.Value(ev).(map[string]any))
 	}
-	return events
+	return events, result, resultErr
 }
+
+// toolResultEvent is the credential agent's event that carries the tool's result (broker.EventToolResult).
+const toolResultEvent = "tool.result"
 
 // classifyCreate turns a failed create into an error a person can act on.
 func classifyCreate(err error) error {
-	msg := oneLine(audit.ScrubString(err.Error()))
+	msg := oneLine(scrub.String(err.Error()))
 	switch {
 	case strings.Contains(msg, "failed calling webhook"):
 		return fmt.Errorf("%w: %s", ErrWebhookDown, msg)

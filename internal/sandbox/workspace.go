@@ -65,3 +65,30 @@ func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map
 	}
 	return nil
 }
+
+// EnsurePlan stores a saved plan as the immutable ConfigMap tfplan-<plan ID>, or accepts the existing one:
+// the name is the content's SHA-256.
+func (w *Workspaces) EnsurePlan(ctx context.Context, planID string, plan []byte) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: PlanPrefix + planID, Namespace: w.Namespace},
+		BinaryData: map[string][]byte{PlanKey: plan},
+		Immutable:  ptr.To(true),
+	}
+	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ConfigMap %s: %w", cm.Name, classifyCreate(err))
+	}
+	return nil
+}
+
+// PlanExists checks that the saved plan's ConfigMap is there.
+func (w *Workspaces) PlanExists(ctx context.Context, planID string) error {
+	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Get(ctx, PlanPrefix+planID, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("no saved plan %s: plan again with terraform_plan (saved plans expire with their approval requests)", planID[:min(12, len(planID))])
+	case err != nil:
+		return fmt.Errorf("%w: read saved plan %s: %s", ErrClusterDown, planID[:min(12, len(planID))], oneLine(err.Error()))
+	}
+	return nil
+}

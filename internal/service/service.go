@@ -20,6 +20,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Runner runs one sandbox Job to completion (sandbox.Runner).
@@ -27,9 +28,13 @@ type Runner interface {
 	Run(ctx context.Context, job *batchv1.Job, progress func(sandbox.Stage)) (*sandbox.Result, error)
 }
 
-// WorkspaceStore publishes a workspace's files to the sandbox namespace (as an immutable ConfigMap).
+// WorkspaceStore publishes a workspace's files and saved plans to the sandbox namespace (as immutable,
+// content-addressed ConfigMaps).
 type WorkspaceStore interface {
 	EnsureWorkspace(ctx context.Context, name string, files map[string]string) error
+	EnsurePlan(ctx context.Context, planID string, plan []byte) error
+	// PlanExists returns an error saying why when the saved plan is not there.
+	PlanExists(ctx context.Context, planID string) error
 }
 
 // Progress receives the stages of a call; n counts from 1 to total.
@@ -111,7 +116,7 @@ func (c *call) audit(event string, fields map[string]any) {
 
 // fail ends the call with a domain error and records it.
 func (c *call) fail(kind Kind, err error) error {
-	msg := oneLine(audit.ScrubString(err.Error()))
+	msg := oneLine(scrub.String(err.Error()))
 	if kind == KindDenied || kind == KindInvalid {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": msg})
 	}
@@ -175,7 +180,7 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*
 			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
 		}
 		kind := KindFailed
-		if errors.Is(err, sandbox.ErrDenied) {
+		if errors.Is(err, sandbox.ErrDenied) || errors.Is(err, sandbox.ErrInputRefused) {
 			kind = KindDenied
 		}
 		return nil, c.fail(kind, err)

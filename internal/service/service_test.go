@@ -1,9 +1,13 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,16 +46,39 @@ func (f *fakeRunner) Run(ctx context.Context, job *batchv1.Job, progress func(sa
 	if f.err != nil {
 		return nil, f.err
 	}
-	return &sandbox.Result{JobName: job.Name, ExitCode: f.exit, Stdout: []byte(f.stdout(job)), CredentialEvents: []map[string]any{
+	res := &sandbox.Result{JobName: job.Name, ExitCode: f.exit, ResultError: "the credential agent reported no result", CredentialEvents: []map[string]any{
 		{"event": audit.EventCredentialIssued, "scope": "pod-reader", "lease_id": "kubernetes/creds/x/abc", "ttl_seconds": 600.0},
 		{"event": audit.EventCredentialRevoked, "lease_id": "kubernetes/creds/x/abc"},
-	}}, nil
+	}}
+	// The tool's result travels as the credential agent's tool.result event: one JSON object.
+	if out := strings.TrimSpace(f.stdout(job)); out != "" {
+		res.Output, res.ResultError = []byte(out[strings.LastIndex(out, "\n")+1:]), ""
+	}
+	return res, nil
 }
 
-type fakeWorkspaces struct{ names []string }
+type fakeWorkspaces struct {
+	names []string
+	plans map[string][]byte
+}
 
 func (f *fakeWorkspaces) EnsureWorkspace(_ context.Context, name string, _ map[string]string) error {
 	f.names = append(f.names, name)
+	return nil
+}
+
+func (f *fakeWorkspaces) EnsurePlan(_ context.Context, id string, plan []byte) error {
+	if f.plans == nil {
+		f.plans = map[string][]byte{}
+	}
+	f.plans[id] = plan
+	return nil
+}
+
+func (f *fakeWorkspaces) PlanExists(_ context.Context, id string) error {
+	if _, ok := f.plans[id]; !ok {
+		return fmt.Errorf("no saved plan %s", id[:12])
+	}
 	return nil
 }
 
@@ -183,6 +210,8 @@ func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	plan := strings.Repeat("ab", 32)
+	// The saved plans exist (terraform_plan stored them).
+	f.svc.Workspaces.(*fakeWorkspaces).plans = map[string][]byte{plan: nil, strings.Repeat("cd", 32): nil}
 	f.run.stdout = func(j *batchv1.Job) string {
 		return `{"workspace":"k8s-demo","plan_id":"` + plan + `","applied":true,"text":"Apply complete!","summary":{"add":1,"change":0,"destroy":1,"replace":1}}`
 	}
@@ -251,7 +280,8 @@ func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
 func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	f := newFixture(t)
 	text := "  # kubernetes_deployment.web must be replaced\n      ~ match_labels = { # forces replacement\nPlan: 1 to add, 0 to change, 1 to destroy."
-	res, _ := json.Marshal(runner.PlanResult{Workspace: "k8s-demo", PlanID: strings.Repeat("ef", 32), Text: text,
+	saved := []byte("PK\x03\x04 the saved plan")
+	res, _ := json.Marshal(runner.PlanResult{Workspace: "k8s-demo", PlanID: runner.PlanID(saved), Text: text, Plan: saved,
 		Summary: runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}})
 	f.run.stdout = func(*batchv1.Job) string { return "Terraform output on stderr\n" + string(res) }
 	out, err := f.svc.Plan(context.Background(), PlanInput{Workspace: "k8s-demo"}, nil)
@@ -269,6 +299,9 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	if !strings.HasPrefix(src[len(src)-1].ConfigMap.Name, "tfws-") {
 		t.Errorf("the workspace ConfigMap is not mounted: %+v", src)
 	}
+	if got := f.svc.Workspaces.(*fakeWorkspaces).plans[out.PlanID]; string(got) != string(saved) {
+		t.Errorf("the saved plan was not stored as it came (%q), or was returned to the agent", got)
+	}
 	// The approval request later shows the approver this plan's summary and signals.
 	summary, signals := f.svc.planSummary(out.PlanID)
 	if !strings.Contains(summary, "1 to replace") || len(signals) == 0 {
@@ -283,5 +316,39 @@ func TestCancelledCall(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || !strings.Contains(se.Message, "cancelled") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestHugeArgumentIsBoundedInTheAudit is the review's case: begin() records the call's parameters before
+// the policy looks at them, so a 16 MiB namespace used to be written whole.
+func TestHugeArgumentIsBoundedInTheAudit(t *testing.T) {
+	f := newFixture(t)
+	huge := strings.Repeat("a", 16<<20)
+	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: huge}, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindInvalid {
+		t.Fatalf("16 MiB namespace: %v", err)
+	}
+	if len(se.Message) > 1024 {
+		t.Errorf("the error returned to the agent is %d bytes", len(se.Message))
+	}
+	data, err := os.ReadFile(f.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range bytes.Split(bytes.TrimSuffix(data, []byte{'\n'}), []byte{'\n'}) {
+		if len(line) > audit.MaxLineBytes {
+			t.Errorf("audit line %d is %d bytes", i+1, len(line))
+		}
+	}
+	recs, err := audit.ReadFile(f.log, audit.Filter{RequestID: se.RequestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := recs[0].Fields["params"].(map[string]any)
+	ns, _ := params["namespace"].(map[string]any)
+	sum := sha256.Sum256([]byte(huge))
+	if ns[audit.FieldTruncated] != true || ns[audit.FieldTruncatedBytes] != float64(len(huge)) || ns[audit.FieldTruncatedSHA256] != hex.EncodeToString(sum[:]) {
+		t.Errorf("namespace recorded as %v", ns)
 	}
 }

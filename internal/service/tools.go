@@ -64,6 +64,8 @@ type PlanInput struct {
 type PlanOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
 	runner.PlanResult
+	// Plan hides the saved plan's bytes: the server stores them for the apply, the agent needs only the ID.
+	Plan []byte `json:"-"`
 	// DestructiveSignals are the policy's destructive patterns found in the plan.
 	DestructiveSignals []policy.SignalMatch `json:"destructive_signals" jsonschema:"destructive changes found in the plan (replacements, deletions)"`
 	Destructive        bool                 `json:"destructive" jsonschema:"true when the plan destroys or replaces something"`
@@ -88,6 +90,15 @@ func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*P
 	if err != nil {
 		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan failed: %w", err))
 	}
+	// The saved plan travels in the result; store it, immutable and named by its SHA-256, where the
+	// apply Job mounts it and the approver reads it. Its bytes must be the plan ID's.
+	if runner.PlanID(plan.Plan) != plan.PlanID {
+		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan returned a saved plan that does not match its plan ID %s", short(plan.PlanID)))
+	}
+	if err := s.Workspaces.EnsurePlan(ctx, plan.PlanID, plan.Plan); err != nil {
+		return nil, c.fail(KindFailed, fmt.Errorf("store the saved plan: %w", err))
+	}
+
 	out := &PlanOutput{RequestID: c.id, PlanResult: plan, DestructiveSignals: s.Policy.DetectSignals(plan.Text)}
 	if out.DestructiveSignals == nil {
 		out.DestructiveSignals = []policy.SignalMatch{}
@@ -137,13 +148,13 @@ func (s *Service) Apply(ctx context.Context, in ApplyInput, progress Progress) (
 	if err != nil {
 		return nil, err
 	}
-	source, err := s.publishWorkspace(ctx, in.Workspace)
-	if err != nil {
-		return nil, c.fail(KindInvalid, err)
-	}
-	inv, err := c.invoke(map[string]any{"workspace": in.Workspace, "source": source, "plan_id": in.PlanID})
+	inv, err := c.invoke(map[string]any{"workspace": in.Workspace, "plan_id": in.PlanID})
 	if err != nil {
 		return nil, err
+	}
+	// The saved plan must exist before a human is asked about it or a Job waits for it.
+	if err := s.Workspaces.PlanExists(ctx, in.PlanID); err != nil {
+		return nil, c.fail(KindInvalid, err)
 	}
 	hash, err := approval.ParamsHash(inv.Tool.Name, inv.Params)
 	if err != nil {
@@ -299,7 +310,14 @@ func short(id string) string {
 // decode reads the tool's result line. A result is trusted only from a tool that exited 0; otherwise its
 // error line (or its exit code) is the reason.
 func decode[T any](res *sandbox.Result) (T, error) {
-	out, err := runner.DecodeResult[T](res.Stdout)
+	if res.Output == nil {
+		var zero T
+		if res.ExitCode > 0 {
+			return zero, fmt.Errorf("the tool exited with code %d and %s", res.ExitCode, res.ResultError)
+		}
+		return zero, errors.New(res.ResultError)
+	}
+	out, err := runner.DecodeResult[T](res.Output)
 	if err != nil {
 		return out, err
 	}

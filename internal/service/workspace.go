@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 )
 
 // maxWorkspaceBytes bounds a workspace's files: they travel in one ConfigMap (1 MiB at most).
 const maxWorkspaceBytes = 512 << 10
-
-var workspaceFileRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*\.(tf|tfvars|tf\.json|tfvars\.json)$|^\.terraform\.lock\.hcl$`)
 
 // publishWorkspace reads a workspace folder and publishes its Terraform files as an immutable,
 // content-addressed ConfigMap, returning its name. The same files always give the same name, so a repeated
@@ -30,6 +29,15 @@ func (s *Service) publishWorkspace(ctx context.Context, name string) (string, er
 	}
 	files, err := readWorkspace(filepath.Join(s.WorkspaceDir, name))
 	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", name, err)
+	}
+	// The same allowlist the sandbox enforces before any credential: a refused workspace fails here, fast
+	// and with every reason, instead of in a Pod.
+	raw := make(map[string][]byte, len(files))
+	for n, d := range files {
+		raw[n] = []byte(d)
+	}
+	if err := tfcheck.Check(raw, runner.CheckOptions()); err != nil {
 		return "", fmt.Errorf("workspace %s: %w", name, err)
 	}
 	cm := sandbox.WorkspaceConfigMapName(files)
@@ -50,7 +58,7 @@ func readWorkspace(dir string) (map[string]string, error) {
 	files := map[string]string{}
 	total := 0
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !workspaceFileRE.MatchString(e.Name()) {
+		if !e.Type().IsRegular() || !tfcheck.IsWorkspaceFile(e.Name()) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -68,4 +76,3 @@ func readWorkspace(dir string) (map[string]string, error) {
 	}
 	return files, nil
 }
-

@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
@@ -51,7 +51,7 @@ func main() {
 	_ = fs.Parse(os.Args[1:])
 	failed, err := run(o)
 	if err != nil {
-		fmt.Printf("  FAIL: %s\n", audit.ScrubString(err.Error()))
+		fmt.Printf("  FAIL: %s\n", scrub.String(err.Error()))
 		os.Exit(1)
 	}
 	if failed > 0 {
@@ -145,7 +145,7 @@ func run(o options) (int, error) {
 				fmt.Printf("     refused  %-70s %s\n", o2.Case.Name+":", firstDenial(o2.Err))
 			}
 		} else {
-			fmt.Printf("     NOT refused as expected: %s (want rule %s): %v\n", o2.Case.Name, o2.Case.Rule, audit.ScrubString(fmt.Sprint(o2.Err)))
+			fmt.Printf("     NOT refused as expected: %s (want rule %s): %v\n", o2.Case.Name, o2.Case.Rule, scrub.String(fmt.Sprint(o2.Err)))
 		}
 		byClass[o2.Case.Class] = n
 	}

@@ -55,7 +55,7 @@ func PodParams() map[string]any { return map[string]any{"namespace": "demo-app"}
 
 // ApplyParams are valid terraform_apply parameters for a made-up plan.
 func ApplyParams() map[string]any {
-	return map[string]any{"workspace": "k8s-demo", "source": "tfws-0123456789abcdef0123", "plan_id": strings.Repeat("ab", 32)}
+	return map[string]any{"workspace": "k8s-demo", "plan_id": strings.Repeat("ab", 32)}
 }
 
 // Job renders the Job the MCP server would submit for tool and params (before the webhook's injection).

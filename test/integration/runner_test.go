@@ -5,8 +5,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,16 +14,20 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
@@ -90,7 +92,8 @@ func TestRunner(t *testing.T) {
 		{"PodStatus", e.testPodStatus},
 		{"PlanAndApply", e.testPlanAndApply},
 		{"ReplacementAndRefusals", e.testReplacementAndRefusals},
-		{"BackendOverrideWins", e.testBackendOverrideWins},
+		{"WorkspaceBackendRefused", e.testWorkspaceBackendRefused},
+		{"MaliciousWorkspacesRefusedBeforeTerraform", e.testMaliciousWorkspaces},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.fn) {
@@ -152,24 +155,51 @@ func (e *runnerEnv) scopedCredential(t *testing.T, pol *policy.Compiled, scope s
 	if _, err := e.admin.RbacV1().Roles(runnerNS).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	user := "runner-" + scope
+	// A ServiceAccount and a token, as Vault's secrets engine mints them per action.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner-" + scope, Namespace: runnerNS}}
+	if _, err := e.admin.CoreV1().ServiceAccounts(runnerNS).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: runnerNS},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: runnerNS}},
 	}
 	if _, err := e.admin.RbacV1().RoleBindings(runnerNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	u, err := e.api.Env.AddUser(envtest.User{Name: user}, nil)
+	secs := int64(3600)
+	tr, err := e.admin.CoreV1().ServiceAccounts(runnerNS).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := u.KubeConfig()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: e.api.URL, CertificateAuthorityData: e.api.CAPEM}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u", Namespace: runnerNS}
+	cfg.CurrentContext = "c"
+	kc, err := clientcmd.Write(*cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// credentialToken is the token in a kubeconfig.
+func credentialToken(t *testing.T, kubeconfig []byte) string {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		if a.Token != "" {
+			return a.Token
+		}
+	}
+	t.Fatal("the credential has no token")
+	return ""
 }
 
 // runnerConfigMapVolume lays out terraform/k8s-demo plus extra files the way the kubelet writes a
@@ -191,6 +221,12 @@ func runnerConfigMapVolume(t *testing.T, dir string, extra map[string]string) st
 	for k, v := range extra {
 		files[k] = v
 	}
+	return configMapFiles(t, dir, files)
+}
+
+// configMapFiles lays files out the way the kubelet writes a ConfigMap volume.
+func configMapFiles(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
 	stamp := "..2026_11_30_12_00_00.000000001"
 	if err := os.MkdirAll(filepath.Join(dir, stamp), 0o755); err != nil {
 		t.Fatal(err)
@@ -238,6 +274,8 @@ func (e *runnerEnv) run(t *testing.T, scope string, args ...string) (int, []byte
 	return code, stdout.Bytes()
 }
 
+// plan runs terraform-plan and keeps the saved plan where the apply Job would mount it (the ConfigMap
+// tfplan-<plan ID> the MCP server stores).
 func (e *runnerEnv) plan(t *testing.T) runner.PlanResult {
 	t.Helper()
 	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace="+runnerWorkspace, "--source="+e.workspace, "--namespace="+runnerNS)
@@ -245,13 +283,27 @@ func (e *runnerEnv) plan(t *testing.T) runner.PlanResult {
 	if code != 0 || err != nil {
 		t.Fatalf("terraform-plan: exit %d: %v", code, err)
 	}
-	t.Logf("plan %s: %+v, timings %+v", res.PlanID[:16], res.Summary, res.Timings)
+	if runner.PlanID(res.Plan) != res.PlanID {
+		t.Fatalf("the result's saved plan does not hash to its plan ID")
+	}
+	if err := os.WriteFile(e.planFile(res.PlanID), res.Plan, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan %s: %+v, %d bytes, timings %+v", res.PlanID[:16], res.Summary, len(res.Plan), res.Timings)
 	return res
 }
 
+func (e *runnerEnv) planFile(planID string) string { return filepath.Join(e.tmp, "..", "plan-"+planID[:16]) }
+
 func (e *runnerEnv) apply(t *testing.T, planID string) (int, runner.ApplyResult, error) {
 	t.Helper()
-	code, out := e.run(t, "terraform-apply", "terraform-apply", "--workspace="+runnerWorkspace, "--source="+e.workspace, "--namespace="+runnerNS, "--plan-id="+planID)
+	return e.applyFile(t, e.planFile(planID), planID)
+}
+
+func (e *runnerEnv) applyFile(t *testing.T, file, planID string) (int, runner.ApplyResult, error) {
+	t.Helper()
+	code, out := e.run(t, "terraform-apply", "terraform-apply", "--workspace="+runnerWorkspace, "--namespace="+runnerNS,
+		"--plan-file="+file, "--plan-id="+planID)
 	res, err := runner.DecodeResult[runner.ApplyResult](out)
 	if err == nil {
 		t.Logf("apply %s: %+v, timings %+v", planID[:16], res.Summary, res.Timings)
@@ -335,15 +387,27 @@ func (e *runnerEnv) testPlanAndApply(t *testing.T) {
 		t.Errorf("plan text: %s", p.Text)
 	}
 
-	// The saved plan is stored unchanged: its bytes hash to the plan ID.
-	sec, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfplan-"+p.PlanID[:16], metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The plan changed nothing in the cluster: no state Secret, no lock (the plan credential could not
+	// write them anyway: it may read the state Secret by name and nothing else of Secrets).
+	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a plan wrote the state: %v", err)
 	}
-	sum := sha256.Sum256(sec.Data["plan.tfplan"])
-	if hex.EncodeToString(sum[:]) != p.PlanID || sec.Annotations[runner.AnnotationPlanID] != p.PlanID ||
-		sec.Labels[runner.LabelPlanID] != p.PlanID[:16] || sec.Labels[runner.LabelWorkspace] != runnerWorkspace {
-		t.Errorf("plan secret: labels %v annotations %v", sec.Labels, sec.Annotations)
+	planner := e.clientFor(t, "terraform-plan")
+	if _, err := planner.CoreV1().Secrets(runnerNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the plan credential lists Secrets: %v", err)
+	}
+	if _, err := planner.CoreV1().Secrets(runnerNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "planted"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the plan credential creates a Secret: %v", err)
+	}
+	if _, err := planner.CoreV1().Secrets(runnerNS).Get(ctx, "someone-elses", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the plan credential reads another Secret: %v", err)
+	}
+	if _, err := planner.CoordinationV1().Leases(runnerNS).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-tfstate-default-" + runnerWorkspace}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the plan credential takes a lock: %v", err)
+	}
+	// The saved plan passes the allowlist it will be checked against again before the apply.
+	if err := tfcheck.CheckPlan(p.Plan, runner.CheckOptions()); err != nil {
+		t.Errorf("our own saved plan: %v", err)
 	}
 
 	code, a, err := e.apply(t, p.PlanID)
@@ -366,14 +430,14 @@ func (e *runnerEnv) testPlanAndApply(t *testing.T) {
 	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); err != nil {
 		t.Errorf("state secret: %v", err)
 	}
-	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfplan-"+p.PlanID[:16], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("applied plan's secret still there: %v", err)
+	if _, err := e.admin.CoordinationV1().Leases(runnerNS).Get(ctx, "lock-tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the state lock was not released: %v", err)
 	}
 
-	// Applying the same plan again: its Secret is gone.
+	// Applying the same plan again: the state has moved on, Terraform refuses it as stale.
 	code, _, err = e.apply(t, p.PlanID)
 	var te *runner.ToolError
-	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "no saved plan") {
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "stale") {
 		t.Errorf("second apply of one plan: exit %d, %v", code, err)
 	}
 
@@ -420,16 +484,16 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A plan ID that differs from the saved plan's hash in one digit (same Secret name) is refused
-	// before Terraform runs; so is an ID with no saved plan at all.
+	// A plan ID that differs from the saved plan's hash in one digit is refused before Terraform runs;
+	// so is a plan file that is not there.
 	wrong := first.PlanID[:63] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", first.PlanID[63])+1)%16])
-	code, _, err := e.apply(t, wrong)
+	code, _, err := e.applyFile(t, e.planFile(first.PlanID), wrong)
 	var te *runner.ToolError
-	if code != 1 || !errors.As(err, &te) || te.Message != runner.ErrPlanMismatch.Error() {
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, runner.ErrPlanMismatch.Error()) {
 		t.Errorf("apply with a wrong plan id: exit %d, %v", code, err)
 	}
 	code, _, err = e.apply(t, strings.Repeat("ab", 32))
-	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "no saved plan") {
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "saved plan: open") {
 		t.Errorf("apply with an unknown plan id: exit %d, %v", code, err)
 	}
 
@@ -458,30 +522,73 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 		t.Errorf("the stale plan changed the deployment: %v", err)
 	}
 	// The state lock is free again after every refusal.
-	lease, err := e.admin.CoordinationV1().Leases(runnerNS).Get(ctx, "lock-tfstate-default-"+runnerWorkspace, metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity != nil {
-		t.Errorf("state lock: %v %+v", err, lease)
+	if _, err := e.admin.CoordinationV1().Leases(runnerNS).Get(ctx, "lock-tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("state lock still held: %v", err)
 	}
 }
 
-// A workspace that declares its own backend still keeps its state where the runner says.
-func (e *runnerEnv) testBackendOverrideWins(t *testing.T) {
-	ctx := context.Background()
+// A workspace that declares its own backend is refused before Terraform runs: the runner owns the state.
+func (e *runnerEnv) testWorkspaceBackendRefused(t *testing.T) {
 	stolen := filepath.Join(t.TempDir(), "stolen.tfstate")
 	ws := runnerConfigMapVolume(t, filepath.Join(t.TempDir(), "workspace"), map[string]string{
 		"ci.auto.tfvars": "wait_for_rollout = false\n",
 		"backend.tf":     "terraform {\n  backend \"local\" {\n    path = \"" + stolen + "\"\n  }\n}\n",
 	})
-	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace=other-ws", "--source="+ws, "--namespace="+runnerNS)
-	res, err := runner.DecodeResult[runner.PlanResult](out)
-	if code != 0 || err != nil || res.Summary.Add != 2 {
-		t.Fatalf("plan: exit %d, %v, %+v", code, err, res.Summary)
-	}
-	if _, err := e.admin.CoreV1().Secrets(runnerNS).Get(ctx, "tfstate-default-other-ws", metav1.GetOptions{}); err != nil {
-		t.Errorf("state secret: %v", err)
+	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace="+runnerWorkspace, "--source="+ws, "--namespace="+runnerNS)
+	_, err := runner.DecodeResult[runner.PlanResult](out)
+	var te *runner.ToolError
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "backend") {
+		t.Fatalf("plan with a workspace backend: exit %d, %v", code, err)
 	}
 	if _, err := os.Stat(stolen); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the workspace's own backend was used: %v", err)
+	}
+}
+
+// testMaliciousWorkspaces runs the whole malicious-workspace corpus (internal/tfcheck) through the real
+// terraform-plan tool with the plan credential: every one is refused before Terraform starts — no
+// working directory is made, nothing is read from or written to the cluster — and no output carries the
+// credential.
+func (e *runnerEnv) testMaliciousWorkspaces(t *testing.T) {
+	cases, err := tfcheck.Corpus("../../internal/tfcheck/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := credentialToken(t, e.creds["terraform-plan"])
+	n := 0
+	for _, c := range cases {
+		if !c.Malicious {
+			continue
+		}
+		n++
+		dir := filepath.Join(t.TempDir(), "ws")
+		files := map[string]string{}
+		for name, data := range c.Files {
+			files[name] = string(data)
+		}
+		ws := configMapFiles(t, dir, files)
+		var stdout, stderr bytes.Buffer
+		e.use(t, "terraform-plan")
+		code := app.Main(context.Background(), []string{"run", "terraform-plan", "--workspace=" + runnerWorkspace, "--source=" + ws, "--namespace=" + runnerNS},
+			strings.NewReader(""), &stdout, &stderr)
+		_, derr := runner.DecodeResult[runner.PlanResult](stdout.Bytes())
+		var te *runner.ToolError
+		if code != 1 || !errors.As(derr, &te) || !strings.Contains(te.Message, "refused") {
+			t.Errorf("%s: exit %d, %v", c.Name, code, derr)
+		}
+		if strings.Contains(stderr.String(), "terraform init") || strings.Contains(stderr.String(), "Initializing") {
+			t.Errorf("%s: terraform ran", c.Name)
+		}
+		if token != "" && (strings.Contains(stdout.String(), token) || strings.Contains(stderr.String(), token)) {
+			t.Errorf("%s: the credential appears in the output", c.Name)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.tmp, "agent-sandbox-tf-*")); len(left) > 0 {
+		t.Errorf("working directories made for refused workspaces: %v", left)
+	}
+	t.Logf("%d malicious workspaces refused by terraform-plan before terraform started", n)
+	if n < 25 {
+		t.Errorf("only %d malicious workspaces", n)
 	}
 }
 

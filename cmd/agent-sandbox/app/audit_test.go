@@ -111,3 +111,27 @@ func TestAuditShow(t *testing.T) {
 		t.Fatalf("show missing log: code %d, stderr %q", code, errOut)
 	}
 }
+
+// TestAuditVerifyAndShowRefuseAHugeLine: a line far over the write bound is named by its number, not
+// loaded.
+func TestAuditVerifyAndShowRefuseAHugeLine(t *testing.T) {
+	t.Setenv(audit.EnvPath, "")
+	path := writeAuditLog(t)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(append(bytes.Repeat([]byte("x"), 8<<20), '\n')); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	code, out, errOut := runCLI(t, "audit", "verify", "--file", path)
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "FAIL: line 7: line longer than ") {
+		t.Fatalf("verify: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "audit", "show", "--file", path)
+	if code != 1 || strings.Count(out, "req-") != 6 || !strings.Contains(errOut, "line 7: line longer than ") {
+		t.Fatalf("show: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

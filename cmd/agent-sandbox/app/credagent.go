@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // credAgentOptions are the flags of `cred-agent`. The admission webhook renders exactly these; nothing
@@ -28,6 +28,7 @@ type credAgentOptions struct {
 	APIServer    string
 	APICAFile    string
 	Out          string
+	ResultFile   string
 	Scope        string
 	LoginTimeout time.Duration
 
@@ -45,7 +46,9 @@ Vault with the Pod's projected service-account token (--token-file), asks the Ku
 for a credential in --namespace, writes it as a kubeconfig (--out, mode 0400, replaced atomically) and
 prints a credential.issued event as one JSON line on stdout. Then it waits. On SIGTERM (the tool
 container has exited) it revokes its Vault token, which makes Vault delete the generated ServiceAccount,
-Role and RoleBinding, removes the kubeconfig, prints credential.revoked and exits 0.
+Role and RoleBinding, removes the kubeconfig, prints credential.revoked, then reports the tool's result
+file (--result-file) as a tool.result event — the tool's one JSON result object, scrubbed of the
+credential's exact values and of anything shaped like a secret — and exits 0.
 
 Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's startup
 probe ("cred-agent ready") then never passes and the tool container never starts.`,
@@ -53,7 +56,7 @@ probe ("cred-agent ready") then never passes and the tool container never starts
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
-				return o.fail(err)
+				return o.fail(nil, err)
 			}
 			return o.Run(cmd.Context())
 		},
@@ -71,6 +74,7 @@ probe ("cred-agent ready") then never passes and the tool container never starts
 	f.StringVar(&o.APICAFile, "api-ca-file", contract.APIServerCADir+"/ca.crt", "API server CA written into the kubeconfig")
 	f.StringVar(&o.Out, "out", contract.KubeconfigPath, "where to write the kubeconfig")
 	f.StringVar(&o.Scope, "scope", "", "credential scope name (for events only)")
+	f.StringVar(&o.ResultFile, "result-file", "", "the tool's result file, reported (scrubbed) as a tool.result event once the credential is revoked")
 	f.DurationVar(&o.LoginTimeout, "login-timeout", broker.DefaultLoginTimeout, "give up logging in and minting after this long (transient errors are retried)")
 	cmd.AddCommand(newCredAgentReadyCommand(streams))
 	return cmd
@@ -91,7 +95,7 @@ func (o *credAgentOptions) config() broker.AgentConfig {
 		AuthMount: o.AuthMount, AuthRole: o.AuthRole,
 		SecretsMount: o.SecretsMount, SecretsRole: o.SecretsRole,
 		Namespace: o.Namespace, Scope: o.Scope,
-		TokenFile: o.TokenFile, APIServer: o.APIServer, APICAFile: o.APICAFile, Out: o.Out,
+		TokenFile: o.TokenFile, APIServer: o.APIServer, APICAFile: o.APICAFile, Out: o.Out, ResultFile: o.ResultFile,
 		LoginTimeout: o.LoginTimeout,
 		Events:       o.streams.Out,
 	}
@@ -102,27 +106,28 @@ func (o *credAgentOptions) config() broker.AgentConfig {
 func (o *credAgentOptions) Run(ctx context.Context) error {
 	agent, err := broker.NewAgent(o.config())
 	if err != nil {
-		return o.fail(err)
+		return o.fail(nil, err)
 	}
 	if err := agent.Run(ctx); err != nil {
-		return o.fail(err)
+		// Vault's errors may echo a token: scrub by the values the agent was issued, too.
+		return o.fail(agent.Scrubber(), err)
 	}
 	return nil
 }
 
-// fail prints err as one scrubbed line on stderr and makes the process exit 1.
-func (o *credAgentOptions) fail(err error) error {
-	fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", oneLineError(err))
+// fail prints err as one line scrubbed by sc (nil: by pattern) on stderr and makes the process exit 1.
+func (o *credAgentOptions) fail(sc *scrub.Scrubber, err error) error {
+	fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", oneLineError(sc, err))
 	return exitError{code: 1}
 }
 
 // oneLineError flattens an error (errors.Join puts one per line) and scrubs any secret out of it.
-func oneLineError(err error) string {
+func oneLineError(sc *scrub.Scrubber, err error) string {
 	parts := strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' })
 	for i := range parts {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
-	return audit.ScrubString(strings.Join(parts, "; "))
+	return sc.String(strings.Join(parts, "; "))
 }
 
 // credAgentReadyOptions are the flags of `cred-agent ready`.
@@ -179,7 +184,7 @@ func (o *credAgentReadyOptions) Run(ctx context.Context) error {
 			return nil
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(err))
+			fmt.Fprintf(o.streams.ErrOut, "cred-agent ready: %s\n", oneLineError(nil, err))
 			return exitError{code: 1}
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -63,7 +63,7 @@ func TestCredAgentBadTokenFile(t *testing.T) {
 
 func TestOneLineErrorScrubs(t *testing.T) {
 	err := &testErr{"first line\nsecond: token=hunter2 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"}
-	got := oneLineError(err)
+	got := oneLineError(nil, err)
 	if strings.Contains(got, "\n") || strings.Contains(got, "hunter2") || strings.Contains(got, "eyJ") {
 		t.Errorf("oneLineError = %q", got)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 )
 
 // newRunCommand builds `agent-sandbox run`, the tool entry points a sandbox Job's container runs.
@@ -20,30 +23,57 @@ func newRunCommand(streams IO) *cobra.Command {
 		Use:   "run",
 		Short: "Run one tool inside a sandbox Pod (what a sandbox Job's tool container executes)",
 		Long: `run holds the tools that sandbox Jobs execute. Each one talks to the cluster only with the per-action
-kubeconfig the credential agent wrote ($KUBECONFIG), prints exactly one JSON object as the last line on
-stdout, its result or {"error": "..."} (then it exits 1), and writes everything else to stderr.`,
+kubeconfig the credential agent wrote ($KUBECONFIG) and writes exactly one JSON object, its result or
+{"error": "..."} (then it exits 1), to its result file: ` + contract.ResultPath + ` in a sandbox, where the
+credential agent reports it on its own output stream once the tool has exited (outside a sandbox, when
+that folder does not exist, to stdout). Everything else goes to stderr, scrubbed of the credential.
+
+tf-check runs before the credential agent, in an init container: it checks a workspace or a saved plan
+against the allowlist and, if it refuses, writes the reason to its termination message and exits 1.`,
 		Args: cobra.NoArgs,
 	}
 	// A flag the tool does not know is a failure like any other: report it on the result line.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return runFail(streams, nil, err) })
-	cmd.AddCommand(newRunPodStatusCommand(streams), newRunTerraformPlanCommand(streams), newRunTerraformApplyCommand(streams))
+	cmd.AddCommand(newRunPodStatusCommand(streams), newRunTerraformPlanCommand(streams), newRunTerraformApplyCommand(streams),
+		newRunTFCheckCommand(streams))
 	return cmd
 }
 
-// runFail reports err as the {"error": ...} result line and makes the process exit 1.
+// resultWriter is where a tool's result goes: the result file in a sandbox, stdout elsewhere.
+func resultWriter(streams IO) (io.Writer, func() error, error) {
+	if fi, err := os.Stat(contract.ResultDir); err != nil || !fi.IsDir() {
+		return streams.Out, func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(contract.ResultPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("result file: %w", err)
+	}
+	return f, f.Close, nil
+}
+
+// runFail reports err as the {"error": ...} result and makes the process exit 1.
 func runFail(streams IO, log *slog.Logger, err error) error {
 	if log != nil {
 		log.Error("run failed", "err", runner.ErrorLine(err))
 	}
-	if werr := runner.WriteError(streams.Out, err); werr != nil {
+	w, done, werr := resultWriter(streams)
+	if werr == nil {
+		werr = runner.WriteError(w, err)
+		werr = errors.Join(werr, done())
+	}
+	if werr != nil {
 		return werr
 	}
 	return exitError{code: 1}
 }
 
-// runSucceed prints the result line.
+// runSucceed writes the result.
 func runSucceed(streams IO, log *slog.Logger, v any) error {
-	if err := runner.WriteResult(streams.Out, v); err != nil {
+	w, done, err := resultWriter(streams)
+	if err == nil {
+		err = errors.Join(runner.WriteResult(w, v), done())
+	}
+	if err != nil {
 		return runFail(streams, log, err)
 	}
 	return nil
@@ -178,10 +208,11 @@ func newRunTerraformPlanCommand(streams IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "terraform-plan",
 		Short: "Plan a Terraform workspace and save the plan for terraform-apply",
-		Long: `terraform-plan copies the workspace's *.tf, *.tfvars and .terraform.lock.hcl into a fresh folder, keeps the
-state in Secret tfstate-default-<workspace> of --namespace, runs terraform init and plan, stores the saved
-plan unchanged in Secret tfplan-<first 16 hex digits of its SHA-256> and prints the plan ID (the full
-SHA-256), the changes per resource and the plan as text. Terraform's own output goes to stderr.`,
+		Long: `terraform-plan checks the workspace's files against the allowlist (parsed, never grepped: no program, no
+file outside the workspace, no provider but kubernetes), copies them into a fresh folder with the current
+state (read from Secret tfstate-default-<workspace> of --namespace), runs terraform init and plan without
+taking a lock or writing anything to the cluster, and reports the plan ID (the saved plan's SHA-256), the
+changes per resource, the plan as text and the saved plan itself. Terraform's own output goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -212,7 +243,8 @@ func (o *runTerraformOptions) RunPlan(ctx context.Context) error {
 // runTerraformApplyOptions are the flags of `run terraform-apply`.
 type runTerraformApplyOptions struct {
 	runTerraformOptions
-	PlanID string
+	PlanID   string
+	PlanFile string
 }
 
 func newRunTerraformApplyCommand(streams IO) *cobra.Command {
@@ -220,9 +252,11 @@ func newRunTerraformApplyCommand(streams IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "terraform-apply",
 		Short: "Apply exactly one saved plan, by plan ID",
-		Long: `terraform-apply reads Secret tfplan-<first 16 hex digits of --plan-id>, refuses it unless its bytes hash to
-exactly --plan-id and it was made for --workspace, runs terraform init and applies it. Terraform refuses a
-plan made against a state that has changed since (a stale plan). An applied plan's Secret is deleted.`,
+		Long: `terraform-apply reads the saved plan in --plan-file (the mounted ConfigMap tfplan-<plan ID>), refuses it
+unless its bytes hash to exactly --plan-id and it passes the allowlist (the configuration it embeds, which is
+what Terraform applies, and the backend it records), takes the workspace's state lock, runs terraform init
+with the plan's own configuration and applies it. Terraform refuses a plan made against a state that has
+changed since (a stale plan). The new state is written back to Secret tfstate-default-<workspace>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -234,6 +268,7 @@ plan made against a state that has changed since (a stale plan). An applied plan
 	}
 	o.bind(cmd)
 	cmd.Flags().StringVar(&o.PlanID, "plan-id", "", "SHA-256 of the saved plan to apply (from terraform-plan)")
+	cmd.Flags().StringVar(&o.PlanFile, "plan-file", "/plan/tfplan", "the saved plan (the mounted ConfigMap)")
 	return cmd
 }
 
@@ -249,9 +284,66 @@ func (o *runTerraformApplyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
-	res, err := runner.Apply(ctx, client, o.runnerOptions(), o.PlanID)
+	res, err := runner.Apply(ctx, client, o.runnerOptions(), o.PlanFile, o.PlanID)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
 	return runSucceed(o.streams, o.log, res)
+}
+
+// runTFCheckOptions are the flags of `run tf-check`.
+type runTFCheckOptions struct {
+	Source   string
+	PlanFile string
+	PlanID   string
+
+	streams IO
+}
+
+func newRunTFCheckCommand(streams IO) *cobra.Command {
+	o := &runTFCheckOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "tf-check",
+		Short: "Check a Terraform workspace (--source) or saved plan (--plan-file, --plan-id) against the allowlist",
+		Long: `tf-check parses a workspace's files, or a saved plan's embedded configuration and recorded backend, and
+refuses anything the allowlist does not admit: programs (provider exec plugins, provisioners, external
+data), other providers, modules, backends, file functions, terraform.applying, Secrets. In a sandbox it
+runs in an init container before the credential agent, so a refused input never gets a credential; the
+reason goes to stderr and to the termination message (/dev/termination-log). Exit 0: admitted; exit 1:
+refused or unreadable.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run() },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Source, "source", "", "workspace folder to check")
+	f.StringVar(&o.PlanFile, "plan-file", "", "saved plan to check")
+	f.StringVar(&o.PlanID, "plan-id", "", "the SHA-256 the saved plan must have")
+	return cmd
+}
+
+// Run checks and reports.
+func (o *runTFCheckOptions) Run() error {
+	var err error
+	switch {
+	case (o.Source == "") == (o.PlanFile == ""):
+		err = errors.New("give exactly one of --source and --plan-file")
+	case o.Source != "":
+		_, err = tfcheck.CheckDir(o.Source, runner.CheckOptions())
+	default:
+		_, _, err = runner.LoadPlan(o.PlanFile, o.PlanID)
+	}
+	if err == nil {
+		fmt.Fprintln(o.streams.ErrOut, "tf-check: admitted")
+		return nil
+	}
+	msg := scrub.String(err.Error())
+	fmt.Fprintln(o.streams.ErrOut, msg)
+	// The termination message is what the MCP server shows: the kubelet keeps at most 4 KiB of it.
+	if len(msg) > 4000 {
+		msg = msg[:4000] + "..."
+	}
+	if _, serr := os.Stat("/dev/termination-log"); serr == nil {
+		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
+	}
+	return exitError{code: 1}
 }

@@ -63,9 +63,9 @@ current-context: x
 		{"pod-status missing kubeconfig", []string{"pod-status", "--namespace=demo-app", "--kubeconfig=" + filepath.Join(dir, "nope")}, []string{"no kubeconfig file at"}},
 		{"plan without workspace", []string{"terraform-plan", "--source=" + ws, "--namespace=demo-app"}, []string{"workspace \"\""}},
 		{"plan bad workspace and namespace", []string{"terraform-plan", "--workspace=../x", "--source=" + ws, "--namespace=kube.system"}, []string{"workspace \"../x\"", "namespace \"kube.system\""}},
-		{"apply without plan id", []string{"terraform-apply", "--workspace=w", "--source=" + ws, "--namespace=demo-app"}, []string{"plan id \"\""}},
-		{"apply upper-case plan id", []string{"terraform-apply", "--workspace=w", "--source=" + ws, "--namespace=demo-app", "--plan-id=" + strings.ToUpper(okID)}, []string{"64 lowercase hex digits"}},
-		{"apply unreachable server", []string{"terraform-apply", "--workspace=w", "--source=" + ws, "--namespace=demo-app", "--plan-id=" + okID}, []string{"load plan tfplan-0a0a0a0a0a0a0a0a"}},
+		{"apply without plan id", []string{"terraform-apply", "--workspace=w", "--namespace=demo-app"}, []string{"plan id \"\""}},
+		{"apply upper-case plan id", []string{"terraform-apply", "--workspace=w", "--namespace=demo-app", "--plan-id=" + strings.ToUpper(okID)}, []string{"64 lowercase hex digits"}},
+		{"apply without its saved plan", []string{"terraform-apply", "--workspace=w", "--namespace=demo-app", "--plan-file=" + filepath.Join(dir, "none"), "--plan-id=" + okID}, []string{"saved plan: open"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

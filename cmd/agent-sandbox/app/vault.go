@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
-	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // defaultPolicyFile is the policy `vault configure` reads when --policy is not given.
@@ -182,7 +182,7 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		// Nothing we print may carry a token, whatever an API server or Vault put into its message.
-		return errors.New(audit.ScrubString(err.Error()))
+		return errors.New(scrub.String(err.Error()))
 	}
 	return nil
 }
