@@ -106,7 +106,9 @@ func (e *Env) isolationCases() []Case {
 			j.Spec.Template.Annotations["container.apparmor.security.beta.kubernetes.io/tool"] = "unconfined"
 		}, pod),
 		c("SELinux spc_t", "selinux", func(j *batchv1.Job) { podSC(j).SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"} }, pod),
-		c("SELinux user", "selinux", func(j *batchv1.Job) { tool(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{User: "system_u"} }, pod),
+		c("SELinux user", "selinux", func(j *batchv1.Job) {
+			tool(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{User: "system_u"}
+		}, pod),
 		c("Windows hostProcess", "no-host-process", func(j *batchv1.Job) {
 			podSC(j).WindowsOptions = &corev1.WindowsSecurityContextOptions{HostProcess: ptr.To(true)}
 			spec(j).HostNetwork = true

@@ -33,7 +33,9 @@ func (e *Env) updateCases(job *batchv1.Job) []Case {
 			return err
 		}
 	}
-	c := func(n string, f func(ctx context.Context) error) Case { return Case{Class: "update", Name: n, Rule: "immutable", Submit: f} }
+	c := func(n string, f func(ctx context.Context) error) Case {
+		return Case{Class: "update", Name: n, Rule: "immutable", Submit: f}
+	}
 	return []Case{
 		c("PATCH an admitted Job's parallelism (strategic merge)", patch(types.StrategicMergePatchType, `{"spec":{"parallelism":5}}`)),
 		c("PATCH an admitted Job to suspend it (merge patch; resuming makes a new Pod)", patch(types.MergePatchType, `{"spec":{"suspend":true}}`)),

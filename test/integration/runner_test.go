@@ -293,7 +293,9 @@ func (e *runnerEnv) plan(t *testing.T) runner.PlanResult {
 	return res
 }
 
-func (e *runnerEnv) planFile(planID string) string { return filepath.Join(e.tmp, "..", "plan-"+planID[:16]) }
+func (e *runnerEnv) planFile(planID string) string {
+	return filepath.Join(e.tmp, "..", "plan-"+planID[:16])
+}
 
 func (e *runnerEnv) apply(t *testing.T, planID string) (int, runner.ApplyResult, error) {
 	t.Helper()

@@ -86,10 +86,22 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	chart.get(t, "RoleBinding", sandboxNS, "agent-sandbox-mcp", &mcpBinding)
 	chart.get(t, "NetworkPolicy", sandboxNS, corpus.DefaultDenyPolicy, &deny)
 	for _, create := range []func() error{
-		func() error { _, err := cs.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, &mcpSA, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.RbacV1().Roles(sandboxNS).Create(ctx, &mcpRole, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.RbacV1().RoleBindings(sandboxNS).Create(ctx, &mcpBinding, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.NetworkingV1().NetworkPolicies(sandboxNS).Create(ctx, &deny, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, &mcpSA, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().Roles(sandboxNS).Create(ctx, &mcpRole, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().RoleBindings(sandboxNS).Create(ctx, &mcpBinding, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.NetworkingV1().NetworkPolicies(sandboxNS).Create(ctx, &deny, metav1.CreateOptions{})
+			return err
+		},
 	} {
 		if err := create(); err != nil {
 			t.Fatal(err)
