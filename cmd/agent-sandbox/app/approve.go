@@ -1,0 +1,160 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+)
+
+type approveOptions struct {
+	storeFlags
+	ID         string
+	KeyPath    string
+	Audience   string
+	PolicyFile string
+	TTL        time.Duration
+	now        func() time.Time
+}
+
+func (o *approveOptions) Complete(args []string) error {
+	o.ID = args[0]
+	if err := o.complete(); err != nil {
+		return err
+	}
+	if o.KeyPath == "" {
+		p, err := approval.DefaultKeyPath()
+		if err != nil {
+			return err
+		}
+		o.KeyPath = p
+	}
+	// The audience is the cluster the approval is for. It comes from the approver's side -- a flag, the
+	// environment or the approver's copy of the policy -- never from the request, which the untrusted MCP
+	// server wrote.
+	if o.Audience == "" {
+		o.Audience = os.Getenv("AGENT_SANDBOX_CLUSTER_ID")
+	}
+	if o.Audience == "" && o.PolicyFile != "" {
+		if p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules()); err == nil {
+			o.Audience = p.Spec.ClusterID
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *approveOptions) Validate() error {
+	var errs []error
+	if o.Audience == "" {
+		errs = append(errs, errors.New("the cluster to approve for is unknown: pass --audience CLUSTER_ID, set $AGENT_SANDBOX_CLUSTER_ID, or --policy FILE"))
+	}
+	if o.TTL <= 0 || o.TTL > approval.MaxTokenTTL {
+		errs = append(errs, fmt.Errorf("--ttl must be more than 0 and at most %s", approval.MaxTokenTTL))
+	}
+	if _, err := os.Stat(o.KeyPath); err != nil {
+		errs = append(errs, fmt.Errorf("approver key %s: %w (create one with 'agent-sandbox keygen')", o.KeyPath, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Run shows the request, asks the person to confirm and for the key's passphrase, and stores the grant. tty is
+// the terminal everything is read from.
+func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) error {
+	store, err := approval.OpenStore(o.DBPath, approval.WithStoreClock(o.now))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	req, err := store.Get(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	if req.Status != approval.StatusPending {
+		return fmt.Errorf("cannot approve %s: it is %s, and only pending requests can be approved", req.ID, req.Status)
+	}
+
+	out := streams.Out
+	fmt.Fprintln(out, "APPROVAL REQUEST: approving lets this exact call run once, with a credential scoped to its namespace.")
+	fmt.Fprintln(out)
+	printRequest(out, req, o.now())
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "The approval is for cluster %q and expires %s after you confirm.\n", safeLine(o.Audience), o.TTL)
+	fmt.Fprintf(out, "To approve, type the request ID (%s) or \"yes\": ", req.ID)
+	line, err := readLine(ctx, tty)
+	if err != nil {
+		return fmt.Errorf("read confirmation: %w", err)
+	}
+	line = strings.TrimSpace(line)
+	if line != req.ID && !strings.EqualFold(line, "yes") {
+		return fmt.Errorf("not approved: the confirmation did not match; %s is still pending", req.ID)
+	}
+
+	pass, err := readPassphrase(ctx, tty, out, fmt.Sprintf("Passphrase for approver key %s: ", o.KeyPath))
+	if err != nil {
+		return err
+	}
+	key, err := approval.LoadPrivateKey(o.KeyPath, pass)
+	clear(pass)
+	if err != nil {
+		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
+	}
+	claims, err := approval.NewClaims(req, key.KeyID(), o.Audience, o.now(), o.TTL)
+	if err != nil {
+		return fmt.Errorf("not approved: %w", err)
+	}
+	token, err := approval.Sign(key, claims)
+	if err != nil {
+		return fmt.Errorf("not approved: %w", err)
+	}
+	if err := store.Grant(ctx, req.ID, token, &claims); err != nil {
+		return fmt.Errorf("not approved: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
+	return err
+}
+
+func newApproveCommand(streams IO) *cobra.Command {
+	o := &approveOptions{TTL: approval.DefaultTokenTTL, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Approve a pending request, as a person at a terminal",
+		Long: `Approve shows a pending request (tool, target namespace, parameters, plan digest and summary, and
+every destructive signal), asks you to type its ID (or "yes") to confirm, asks for your approver key's
+passphrase without echo, and stores a signed approval token that the admission webhook accepts once, for
+this exact call, until it expires (--ttl, at most 30m).
+
+Approve runs only with standard input on an interactive terminal. There is, by design, no flag, environment
+variable or other way to approve without one: approvals are made by a person, not by a program.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tty, ok := terminalOf(streams.In)
+			if !ok {
+				fmt.Fprintln(streams.ErrOut, noTerminalMessage)
+				return exitError{code: 2}
+			}
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context(), streams, tty)
+		},
+	}
+	o.bind(cmd)
+	cmd.Flags().StringVar(&o.KeyPath, "key", "", "approver private key (default $"+approval.EnvApproverKey+", else ~/.config/agent-sandbox/approver.key)")
+	cmd.Flags().StringVar(&o.Audience, "audience", "", "cluster ID the approval is for, as the webhook's policy names it [$AGENT_SANDBOX_CLUSTER_ID, else the --policy file's spec.clusterID]")
+	cmd.Flags().StringVar(&o.PolicyFile, "policy", envOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"), "your copy of the policy, for its cluster ID when --audience is not given [$AGENT_SANDBOX_POLICY]")
+	cmd.Flags().DurationVar(&o.TTL, "ttl", approval.DefaultTokenTTL, "how long the approval stays valid (at most 30m)")
+	return cmd
+}
