@@ -603,3 +603,60 @@ func (s *Store) Consume(ctx context.Context, id, tool, paramsHash string) (strin
 		return "", fmt.Errorf("consume approval %s: request is %s: %w", id, status, ErrNotGranted)
 	}
 }
+
+// Plan is a saved plan's description, as the MCP server recorded it when the plan ran.
+type Plan struct {
+	ID          string
+	Workspace   string
+	Description string
+	Signals     []Signal
+	CreatedAt   time.Time
+}
+
+// maxPlanDescription bounds a stored plan description.
+const maxPlanDescription = 64 << 10
+
+// RecordPlan stores (or replaces) a saved plan's description.
+func (s *Store) RecordPlan(ctx context.Context, p Plan) error {
+	if len(p.Description) > maxPlanDescription {
+		p.Description = p.Description[:maxPlanDescription] + "\n  ... (cut)"
+	}
+	sig, err := json.Marshal(nonNilSignals(p.Signals))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO plans (plan_id, workspace, description, signals, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (plan_id) DO UPDATE SET workspace = excluded.workspace, description = excluded.description, signals = excluded.signals`,
+		p.ID, p.Workspace, p.Description, string(sig), s.now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("record plan %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// GetPlan returns a saved plan's description, or an error wrapping ErrNotFound.
+func (s *Store) GetPlan(ctx context.Context, id string) (*Plan, error) {
+	var p Plan
+	var sig string
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT plan_id, workspace, description, signals, created_at FROM plans WHERE plan_id = ?`, id).
+		Scan(&p.ID, &p.Workspace, &p.Description, &sig, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("plan %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get plan %s: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(sig), &p.Signals); err != nil {
+		return nil, fmt.Errorf("plan %s signals: %w", id, err)
+	}
+	p.CreatedAt = time.Unix(0, created)
+	return &p, nil
+}
+
+func nonNilSignals(s []Signal) []Signal {
+	if s == nil {
+		return []Signal{}
+	}
+	return s
+}

@@ -119,7 +119,7 @@ func TestOpenStore(t *testing.T) {
 		}
 	}
 	var versions int
-	if err := f.store.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&versions); err != nil || versions != 1 {
+	if err := f.store.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&versions); err != nil || versions != 2 {
 		t.Errorf("schema_migrations rows = %d, %v", versions, err)
 	}
 	// Reopening applies nothing twice, and the data is still there.
@@ -557,4 +557,33 @@ func BenchmarkConsume(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "consumes/s")
+}
+
+func TestRecordPlan(t *testing.T) {
+	f := newStoreFixture(t)
+	ctx := context.Background()
+	id := strings.Repeat("ab", 32)
+	if _, err := f.store.GetPlan(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown plan: %v", err)
+	}
+	p := Plan{ID: id, Workspace: "k8s-demo", Description: "plan abababababab: 1 to add", Signals: []Signal{{Name: "forces-replacement", Match: "x"}}}
+	if err := f.store.RecordPlan(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.store.GetPlan(ctx, id)
+	if err != nil || got.Description != p.Description || len(got.Signals) != 1 || got.Workspace != "k8s-demo" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	// The description survives the store being closed and opened again, as the MCP server restarting.
+	if err := f.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := OpenStore(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if got, err := again.GetPlan(ctx, id); err != nil || got.Description != p.Description {
+		t.Fatalf("after reopening: %+v %v", got, err)
+	}
 }

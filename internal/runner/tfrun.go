@@ -302,11 +302,16 @@ func LoadPlan(path, planID string) ([]byte, map[string][]byte, error) {
 	if got := PlanID(plan); got != planID {
 		return nil, nil, fmt.Errorf("%w (its SHA-256 is %s)", ErrPlanMismatch, got)
 	}
-	config, err := tfcheck.PlanConfig(plan, CheckOptions())
+	config, err := checkedPlanConfig(plan)
 	if err != nil {
 		return nil, nil, fmt.Errorf("saved plan %s: %w", planID[:12], err)
 	}
 	return plan, config, nil
+}
+
+// checkedPlanConfig checks a saved plan against the allowlist and returns its embedded configuration.
+func checkedPlanConfig(plan []byte) (map[string][]byte, error) {
+	return tfcheck.PlanConfig(plan, CheckOptions())
 }
 
 // writeBack stores the working directory's state file if Terraform changed it.

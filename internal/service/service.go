@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -51,8 +50,6 @@ type Service struct {
 	WorkspaceDir string
 	Now          func() time.Time
 
-	mu    sync.Mutex
-	plans map[string]*PlanOutput // by plan ID, for the approval request's summary
 }
 
 // Kind classifies a refused or failed call.

@@ -302,8 +302,10 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	if got := f.svc.Workspaces.(*fakeWorkspaces).plans[out.PlanID]; string(got) != string(saved) {
 		t.Errorf("the saved plan was not stored as it came (%q), or was returned to the agent", got)
 	}
-	// The approval request later shows the approver this plan's summary and signals.
-	summary, signals := f.svc.planSummary(out.PlanID)
+	// The approval request later shows the approver this plan's summary and signals, also from a server
+	// that was restarted in between (the description is in the approvals database, not in memory).
+	restarted := &Service{Policy: f.svc.Policy, Approvals: f.store, Audit: f.svc.Audit, Runner: f.run, Workspaces: f.svc.Workspaces, WorkspaceDir: f.svc.WorkspaceDir}
+	summary, signals := restarted.planSummary(context.Background(), out.PlanID)
 	if !strings.Contains(summary, "1 to replace") || len(signals) == 0 {
 		t.Errorf("summary %q, signals %v", summary, signals)
 	}

@@ -112,7 +112,7 @@ func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*P
 	default:
 		out.Next = fmt.Sprintf("call terraform_apply(workspace=%q, plan_id=%q); it needs a human's approval", in.Workspace, plan.PlanID)
 	}
-	s.rememberPlan(out)
+	s.rememberPlan(ctx, out)
 	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "plan_id": plan.PlanID, "summary": plan.Summary, "destructive": out.Destructive,
 		"signals": signalNames(out.DestructiveSignals)})
 	return out, nil
@@ -209,7 +209,7 @@ func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation
 func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invocation, hash string) (*ApplyOutput, error) {
 	req, err := s.Approvals.FindPending(ctx, inv.Tool.Name, hash)
 	if errors.Is(err, approval.ErrNotFound) {
-		summary, signals := s.planSummary(inv.PlanDigest)
+		summary, signals := s.planSummary(ctx, inv.PlanDigest)
 		req, err = s.Approvals.CreateRequest(ctx, approval.Request{
 			ID: c.id, Tool: inv.Tool.Name, Params: inv.Params, Namespace: inv.TargetNamespace, PlanDigest: inv.PlanDigest,
 			PlanSummary: summary, Signals: signals,
@@ -262,34 +262,28 @@ func (s *Service) ApprovalStatus(ctx context.Context, in ApprovalStatusInput) (*
 	return out, nil
 }
 
-func (s *Service) rememberPlan(p *PlanOutput) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.plans == nil {
-		s.plans = map[string]*PlanOutput{}
-	}
-	s.plans[p.PlanID] = p
-}
-
-// planSummary describes a plan for the approver, from the plan this server made. The token binds the plan
-// digest, so what is applied is exactly that plan whatever this text says.
-func (s *Service) planSummary(planID string) (string, []approval.Signal) {
-	s.mu.Lock()
-	p := s.plans[planID]
-	s.mu.Unlock()
-	if p == nil {
-		return fmt.Sprintf("plan %s (its summary is not known to this server: it was made before the server started)", short(planID)), nil
-	}
-	text := fmt.Sprintf("plan %s: %d to add, %d to change, %d to destroy, %d to replace", short(planID),
-		p.Summary.Add, p.Summary.Change, p.Summary.Destroy, p.Summary.Replace)
-	for _, ch := range p.Changes {
-		text += fmt.Sprintf("\n  %v %s", ch.Actions, ch.Address)
-	}
+// rememberPlan records the plan's description in the approvals database, where a later terraform_apply
+// (also after a server restart) finds it for the approval request.
+func (s *Service) rememberPlan(ctx context.Context, p *PlanOutput) {
 	var signals []approval.Signal
 	for _, m := range p.DestructiveSignals {
 		signals = append(signals, approval.Signal{Name: m.Name, Match: m.Line})
 	}
-	return text, signals
+	// A description that cannot be stored only makes the approval request say less; the approver
+	// computes the truth from the saved plan anyway.
+	_ = s.Approvals.RecordPlan(ctx, approval.Plan{ID: p.PlanID, Workspace: p.Workspace,
+		Description: runner.DescribePlan(p.PlanID, p.Summary, p.Changes), Signals: signals})
+}
+
+// planSummary describes a plan for the approval request, as this server recorded it when the plan ran.
+// It is a claim: `agent-sandbox approve` computes the description again from the saved plan itself and
+// refuses when they differ.
+func (s *Service) planSummary(ctx context.Context, planID string) (string, []approval.Signal) {
+	p, err := s.Approvals.GetPlan(ctx, planID)
+	if err != nil {
+		return fmt.Sprintf("plan %s (this server has no record of it)", short(planID)), nil
+	}
+	return p.Description, p.Signals
 }
 
 func signalNames(ms []policy.SignalMatch) []string {

@@ -253,7 +253,7 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 		Short: "List and inspect the requests waiting for a human approval",
 		Long: `Destructive tool calls wait in the local approvals database until a person decides on them with
 'agent-sandbox approve' or 'agent-sandbox deny'. These commands only read it.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 
@@ -261,7 +261,7 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List approval requests, newest first",
-		Args:  cobra.NoArgs,
+		Args:  usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := list.Complete(); err != nil {
 				return err
@@ -279,7 +279,7 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 	showCmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one request in full: parameters, plan summary and destructive signals",
-		Args:  cobra.ExactArgs(1),
+		Args:  usage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := show.Complete(args); err != nil {
 				return err

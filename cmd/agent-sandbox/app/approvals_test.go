@@ -61,7 +61,6 @@ func (e *approvalEnv) createRequest(t *testing.T, mutate func(*approval.Request)
 		Tool:        "terraform_apply",
 		Params:      map[string]any{"dir": "infra/prod", "auto_approve": true, "parallelism": 4},
 		Namespace:   "demo",
-		PlanDigest:  "sha256:5f1c0ffee",
 		PlanSummary: "Plan: 0 to add, 1 to change, 1 to destroy.\n  - aws_db_instance.main",
 		Signals:     []approval.Signal{{Name: "resource_delete", Match: "aws_db_instance.main will be destroyed"}},
 	}
@@ -167,9 +166,27 @@ func TestApproveHasNoNonInteractivePath(t *testing.T) {
 	cmd := newApproveCommand(IO{})
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	want := "audience db key policy ttl"
+	// kubeconfig, provider-mirror, sandbox-namespace and terraform only let approve read and describe the
+	// saved plan a request is bound to.
+	want := "audience db key kubeconfig policy provider-mirror sandbox-namespace terraform ttl"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("approve flags = %q, want exactly %q", got, want)
+	}
+}
+
+// TestApproveRefusesAPlanItCannotVerify: a request bound to a saved plan is not approved when approve
+// cannot read and describe that plan itself (here: no cluster to read it from); it stays pending.
+func TestApproveRefusesAPlanItCannotVerify(t *testing.T) {
+	e := newApprovalEnv(t)
+	r := e.createRequest(t, func(r *approval.Request) { r.PlanDigest = strings.Repeat("ab", 32) })
+	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--audience", approveAudience,
+		"--kubeconfig", filepath.Join(e.dir, "no-such-kubeconfig"))
+	if code := s.wait(); code != 1 {
+		t.Fatalf("exit %d; terminal:\n%s", code, s.output())
+	}
+	s.expect("could not be verified")
+	if strings.Contains(s.output(), "Passphrase") || e.status(t, r.ID) != approval.StatusPending {
+		t.Fatalf("approve went on without verifying the plan:\n%s", s.output())
 	}
 }
 
@@ -258,7 +275,7 @@ func TestApproveThroughPTY(t *testing.T) {
 	s.expect("or \"yes\": ")
 	shown := s.output()
 	for _, want := range []string{
-		r.ID, "terraform_apply", "demo", `"infra/prod"`, "parallelism", "sha256:5f1c0ffee",
+		r.ID, "terraform_apply", "demo", `"infra/prod"`, "parallelism",
 		"1 to destroy", "DESTRUCTIVE SIGNALS (1)", "resource_delete: aws_db_instance.main will be destroyed",
 	} {
 		if !strings.Contains(shown, want) {
@@ -419,7 +436,7 @@ func TestApprovalsListAndShow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("show: exit %d", code)
 	}
-	for _, want := range []string{pending.ID, "terraform_apply", "demo", "sha256:5f1c0ffee", "line one", "line two", "DESTRUCTIVE SIGNALS", "aws_db_instance.main will be destroyed", `"infra/prod"`} {
+	for _, want := range []string{pending.ID, "terraform_apply", "demo", "line one", "line two", "DESTRUCTIVE SIGNALS", "aws_db_instance.main will be destroyed", `"infra/prod"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show output lacks %q:\n%s", want, out)
 		}
@@ -439,7 +456,7 @@ func TestApprovalsListAndShow(t *testing.T) {
 		}
 	}
 
-	if code, _, stderr := runApprovalCLI(t, none, "approvals", "show", "req-nothinghere", "--db", e.db); code != 1 || !strings.Contains(stderr, "not found") {
+	if code, _, stderr := runApprovalCLI(t, none, "approvals", "show", "req-nothinghere", "--db", e.db); code != exitNotFound || !strings.Contains(stderr, "not found") {
 		t.Errorf("show unknown: exit %d, stderr %q", code, stderr)
 	}
 }

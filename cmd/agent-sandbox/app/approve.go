@@ -22,7 +22,14 @@ type approveOptions struct {
 	Audience   string
 	PolicyFile string
 	TTL        time.Duration
-	now        func() time.Time
+	// Plan verification: the approver's own access to the saved plan and to Terraform.
+	Kubeconfig       string
+	SandboxNamespace string
+	Terraform        string
+	ProviderMirror   string
+	now              func() time.Time
+
+	policy *policy.Compiled
 }
 
 func (o *approveOptions) Complete(args []string) error {
@@ -43,12 +50,24 @@ func (o *approveOptions) Complete(args []string) error {
 	if o.Audience == "" {
 		o.Audience = os.Getenv("AGENT_SANDBOX_CLUSTER_ID")
 	}
-	if o.Audience == "" && o.PolicyFile != "" {
+	if o.PolicyFile != "" {
 		if p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules()); err == nil {
-			o.Audience = p.Spec.ClusterID
+			o.policy = p
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+	}
+	if o.Audience == "" && o.policy != nil {
+		o.Audience = o.policy.Spec.ClusterID
+	}
+	if o.SandboxNamespace == "" && o.policy != nil {
+		o.SandboxNamespace = o.policy.Spec.Sandbox.Namespace
+	}
+	if o.SandboxNamespace == "" {
+		o.SandboxNamespace = "agent-sandbox"
+	}
+	if o.ProviderMirror == "" {
+		o.ProviderMirror = os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
 	}
 	return nil
 }
@@ -88,6 +107,23 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	fmt.Fprintln(out)
 	printRequest(out, req, o.now())
 	fmt.Fprintln(out)
+	if req.PlanDigest != "" {
+		// The summary above is the MCP server's, which nobody trusts. The saved plan the approval binds is
+		// fetched and described here, by this program, and must say the same.
+		v := &planVerifier{Kubeconfig: o.Kubeconfig, Namespace: o.SandboxNamespace, Terraform: o.Terraform, ProviderMirror: o.ProviderMirror, Policy: o.policy}
+		vp, err := v.verify(ctx, req.PlanDigest, streams.ErrOut)
+		if err != nil {
+			return fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
+		}
+		printVerified(out, vp)
+		fmt.Fprintln(out)
+		if ok, diff := claimsMatch(req, vp); !ok {
+			fmt.Fprintln(out, "!! THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: "+diff+".")
+			fmt.Fprintln(out, "!! The MCP server that filed it described a different plan than the one you would approve.")
+			fmt.Fprintln(out, "!! Refusing. Deny it with: agent-sandbox deny "+req.ID+" --reason 'plan description does not match the plan'")
+			return exitError{code: exitTampered}
+		}
+	}
 	fmt.Fprintf(out, "The approval is for cluster %q and expires %s after you confirm.\n", safeLine(o.Audience), o.TTL)
 	fmt.Fprintf(out, "To approve, type the request ID (%s) or \"yes\": ", req.ID)
 	line, err := readLine(ctx, tty)
@@ -133,9 +169,16 @@ every destructive signal), asks you to type its ID (or "yes") to confirm, asks f
 passphrase without echo, and stores a signed approval token that the admission webhook accepts once, for
 this exact call, until it expires (--ttl, at most 30m).
 
+For a request bound to a saved Terraform plan, the summary in the request is the MCP server's, and the MCP
+server is not trusted. So approve reads the saved plan itself, with your kubeconfig, from the ConfigMap
+tfplan-<plan ID> of the sandbox namespace, checks its SHA-256 against the plan ID, checks it against the
+workspace allowlist, and describes it with terraform on this machine (terraform show, with the kubernetes
+provider from --provider-mirror; no cluster credential is involved). It shows those changes, destructive
+ones marked, and refuses (exit 4) when the request described anything else.
+
 Approve runs only with standard input on an interactive terminal. There is, by design, no flag, environment
 variable or other way to approve without one: approvals are made by a person, not by a program.`,
-		Args: cobra.ExactArgs(1),
+		Args: usage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tty, ok := terminalOf(streams.In)
 			if !ok {
@@ -156,5 +199,9 @@ variable or other way to approve without one: approvals are made by a person, no
 	cmd.Flags().StringVar(&o.Audience, "audience", "", "cluster ID the approval is for, as the webhook's policy names it [$AGENT_SANDBOX_CLUSTER_ID, else the --policy file's spec.clusterID]")
 	cmd.Flags().StringVar(&o.PolicyFile, "policy", envOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"), "your copy of the policy, for its cluster ID when --audience is not given [$AGENT_SANDBOX_POLICY]")
 	cmd.Flags().DurationVar(&o.TTL, "ttl", approval.DefaultTokenTTL, "how long the approval stays valid (at most 30m)")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "your kubeconfig, to read the saved plan a Terraform request is bound to [$KUBECONFIG, else ~/.kube/config]")
+	cmd.Flags().StringVar(&o.SandboxNamespace, "sandbox-namespace", "", "where saved plans are stored (default: the --policy file's spec.sandbox.namespace, else agent-sandbox)")
+	cmd.Flags().StringVar(&o.Terraform, "terraform", "terraform", "the terraform binary that describes the saved plan")
+	cmd.Flags().StringVar(&o.ProviderMirror, "provider-mirror", "", "filesystem mirror of the kubernetes provider terraform reads the plan with [$AGENT_SANDBOX_TF_PROVIDER_MIRROR]")
 	return cmd
 }

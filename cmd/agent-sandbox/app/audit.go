@@ -28,7 +28,7 @@ was edited, deleted or torn.
 
 The log is --file, else $` + audit.EnvPath + `, else $XDG_STATE_HOME/agent-sandbox/audit.jsonl, else
 ~/.local/state/agent-sandbox/audit.jsonl.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 	}
 	cmd.AddCommand(newAuditShowCommand(streams), newAuditVerifyCommand(streams))
 	return cmd
@@ -48,7 +48,7 @@ func newAuditShowCommand(streams IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Print audit events as a table or as the raw JSON lines",
-		Args:  cobra.NoArgs,
+		Args:  usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
@@ -184,7 +184,7 @@ func newAuditVerifyCommand(streams IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the audit log's hash chain; exit 1 naming the first bad line",
-		Args:  cobra.NoArgs,
+		Args:  usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {

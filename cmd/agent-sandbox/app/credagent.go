@@ -52,7 +52,7 @@ credential's exact values and of anything shaped like a secret — and exits 0.
 
 Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's startup
 probe ("cred-agent ready") then never passes and the tool container never starts.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
@@ -146,7 +146,7 @@ func newCredAgentReadyCommand(streams IO) *cobra.Command {
 		Long: `Exit 0 if the credential agent's kubeconfig exists and is not empty. With --wait, keep checking
 until it does or the time is up. The webhook injects this as the sidecar's postStart hook: the kubelet
 starts the tool container only after the hook returns, so the tool never starts without its credential.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {

@@ -67,7 +67,7 @@ func newDenyCommand(streams IO) *cobra.Command {
 		Short: "Deny a pending request",
 		Long: `Deny refuses a pending request for good. Unlike approve it needs no terminal and no key: refusing
 is always safe, so scripts may do it.`,
-		Args: cobra.ExactArgs(1),
+		Args: usage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
 				return err

@@ -134,7 +134,7 @@ admission webhook.
 The passphrase is asked twice on the terminal. For automation (provisioning a key non-interactively),
 --passphrase-file reads it from a file instead; this is allowed because creating a key approves nothing:
 approving still needs a person at a terminal who knows the passphrase.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err

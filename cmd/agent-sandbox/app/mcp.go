@@ -48,7 +48,7 @@ terraform_apply waits for a human's approval, made with 'agent-sandbox approve' 
 can approve. Every call is written to the hash-chained audit log.`,
 		Example: `  agent-sandbox mcp --policy policy/policy.yaml --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig
   claude mcp add agent-sandbox -- agent-sandbox mcp --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err

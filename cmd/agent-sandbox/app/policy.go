@@ -33,7 +33,7 @@ admission rules. Every problem is printed with its path in the document, e.g.
   spec.admissionRules[3].expression: ...
 Exits 1 if any file has a problem. The webhook and the MCP server refuse such a policy too.`,
 		Example: "  agent-sandbox policy check policy/policy.yaml",
-		Args:    cobra.MinimumNArgs(1),
+		Args:    usage(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Files = args
 			return o.Run(streams)

@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 )
 
 // IO carries the standard streams so that commands can be driven from tests.
@@ -22,6 +24,33 @@ type IO struct {
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Exit codes, the same for every command: 0 success, 1 failure, and these.
+const (
+	// exitUsage: the command line is wrong (unknown flag, missing argument, invalid value).
+	exitUsage = 2
+	// exitNotFound: the thing named does not exist (an approval request, a file).
+	exitNotFound = 3
+	// exitTampered: something was changed behind the program's back (a forged plan description, an
+	// edited audit log).
+	exitTampered = 4
+)
+
+// usageError is a mistake in the command line.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usage marks the errors of a positional-argument check as usage errors.
+func usage(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
 
 // Main runs the command line and returns the process exit code. Errors are printed once, as one line, on
 // stderr: never a stack trace.
@@ -37,6 +66,13 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 		return ee.code
 	}
 	fmt.Fprintf(errOut, "error: %v\n", err)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, approval.ErrNotFound):
+		return exitNotFound
+	}
 	return 1
 }
 
@@ -52,6 +88,7 @@ for a human to approve them with a signed token.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)

@@ -30,7 +30,7 @@ that folder does not exist, to stdout). Everything else goes to stderr, scrubbed
 
 tf-check runs before the credential agent, in an init container: it checks a workspace or a saved plan
 against the allowlist and, if it refuses, writes the reason to its termination message and exits 1.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 	}
 	// A flag the tool does not know is a failure like any other: report it on the result line.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return runFail(streams, nil, err) })
@@ -117,7 +117,7 @@ func newRunPodStatusCommand(streams IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pod-status",
 		Short: "List the pods of a namespace with phase, readiness, restarts, age and node",
-		Args:  cobra.NoArgs,
+		Args:  usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
@@ -213,7 +213,7 @@ file outside the workspace, no provider but kubernetes), copies them into a fres
 state (read from Secret tfstate-default-<workspace> of --namespace), runs terraform init and plan without
 taking a lock or writing anything to the cluster, and reports the plan ID (the saved plan's SHA-256), the
 changes per resource, the plan as text and the saved plan itself. Terraform's own output goes to stderr.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
@@ -257,7 +257,7 @@ unless its bytes hash to exactly --plan-id and it passes the allowlist (the conf
 what Terraform applies, and the backend it records), takes the workspace's state lock, runs terraform init
 with the plan's own configuration and applies it. Terraform refuses a plan made against a state that has
 changed since (a stale plan). The new state is written back to Secret tfstate-default-<workspace>.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
@@ -311,7 +311,7 @@ data), other providers, modules, backends, file functions, terraform.applying, S
 runs in an init container before the credential agent, so a refused input never gets a credential; the
 reason goes to stderr and to the termination message (/dev/termination-log). Exit 0: admitted; exit 1:
 refused or unreadable.`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run() },
 	}
 	f := cmd.Flags()

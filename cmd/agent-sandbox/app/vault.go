@@ -27,7 +27,7 @@ func newVaultCommand(streams IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vault",
 		Short: "Configure Vault to mint per-action Kubernetes credentials for the policy's tools",
-		Args:  cobra.NoArgs,
+		Args:  usage(cobra.NoArgs),
 	}
 	cmd.AddCommand(newVaultConfigureCommand(streams))
 	return cmd
@@ -75,7 +75,7 @@ fetch them itself (GKE and EKS publish the cluster's issuer).
 
 The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it needs rights to enable mounts
 and write policies (an admin or root token).`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {

@@ -14,7 +14,7 @@ func newVersionCommand(streams IO) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the agent-sandbox version",
-		Args:  cobra.NoArgs,
+		Args:  usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			goVersion := "unknown"
 			if bi, ok := debug.ReadBuildInfo(); ok {

@@ -65,7 +65,7 @@ they change; a policy that does not compile is refused and the last good one kee
 TLS: with --tls-mode=self (default) the webhook keeps a CA and serving certificate in a Secret and
 injects the CA into its webhook configurations; with --tls-mode=files it serves tls.crt/tls.key from
 --cert-dir (for cert-manager).`,
-		Args: cobra.NoArgs,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
