@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
@@ -62,6 +63,7 @@ func exactJob(got map[string]any, want *batchv1.Job) error {
 	delete(wantMeta, "creationTimestamp")
 	spec := w["spec"].(map[string]any)
 	spec["selector"] = map[string]any{"matchLabels": map[string]any{labelControllerUID: uid}}
+	spec["manualSelector"] = false
 	tmeta := spec["template"].(map[string]any)["metadata"].(map[string]any)
 	delete(tmeta, "creationTimestamp")
 	labels, _ := tmeta["labels"].(map[string]any)
@@ -206,4 +208,26 @@ func exactRule(kind, path string) string {
 		return "job-shape"
 	}
 	return "exact"
+}
+
+// CompareWithRendering compares a Job as the API server returns it (JSON) with the webhook's expectation
+// for its declared tool and parameters, in namespace ns instead of the sandbox namespace. It is the
+// exactness check alone (no CEL rules, no approval), for tests that hold the rendering against a real API
+// server's defaults.
+func CompareWithRendering(p *policy.Compiled, raw []byte, ns string) error {
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return err
+	}
+	labels, annotations := obj.labels(), obj.annotations()
+	inv, err := invocation(p, labels, annotations)
+	if err != nil {
+		return err
+	}
+	want, err := expectedJob(p, inv, labels[contract.LabelRequestID], annotations[contract.AnnotationApprovalToken])
+	if err != nil {
+		return err
+	}
+	want.Namespace = ns
+	return exactJob(obj, want)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/agent-sandbox/agent-sandbox/cel"
@@ -193,6 +194,7 @@ func (c *Checker) expect(ctx context.Context, p *policy.Compiled, tool, params, 
 // selector on the Job's UID and the controller labels on the pod template.
 func withServerFields(j *batchv1.Job, uid, name string) {
 	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{labelControllerUID: uid}}
+	j.Spec.ManualSelector = ptr.To(false)
 	l := j.Spec.Template.Labels
 	if l == nil {
 		l = map[string]string{}

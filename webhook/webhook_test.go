@@ -142,7 +142,12 @@ func asServer(t testing.TB, j *batchv1.Job) *batchv1.Job {
 	s.ResourceVersion = ""
 	s.CreationTimestamp = metav1.NewTime(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "agent-sandbox", Operation: metav1.ManagedFieldsOperationUpdate}}
-	s.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{labelControllerUID: testJobUID}}
+	if s.Spec.Selector == nil {
+		s.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{labelControllerUID: testJobUID}}
+	}
+	if s.Spec.ManualSelector == nil {
+		s.Spec.ManualSelector = ptr.To(false)
+	}
 	l := s.Spec.Template.Labels
 	l[labelControllerUID], l[labelJobName], l[labelLegacyControllerUID], l[labelLegacyJobName] = testJobUID, s.Name, testJobUID, s.Name
 	return s
@@ -426,6 +431,9 @@ func violationCases() []violationCase {
 		{"backoffLimitPerIndex", func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = ptr.To(int32(1)) }, "job-shape"},
 		{"maxFailedIndexes", func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr.To(int32(1)) }, "job-shape"},
 		{"manual selector", func(j *batchv1.Job) { j.Spec.ManualSelector = ptr.To(true) }, "job-shape"},
+		{"own selector", func(j *batchv1.Job) {
+			j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		}, "job-shape"},
 	}
 }
 

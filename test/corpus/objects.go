@@ -61,11 +61,15 @@ func (e *Env) updateCases(job *batchv1.Job) []Case {
 // podCases attack the Pods of an admitted Job: more Pods, changed Pods, subresources.
 func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 	ns := pod.Namespace
+	// podFrom builds a Pod from the admitted Job's template exactly as the Job controller does (its
+	// labels, owner reference and tracking finalizer), so that a refusal is about the Pod being a second
+	// one, or not the controller's, and not about its shape.
 	podFrom := func(owned bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Labels: pod.Labels, Annotations: pod.Annotations},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Labels: job.Spec.Template.Labels, Annotations: job.Spec.Template.Annotations},
 			Spec: *job.Spec.Template.Spec.DeepCopy()}
 		if owned {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+			p.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
 		}
 		return p
 	}
@@ -110,7 +114,8 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 				return fmt.Errorf("setup: %w", err)
 			}
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: j.Name + "-", Labels: j.Spec.Template.Labels, Annotations: j.Spec.Template.Annotations,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+				Finalizers:      []string{"batch.kubernetes.io/job-tracking"}},
 				Spec: *j.Spec.Template.Spec.DeepCopy()}
 			_, err = e.JobController.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			return err

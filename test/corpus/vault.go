@@ -3,6 +3,8 @@ package corpus
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -71,14 +73,22 @@ func NewTokenSigner(keyFile, issuer string) (*TokenSigner, error) {
 	var key any
 	if key, err = x509.ParsePKCS1PrivateKey(b.Bytes); err != nil {
 		if key, err = x509.ParsePKCS8PrivateKey(b.Bytes); err != nil {
-			return nil, fmt.Errorf("%s: %w", keyFile, err)
+			if key, err = x509.ParseECPrivateKey(b.Bytes); err != nil {
+				return nil, fmt.Errorf("%s: %w", keyFile, err)
+			}
 		}
 	}
 	signer, ok := key.(crypto.Signer)
 	if !ok {
 		return nil, fmt.Errorf("%s: not a signing key", keyFile)
 	}
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	// The impostor key has the cluster key's type, so that only the key differs.
+	var other crypto.Signer
+	if _, ok := signer.Public().(*ecdsa.PublicKey); ok {
+		other, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	} else {
+		other, err = rsa.GenerateKey(rand.Reader, 2048)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +110,11 @@ func (s *TokenSigner) sign(t saToken) (string, error) {
 	if t.OtherKey {
 		key = s.other
 	}
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT"))
+	alg := jose.RS256
+	if _, ok := key.Public().(*ecdsa.PublicKey); ok {
+		alg = jose.ES256
+	}
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		return "", err
 	}
@@ -153,9 +167,9 @@ func (e *Env) vaultCases() []Case {
 		return Case{Class: "vault", Name: n, Rule: "vault:" + why, Submit: login(t)}
 	}
 	return []Case{
-		c("Vault login with an unbound tool token (what `kubectl create token --audience vault` gives)", "pod/name", base),
-		c("Vault login with a tool token bound to a Secret", "pod/name", with(func(t *saToken) { t.Secret = "some-secret" })),
-		c("Vault login with a tool token bound to another tool's Pod", "pod/name", with(func(t *saToken) {
+		c("Vault login with an unbound tool token (what `kubectl create token --audience vault` gives)", "kubernetes.io/pod", base),
+		c("Vault login with a tool token bound to a Secret", "kubernetes.io/pod", with(func(t *saToken) { t.Secret = "some-secret" })),
+		c("Vault login with a tool token bound to another tool's Pod", "kubernetes.io/pod/name", with(func(t *saToken) {
 			t.Pod, t.PodUID = sandbox.JobNamePrefix("k8s_get_pod_status")+"0123456789ab-x7k2p", "77777777-2222-4333-8444-555555555555"
 		})),
 		c("Vault login with a token of another namespace's tool-terraform-apply", "", with(func(t *saToken) {

@@ -47,7 +47,8 @@ type webhookEnv struct {
 
 func startWebhookEnv(t *testing.T) *webhookEnv {
 	t.Helper()
-	api := harness.StartAPIServer(t, harness.WithControllerManager("job", "serviceaccount-token", "root-ca-cert-publisher"))
+	// clusterrole-aggregation fills the built-in edit and admin roles, which the corpus's edit user holds.
+	api := harness.StartAPIServer(t, harness.WithControllerManager("job", "serviceaccount-token", "root-ca-cert-publisher", "clusterrole-aggregation"))
 	p, err := policy.LoadFile("../../policy/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -333,5 +334,59 @@ func TestWebhookFailClosed(t *testing.T) {
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unaffected", Namespace: "demo-app"}}
 	if _, err := env.corpus.Attacker.CoreV1().ConfigMaps("demo-app").Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("objects outside sandbox namespaces must not depend on the webhook: %v", err)
+	}
+}
+
+// TestExpectationMatchesAPIDefaults creates every tool's rendered Job as a server-side dry run in a
+// namespace the webhook does not guard, and compares what the real API server makes of it (defaults, the
+// generated selector and labels) with the webhook's expectation: a default that a new Kubernetes version
+// adds shows up here as the field's path.
+func TestExpectationMatchesAPIDefaults(t *testing.T) {
+	api := harness.StartAPIServer(t)
+	p, err := policy.LoadFile("../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	unguarded := "defaults-probe"
+	if _, err := api.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unguarded}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := approval.GenerateKey("defaults")
+	env := &corpus.Env{Policy: p, Approver: key}
+	for _, tc := range []struct {
+		tool   string
+		params map[string]any
+		token  bool
+	}{
+		{"k8s_get_pod_status", corpus.PodParams(), false},
+		{"k8s_get_pod_status", map[string]any{"namespace": "demo-app", "label_selector": "app=web"}, false},
+		{"terraform_plan", map[string]any{"workspace": "k8s-demo", "source": "tfws-0123456789abcdef0123"}, false},
+		{"terraform_apply", corpus.ApplyParams(), true},
+	} {
+		tok := ""
+		if tc.token {
+			tok = env.Token(key, tc.tool, tc.params, nil)
+		}
+		j := env.Injected(tc.tool, tc.params)
+		if tok != "" {
+			j = env.Job(tc.tool, tc.params, tok)
+			tl, _ := p.Tool(tc.tool)
+			inv, _ := tl.Invoke(tc.params)
+			webhook.Inject(&j.Spec.Template.ObjectMeta, &j.Spec.Template.Spec, p, inv)
+		}
+		j.Namespace = unguarded
+		got, err := api.Clientset.BatchV1().Jobs(unguarded).Create(ctx, j, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tool, err)
+		}
+		got.APIVersion, got.Kind = "batch/v1", "Job" // typed clients drop them; the API server sends them
+		raw, err := json.Marshal(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := webhook.CompareWithRendering(p, raw, unguarded); err != nil {
+			t.Errorf("%s: the API server's Job differs from the webhook's expectation: %v", tc.tool, err)
+		}
 	}
 }
