@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-jose/go-jose/v4"
 	"k8s.io/client-go/kubernetes"
@@ -41,7 +42,9 @@ func clusterTokenKeys(ctx context.Context, kube kubernetes.Interface) (string, [
 		if err != nil {
 			return "", nil, fmt.Errorf("signing key %s: %w", k.KeyID, err)
 		}
-		pems = append(pems, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
+		// Vault stores a key without its trailing newline; write it that way, so that an unchanged key
+		// set compares equal.
+		pems = append(pems, strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))))
 	}
 	if len(pems) == 0 {
 		return "", nil, fmt.Errorf("the cluster publishes no service-account signing key")

@@ -144,13 +144,22 @@ func ErrorLine(err error) string {
 		return ""
 	}
 	parts := strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' })
-	kept := parts[:0]
+	var b strings.Builder
 	for _, p := range parts {
-		if p = strings.TrimSpace(p); p != "" {
-			kept = append(kept, p)
+		if p = strings.TrimSpace(p); p == "" {
+			continue
 		}
+		if b.Len() > 0 {
+			// "workspace refused:" followed by its problems reads as one sentence.
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(p)
 	}
-	return scrub.String(strings.Join(kept, "; "))
+	return scrub.String(b.String())
 }
 
 // DecodeResult finds the last line of a run command's output that is a JSON object and decodes it into

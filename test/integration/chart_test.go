@@ -1122,7 +1122,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 				t.Fatalf("Ensure #%d with the chart's RBAC: %v", i+1, err)
 			}
 		}
-		chartCABundles(t, ctx, admin, flags["--webhook-config"], 5)
+		chartCABundles(t, ctx, admin, flags["--webhook-config"], chartWebhookCount())
 
 		// An upgrade that changes the configurations keeps the injected caBundle: the chart never sets it,
 		// so Helm's three-way merge leaves it alone.
@@ -1136,7 +1136,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		if v.Webhooks[0].TimeoutSeconds == nil || *v.Webhooks[0].TimeoutSeconds != 12 {
 			t.Errorf("helm upgrade did not change timeoutSeconds: %v", v.Webhooks[0].TimeoutSeconds)
 		}
-		chartCABundles(t, ctx, admin, flags["--webhook-config"], 5)
+		chartCABundles(t, ctx, admin, flags["--webhook-config"], chartWebhookCount())
 	})
 
 	t.Run("approval ledger as the webhook", func(t *testing.T) {
@@ -1210,6 +1210,12 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 }
 
 // chartCABundles checks that every webhook of both configurations has a caBundle.
+// chartWebhookCount is the number of webhooks the chart registers, as webhook.Configurations declares them.
+func chartWebhookCount() int {
+	m, v := webhook.Configurations(webhook.ConfigurationsFor{Name: "x", SandboxNamespace: "agent-sandbox"})
+	return len(m.Webhooks) + len(v.Webhooks)
+}
+
 func chartCABundles(t *testing.T, ctx context.Context, c client.Client, name string, want int) {
 	t.Helper()
 	var m admissionregistrationv1.MutatingWebhookConfiguration

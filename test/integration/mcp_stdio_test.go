@@ -71,7 +71,7 @@ func TestMCPStdioRealBinary(t *testing.T) {
 	}{
 		{"k8s_get_pod_status", map[string]any{"namespace": "kube-system"}, "denied: refused by policy"},
 		{"approval_status", map[string]any{"request_id": "req-aaaaaaaaaaaa"}, "no approval request"},
-		{"terraform_plan", map[string]any{"workspace": "nope"}, "no such workspace folder"},
+		{"terraform_plan", map[string]any{"workspace": "nope"}, "must match"},
 		{"terraform_apply", map[string]any{"workspace": "nope", "plan_id": "latest"}, "invalid"},
 	} {
 		res, err := c.Call(ctx, tc.tool, tc.args)

@@ -82,7 +82,6 @@ func TestRunner(t *testing.T) {
 	e.workspace = runnerConfigMapVolume(t, filepath.Join(dir, "workspace"), map[string]string{
 		// The bare API server runs no controllers: the Deployment never becomes ready.
 		"ci.auto.tfvars": "wait_for_rollout = false\n",
-		"README.md":      "skipped by the runner\n",
 	})
 
 	steps := []struct {
@@ -212,6 +211,9 @@ func runnerConfigMapVolume(t *testing.T, dir string, extra map[string]string) st
 		t.Fatalf("terraform/k8s-demo: %v", err)
 	}
 	for _, p := range src {
+		if !tfcheck.IsWorkspaceFile(filepath.Base(p)) {
+			continue // the MCP server publishes Terraform files only (README.md stays behind)
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
