@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,9 +25,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/creack/pty"
+
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
@@ -91,6 +96,7 @@ func TestRunner(t *testing.T) {
 		{"PodStatus", e.testPodStatus},
 		{"PlanAndApply", e.testPlanAndApply},
 		{"ReplacementAndRefusals", e.testReplacementAndRefusals},
+		{"ApproveSeesTheTruth", e.testApproveSeesTheTruth},
 		{"WorkspaceBackendRefused", e.testWorkspaceBackendRefused},
 		{"MaliciousWorkspacesRefusedBeforeTerraform", e.testMaliciousWorkspaces},
 	}
@@ -528,6 +534,154 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 	// The state lock is free again after every refusal.
 	if _, err := e.admin.CoordinationV1().Leases(runnerNS).Get(ctx, "lock-tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("state lock still held: %v", err)
+	}
+}
+
+// testApproveSeesTheTruth: a human approving a saved plan sees what the plan really does, computed by
+// `agent-sandbox approve` from the plan itself (fetched from the cluster with the approver's own
+// kubeconfig, SHA-256 checked, shown with terraform on this machine), and approve refuses a request whose
+// description — written by the untrusted MCP server — says something else.
+func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
+	ctx := context.Background()
+	// A destructive plan: undo the demo's edit, which replaces the Deployment again.
+	mainTF, err := filepath.EvalSymlinks(filepath.Join(e.workspace, "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(mainTF)
+	if err := os.WriteFile(mainTF, []byte(strings.Replace(string(src), `track = "canary"`, `track = "stable"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := e.plan(t)
+	if p.Summary.Replace != 1 {
+		t.Fatalf("want a replacement plan, got %+v", p.Summary)
+	}
+	// The MCP server stores the saved plan in the sandbox namespace (here: the admin, as the test has no
+	// MCP server).
+	sandboxNS := "agent-sandbox"
+	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sandboxNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	ws := &sandbox.Workspaces{Client: e.admin, Namespace: sandboxNS}
+	if err := ws.EnsurePlan(ctx, p.PlanID, p.Plan); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	db := filepath.Join(dir, "approvals.db")
+	keyPath := filepath.Join(dir, "approver.key")
+	key, err := approval.GenerateKey("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := key.WriteFile(keyPath, []byte("correct horse battery"), approval.WithScryptWorkFactor(10)); err != nil {
+		t.Fatal(err)
+	}
+	store, err := approval.OpenStore(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	pol, err := policy.LoadFile("../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signals := func(text string) []approval.Signal {
+		var out []approval.Signal
+		for _, m := range pol.DetectSignals(text) {
+			out = append(out, approval.Signal{Name: m.Name, Match: m.Line})
+		}
+		return out
+	}
+	request := func(description string, sig []approval.Signal) *approval.Request {
+		tool, _ := pol.Tool("terraform_apply")
+		inv, err := tool.Invoke(map[string]any{"workspace": runnerWorkspace, "plan_id": p.PlanID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := approval.NewRequestID()
+		r, err := store.CreateRequest(ctx, approval.Request{ID: id, Tool: inv.Tool.Name, Params: inv.Params, Namespace: inv.TargetNamespace,
+			PlanDigest: inv.PlanDigest, PlanSummary: description, Signals: sig, ExpiresAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	honest := request(runner.DescribePlan(p.PlanID, p.Summary, p.Changes), signals(p.Text))
+	// What a compromised MCP server would file: the plan's ID, and a harmless story.
+	lying := request(runner.DescribePlan(p.PlanID, runner.PlanSummary{Add: 1}, []runner.ResourceChange{{Address: "kubernetes_config_map.notes", Actions: []string{"create"}}}), nil)
+
+	approve := func(id string) (int, string) {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pseudo-terminal: %v", err)
+		}
+		defer ptmx.Close()
+		var mu sync.Mutex
+		var out bytes.Buffer
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				n, err := ptmx.Read(buf)
+				mu.Lock()
+				out.Write(buf[:n])
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+		code := make(chan int, 1)
+		go func() {
+			code <- app.Main(ctx, []string{"approve", id, "--db", db, "--key", keyPath, "--policy", "../../policy/policy.yaml",
+				"--kubeconfig", e.api.KubeconfigPath, "--provider-mirror", os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")}, tty, tty, tty)
+		}()
+		deadline := time.After(2 * time.Minute)
+		for {
+			mu.Lock()
+			shown := out.String()
+			mu.Unlock()
+			select {
+			case c := <-code:
+				tty.Close()
+				time.Sleep(100 * time.Millisecond)
+				mu.Lock()
+				defer mu.Unlock()
+				return c, out.String()
+			case <-deadline:
+				t.Fatalf("approve hangs; terminal:\n%s", shown)
+			case <-time.After(100 * time.Millisecond):
+			}
+			if strings.Contains(shown, `or "yes": `) {
+				// Do not approve: answer something else, which leaves the request pending.
+				_, _ = ptmx.Write([]byte("no\n"))
+			}
+		}
+	}
+
+	code, shown := approve(honest.ID)
+	t.Logf("approve of the honest request: exit %d\n%s", code, shown)
+	for _, want := range []string{"WHAT THE PLAN DOES", "!! delete,create", "kubernetes_deployment.web", "DESTRUCTIVE SIGNALS", "forces-replacement", `or "yes": `} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("approve of the honest request did not show %q", want)
+		}
+	}
+	if strings.Contains(shown, "IS FALSE") {
+		t.Error("the honest description was called false")
+	}
+
+	code, shown = approve(lying.ID)
+	t.Logf("approve of the lying request: exit %d\n%s", code, shown)
+	if code != 4 || !strings.Contains(shown, "THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE") || !strings.Contains(shown, "!! delete,create") {
+		t.Errorf("approve of a request that lies about its plan: exit %d", code)
+	}
+	if strings.Contains(shown, `or "yes": `) || strings.Contains(shown, "Passphrase") {
+		t.Error("approve asked to confirm a request that lies about its plan")
+	}
+	for _, r := range []*approval.Request{honest, lying} {
+		if got, _ := store.Get(ctx, r.ID); got == nil || got.Status != approval.StatusPending {
+			t.Errorf("request %s is no longer pending", r.ID)
+		}
 	}
 }
 

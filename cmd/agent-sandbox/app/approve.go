@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -111,7 +112,7 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 		// The summary above is the MCP server's, which nobody trusts. The saved plan the approval binds is
 		// fetched and described here, by this program, and must say the same.
 		v := &planVerifier{Kubeconfig: o.Kubeconfig, Namespace: o.SandboxNamespace, Terraform: o.Terraform, ProviderMirror: o.ProviderMirror, Policy: o.policy}
-		vp, err := v.verify(ctx, req.PlanDigest, streams.ErrOut)
+		vp, err := v.verify(ctx, req.PlanDigest, io.Discard)
 		if err != nil {
 			return fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
 		}

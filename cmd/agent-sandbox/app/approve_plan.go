@@ -111,9 +111,6 @@ func printVerified(w io.Writer, vp *verifiedPlan) {
 // claimsMatch compares what the MCP server wrote into the request with what the plan really does.
 func claimsMatch(req *approval.Request, vp *verifiedPlan) (bool, string) {
 	var diffs []string
-	if strings.TrimSpace(req.PlanSummary) != strings.TrimSpace(vp.description) {
-		diffs = append(diffs, "the changes")
-	}
 	claimed := map[string]bool{}
 	for _, s := range req.Signals {
 		claimed[s.Name] = true
@@ -133,5 +130,8 @@ func claimsMatch(req *approval.Request, vp *verifiedPlan) (bool, string) {
 		}
 	}
 	slices.Sort(diffs)
+	if strings.TrimSpace(req.PlanSummary) != strings.TrimSpace(vp.description) {
+		diffs = append([]string{"the changes differ"}, diffs...)
+	}
 	return len(diffs) == 0, strings.Join(diffs, "; ")
 }
