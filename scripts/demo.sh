@@ -27,6 +27,8 @@ elif [ -f "$AS_STATE/approver/test-passphrase" ]; then
 else
   die "the demo approver key has a passphrase only a person knows; run make demo in a terminal"
 fi
+# approve describes the saved plan itself, with terraform and the mirrored kubernetes provider.
+export AGENT_SANDBOX_TF_PROVIDER_MIRROR=${AGENT_SANDBOX_TF_PROVIDER_MIRROR:-$(dir_tfprovider)}
 go run ./scripts/demo --binary "$BIN" --policy policy/policy.yaml --mcp-kubeconfig "$AS_STATE/mcp.kubeconfig" \
   --admin-kubeconfig "$ADMIN_KC" --workspaces "$DEMO/workspaces" --db "$DEMO/approvals.db" --audit-log "$DEMO/audit.jsonl" \
   --approver-key "$AS_STATE/approver/approver.key" --audience "$(awk '/clusterID:/{print $2; exit}' policy/policy.yaml)" "${pass_args[@]}"

@@ -13,6 +13,8 @@ DIR=$AS_STATE/e2e
 scripts/demo-setup.sh "$DIR"
 (cd test/e2e/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci in test/e2e/node failed (the npm registry must be reachable)"
 AUDIENCE=$(awk '/clusterID:/{print $2; exit}' policy/policy.yaml)
+# approve describes saved plans with terraform and the mirrored kubernetes provider.
+export AGENT_SANDBOX_TF_PROVIDER_MIRROR=${AGENT_SANDBOX_TF_PROVIDER_MIRROR:-$(dir_tfprovider)}
 HOST_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
 export E2E_DIR=$DIR E2E_BINARY=$AS_ROOT/bin/agent-sandbox E2E_POLICY=$AS_ROOT/policy/policy.yaml \
   E2E_MCP_KUBECONFIG=$AS_STATE/mcp.kubeconfig E2E_ADMIN_KUBECONFIG=$KUBECONFIG \

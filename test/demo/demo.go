@@ -308,7 +308,9 @@ func (d *driver) deploymentUID(ctx context.Context) (string, error) {
 // approve runs `agent-sandbox approve` on a terminal: this process's own when a person is there, otherwise a
 // pseudo-terminal that this driver types into. Either way the product's only approval path is used.
 func (d *driver) approve(ctx context.Context, id string) error {
-	args := []string{"approve", id, "--db", d.cfg.DB, "--key", d.cfg.ApproverKey, "--audience", d.cfg.Audience}
+	// The approver reads the saved plan with their own kubeconfig and describes it with terraform here.
+	args := []string{"approve", id, "--db", d.cfg.DB, "--key", d.cfg.ApproverKey, "--audience", d.cfg.Audience,
+		"--kubeconfig", d.cfg.AdminKubeconfig, "--policy", d.cfg.Policy}
 	if d.cfg.PassphraseFile == "" {
 		cmd := exec.CommandContext(ctx, d.cfg.Binary, args...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
