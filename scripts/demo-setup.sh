@@ -16,11 +16,16 @@ cp -r terraform/k8s-demo "$DEMO/workspaces/k8s-demo"
 log "applying the demo workspace (set-up)"
 rc=$DEMO/terraform.rc
 printf 'provider_installation {\n  filesystem_mirror {\n    path    = "%s"\n    include = ["registry.terraform.io/hashicorp/kubernetes"]\n  }\n}\n' "$(dir_tfprovider)" > "$rc"
-plan=$(TF_CLI_CONFIG_FILE=$rc "$BIN" run terraform-plan --workspace k8s-demo --source "$DEMO/workspaces/k8s-demo" --namespace demo-app 2>"$DEMO/setup.log" | tail -n 1) \
+# The workspace's Terraform files only, as the MCP server publishes them (README.md stays behind).
+export TF_CLI_CONFIG_FILE=$rc
+src=$DEMO/setup-source; mkdir -p "$src"; cp terraform/k8s-demo/*.tf "$src/"
+"$BIN" run terraform-plan --workspace k8s-demo --source "$src" --namespace demo-app 2>"$DEMO/setup.log" > "$DEMO/setup-plan.json" \
   || die "set-up plan failed: $(tail -n 5 "$DEMO/setup.log")"
-if ! printf '%s' "$plan" | grep -q '"no_changes":true'; then
-  id=$(printf '%s' "$plan" | sed -n 's/.*"plan_id":"\([0-9a-f]*\)".*/\1/p')
-  TF_CLI_CONFIG_FILE=$rc "$BIN" run terraform-apply --workspace k8s-demo --source "$DEMO/workspaces/k8s-demo" --namespace demo-app \
+if ! grep -q '"no_changes":true' "$DEMO/setup-plan.json"; then
+  # The saved plan travels in the result (base64), as it does to the MCP server.
+  id=$(python3 -c 'import json,sys,base64; r=json.load(open(sys.argv[1])); open(sys.argv[2],"wb").write(base64.b64decode(r["plan"])); print(r["plan_id"])' \
+    "$DEMO/setup-plan.json" "$DEMO/setup.tfplan")
+  "$BIN" run terraform-apply --workspace k8s-demo --namespace demo-app --plan-file "$DEMO/setup.tfplan" \
     --plan-id "$id" >>"$DEMO/setup.log" 2>&1 || die "set-up apply failed: $(tail -n 5 "$DEMO/setup.log")"
 fi
 KUBECTL -n demo-app rollout status deployment/web --timeout=120s >/dev/null

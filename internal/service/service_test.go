@@ -299,7 +299,7 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	if !strings.HasPrefix(src[len(src)-1].ConfigMap.Name, "tfws-") {
 		t.Errorf("the workspace ConfigMap is not mounted: %+v", src)
 	}
-	if got := f.svc.Workspaces.(*fakeWorkspaces).plans[out.PlanID]; string(got) != string(saved) {
+	if got := f.svc.Workspaces.(*fakeWorkspaces).plans[out.PlanID]; string(got) != string(saved) || out.PlanResult.Plan != nil {
 		t.Errorf("the saved plan was not stored as it came (%q), or was returned to the agent", got)
 	}
 	// The approval request later shows the approver this plan's summary and signals, also from a server

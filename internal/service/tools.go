@@ -64,7 +64,8 @@ type PlanInput struct {
 type PlanOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
 	runner.PlanResult
-	// Plan hides the saved plan's bytes: the server stores them for the apply, the agent needs only the ID.
+	// Plan keeps the saved plan's bytes out of the output schema: the server stores them for the apply
+	// (and empties them), the agent needs only the ID.
 	Plan []byte `json:"-"`
 	// DestructiveSignals are the policy's destructive patterns found in the plan.
 	DestructiveSignals []policy.SignalMatch `json:"destructive_signals" jsonschema:"destructive changes found in the plan (replacements, deletions)"`
@@ -98,6 +99,7 @@ func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*P
 	if err := s.Workspaces.EnsurePlan(ctx, plan.PlanID, plan.Plan); err != nil {
 		return nil, c.fail(KindFailed, fmt.Errorf("store the saved plan: %w", err))
 	}
+	plan.Plan = nil // stored; the agent needs only its ID
 
 	out := &PlanOutput{RequestID: c.id, PlanResult: plan, DestructiveSignals: s.Policy.DetectSignals(plan.Text)}
 	if out.DestructiveSignals == nil {

@@ -232,7 +232,7 @@ func TestE2EBypassKubeSystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &corpus.Env{Policy: p, Client: cs, Run: "e2e"}
+	e := &corpus.Env{Policy: p, Identities: &corpus.Identities{Admin: cs, Attacker: cs}, Run: "e2e"}
 	j := e.Job("k8s_get_pod_status", corpus.PodParams(), "")
 	j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
 	j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
