@@ -177,7 +177,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					progress(StageCredentials)
 				}
 				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
-					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
+					return fmt.Errorf("%w; the agent said: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
 				}
 			}
 			toolDone, agentDone := false, false

@@ -27,6 +27,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
@@ -88,7 +89,7 @@ func run(o options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	issuer, err := issuerOf(ctx, cs)
 	if err != nil {
@@ -166,7 +167,77 @@ func run(o options) (int, error) {
 	check(admitted == 1, "one approval admitted exactly one of 8 racing Jobs", fmt.Sprintf("one approval admitted %d of 8 racing Jobs", admitted))
 	err = env.DryRunThenCreate(ctx)
 	check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
+
+	failed += terraformInputs(ctx, env, cs, o.verbose)
 	return failed, nil
+}
+
+// terraformInputs submits the malicious-workspace corpus and a forged, approved saved plan straight to the
+// cluster with the MCP server's identity, and checks that each is refused before the credential agent
+// starts — and that Vault minted no Terraform credential meanwhile.
+func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interface, verbose bool) int {
+	fmt.Println("== 4. Terraform inputs (straight to the cluster, as the MCP server) ==")
+	failed := 0
+	check := func(ok bool, pass, fail string) {
+		if ok {
+			fmt.Println("  PASS: " + pass)
+		} else {
+			fmt.Println("  FAIL: " + fail)
+			failed++
+		}
+	}
+	cases, err := tfcheck.Corpus("internal/tfcheck/testdata")
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	start := time.Now().Add(-time.Second)
+	outcomes := env.MaliciousWorkspaces(ctx, cases, 4)
+	refused, byStage := 0, map[string]int{}
+	for _, w := range outcomes {
+		if w.Refused {
+			refused++
+			byStage[w.Stage]++
+			if verbose {
+				fmt.Printf("     refused at %-9s %-45s %s\n", w.Stage, w.Name+":", w.Detail)
+			}
+		} else {
+			fmt.Printf("     NOT refused before the credential: %s: %s\n", w.Name, w.Detail)
+		}
+	}
+	fmt.Printf("     by stage: check %d, publish %d, admission %d\n", byStage[corpus.StageCheck], byStage[corpus.StagePublish], byStage[corpus.StageAdmission])
+	line := fmt.Sprintf("%d/%d malicious workspaces refused before any credential was issued", refused, len(outcomes))
+	check(refused == len(outcomes) && len(outcomes) >= 25, line, line)
+
+	plan, err := os.ReadFile("internal/tfcheck/testdata/plans/implicit-backend.tfplan")
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	f := env.ForgedPlanApply(ctx, plan)
+	check(f.Refused && f.Stage == corpus.StageCheck,
+		"an approved saved plan whose configuration was swapped for apply-time exec was refused before the apply credential",
+		fmt.Sprintf("the forged saved plan: %s", f.Detail))
+
+	minted, err := vaultMintedSince(ctx, cs, start)
+	check(err == nil && len(minted) == 0, "Vault minted no credential for any of them",
+		fmt.Sprintf("Vault minted credentials meanwhile: %v %v", minted, err))
+	return failed
+}
+
+// vaultMintedSince lists ServiceAccounts the Vault secrets engine created since start, in any namespace.
+func vaultMintedSince(ctx context.Context, cs kubernetes.Interface, start time.Time) ([]string, error) {
+	sas, err := cs.CoreV1().ServiceAccounts("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=HashiCorp-Vault"})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sa := range sas.Items {
+		if !sa.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
+			out = append(out, sa.Namespace+"/"+sa.Name)
+		}
+	}
+	return out, nil
 }
 
 func issuerOf(ctx context.Context, cs kubernetes.Interface) (string, error) {

@@ -29,6 +29,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
@@ -124,8 +125,13 @@ func TestE2EScenario(t *testing.T) {
 			if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != p.Spec.Sandbox.RuntimeClassName {
 				t.Errorf("sandbox Pod %s does not run under %s", name, p.Spec.Sandbox.RuntimeClassName)
 			}
-			if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != contract.CredentialAgentContainer {
-				t.Errorf("sandbox Pod %s has no credential agent", name)
+			// The credential agent is the last init container; a tool with a check (Terraform) runs it first.
+			var inits []string
+			for _, c := range pod.Spec.InitContainers {
+				inits = append(inits, c.Name)
+			}
+			if !slices.Equal(inits, []string{contract.CredentialAgentContainer}) && !slices.Equal(inits, []string{contract.CheckContainer, contract.CredentialAgentContainer}) {
+				t.Errorf("sandbox Pod %s has init containers %v, not the credential agent (after the check)", name, inits)
 			}
 		}
 	})
@@ -397,4 +403,100 @@ func TestE2ESandboxNamespaceGuards(t *testing.T) {
 	if !denyAll {
 		t.Errorf("no default-deny egress NetworkPolicy in %s (found %d policies)", ns.Name, len(nps.Items))
 	}
+}
+
+// TestE2ETerraformAttacksThroughMCP: the Terraform attacks that got through before — apply-time exec hidden
+// behind terraform.applying, a plan that writes a Secret, a plan that reads one or the credential file into
+// its output — are refused by the MCP server before anything reaches the cluster. (Submitted straight to
+// the cluster, bypassing the server, the same workspaces are refused by the sandbox's check container:
+// `make verify`, section 4.) A Secret with a known value in the target namespace appears in no tool
+// result and no audit line, neither of the refused calls nor of a real plan of the demo workspace.
+func TestE2ETerraformAttacksThroughMCP(t *testing.T) {
+	cfg := config(t)
+	cs := admin(t, cfg.AdminKubeconfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	secret := "e2e-known-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	_, err := cs.CoreV1().Secrets("demo-app").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-known-value"}, StringData: map[string]string{"password": secret},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Secrets("demo-app").Delete(context.Background(), "e2e-known-value", metav1.DeleteOptions{})
+
+	cases, err := tfcheck.Corpus("../../internal/tfcheck/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacks := map[string]bool{"provider-dynamic-exec-applying": true, "resource-kubernetes-secret": true,
+		"data-kubernetes-secret": true, "output-file-kubeconfig": true, "null-resource-local-exec": true, "provider-exec-comment": true}
+	var results []string
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	run := func(name string, files map[string][]byte) mcp.Result {
+		t.Helper()
+		ws := t.TempDir()
+		if err := os.Mkdir(filepath.Join(ws, "k8s-demo"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for n, d := range files {
+			if err := os.WriteFile(filepath.Join(ws, "k8s-demo", n), d, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := cfg
+		c.Workspaces, c.DB, c.AuditLog = ws, filepath.Join(t.TempDir(), "approvals.db"), auditLog
+		client, err := demoClient(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		res, err := client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		results = append(results, res.Text)
+		return *res
+	}
+	p, _ := policy.LoadFile(cfg.Policy)
+	jobsBefore, _ := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
+	n := 0
+	for _, c := range cases {
+		if !attacks[strings.TrimPrefix(c.Name, "malicious/")] {
+			continue
+		}
+		n++
+		res := run(c.Name, c.Files)
+		if !res.IsError || !strings.Contains(res.Text, "refused") || !strings.Contains(res.Text, c.Reason) {
+			t.Errorf("%s: not refused by the server for %q: %s", c.Name, c.Reason, res.Text)
+		}
+	}
+	if n != len(attacks) {
+		t.Fatalf("found %d of the %d attacks in the corpus", n, len(attacks))
+	}
+	jobsAfter, _ := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
+	if len(jobsAfter.Items) > len(jobsBefore.Items) {
+		t.Errorf("refused workspaces made Jobs: %d before, %d after", len(jobsBefore.Items), len(jobsAfter.Items))
+	}
+
+	// A real plan of the demo workspace, with the Secret in its namespace, for contrast.
+	good := map[string][]byte{}
+	tfs, _ := filepath.Glob("../../terraform/k8s-demo/*.tf")
+	for _, f := range tfs {
+		good[filepath.Base(f)], _ = os.ReadFile(f)
+	}
+	if res := run("good/k8s-demo", good); res.IsError {
+		t.Fatalf("the demo workspace's plan failed: %s", res.Text)
+	}
+
+	logData, _ := os.ReadFile(auditLog)
+	for name, data := range map[string]string{"tool results": strings.Join(results, "\n"), "audit log": string(logData)} {
+		if strings.Contains(data, secret) {
+			t.Errorf("the Secret's value appears in the %s", name)
+		}
+		if m := jwtRE.FindString(data); m != "" {
+			t.Errorf("a JWT-shaped string appears in the %s: %.20s…", name, m)
+		}
+	}
+	t.Logf("%d Terraform attacks refused by the MCP server before any Job; the known Secret value appears nowhere", n)
 }
