@@ -178,7 +178,10 @@ provider from --provider-mirror; no cluster credential is involved). It shows th
 ones marked, and refuses (exit 4) when the request described anything else.
 
 Approve runs only with standard input on an interactive terminal. There is, by design, no flag, environment
-variable or other way to approve without one: approvals are made by a person, not by a program.`,
+variable or other way to approve without one: approvals are made by a person, not by a program.
+
+Exit codes: 0 approved; 1 not approved (an error, or the confirmation did not match); 2 usage, or no
+terminal; 3 no such request; 4 the request or its saved plan does not match (tampered, or described falsely).`,
 		Args: usage(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tty, ok := terminalOf(streams.In)
