@@ -84,6 +84,8 @@ type Checker struct {
 	Ledger approval.Ledger
 	// Pods records which Jobs have had their Pod; shared by every replica.
 	Pods PodLedger
+	// Claims records the request IDs of admitted warm-Pod claims; shared by every replica.
+	Claims ClaimLedger
 	// Cluster reads owner Jobs and the Pods tokens are requested for.
 	Cluster Cluster
 	// Identities are the privileged users and groups.

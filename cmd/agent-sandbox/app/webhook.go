@@ -168,7 +168,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
+	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
 		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
 		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser,
 	}}
