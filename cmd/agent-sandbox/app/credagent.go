@@ -118,7 +118,7 @@ func (o *credAgentOptions) config() broker.AgentConfig {
 		SecretsMount: o.SecretsMount, SecretsRole: o.SecretsRole,
 		Namespace: o.Namespace, Scope: o.Scope,
 		TokenFile: o.TokenFile, APIServer: o.APIServer, APICAFile: o.APICAFile, Out: o.Out, ResultFile: o.ResultFile,
-		DoneFile: o.DoneFile,
+		DoneFile:     o.DoneFile,
 		LoginTimeout: o.LoginTimeout,
 		Events:       o.streams.Out,
 	}
