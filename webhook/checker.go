@@ -63,6 +63,8 @@ type Identities struct {
 	// MCPUser is the MCP server's identity; it may create only content-addressed workspace and plan
 	// ConfigMaps.
 	MCPUser string
+	// PoolUsers may create warm Jobs (the webhook's own pool controller). Empty: nobody may.
+	PoolUsers []string
 }
 
 // DefaultJobControllerUsers are the identities under which kube-controller-manager's Job controller

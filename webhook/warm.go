@@ -70,6 +70,9 @@ func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name string) (*batchv1.
 
 // checkWarmJob decides on a new warm Job: exactly the warm rendering of its tool, nothing else.
 func (c *Checker) checkWarmJob(ctx context.Context, p *policy.Compiled, req Request, obj object) (*Decision, error) {
+	if !contains(c.Identities.PoolUsers, req.User) {
+		return nil, deny("warm-pool", "warm Jobs are created only by the webhook's pool controller, not by %s", req.User)
+	}
 	t, err := warmTool(p, obj.labels())
 	if err != nil {
 		return nil, err
@@ -103,6 +106,11 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	}
 	if old.meta()["deletionTimestamp"] != nil {
 		return nil, deny("claim", "the warm Pod is being deleted")
+	}
+	// The Pod must still be what the policy in force renders: a Pod started under an older policy (another
+	// image, scope or Vault role) is not claimed but replaced by the pool.
+	if err := c.stillRendered(ctx, p, t, req.Namespace, owner, old); err != nil {
+		return nil, err
 	}
 	if st, _ := old["status"].(map[string]any); st != nil && (st["phase"] == string(corev1.PodSucceeded) || st["phase"] == string(corev1.PodFailed)) {
 		return nil, deny("claim", "the warm Pod has finished (%v)", st["phase"])
@@ -165,6 +173,60 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		d.Warnings = append(d.Warnings, warn...)
 	}
 	return d, nil
+}
+
+// stillRendered checks that a warm Pod's owner Job exists, is running, and that the Pod, as it is now, is
+// exactly the current policy's warm rendering of its tool (after its admission only the scheduler's node
+// name and the server's own fields were added).
+func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *policy.Tool, namespace, owner string, old object) error {
+	if c.Cluster == nil {
+		return deny("owner-job", "the webhook cannot read Jobs to check this warm Pod's owner")
+	}
+	job, err := c.Cluster.GetJob(ctx, namespace, owner)
+	if err != nil {
+		return deny("owner-job", "cannot read the warm Pod's Job %s: %v", owner, err)
+	}
+	if uid := old.meta()["ownerReferences"]; !ownedBy(uid, string(job.UID)) {
+		return deny("owner-job", "the warm Pod's owner reference does not name Job %s (UID %s)", owner, job.UID)
+	}
+	if err := runnable(job); err != nil {
+		return err
+	}
+	want, err := expectedWarmJob(p, t, job.Name)
+	if err != nil {
+		return err
+	}
+	pod := withoutServerFields(old)
+	if spec, ok := pod["spec"].(map[string]any); ok {
+		s := make(map[string]any, len(spec))
+		for k, v := range spec {
+			if k != "nodeName" {
+				s[k] = v
+			}
+		}
+		pod["spec"] = s
+	}
+	delete(pod, "status")
+	if err := exactPod(pod, want, job); err != nil {
+		var d *Denial
+		if errors.As(err, &d) {
+			return deny("claim-stale", "the warm Pod is not what the policy in force renders for %s; the pool replaces it: %s", t.Name, d.Reason)
+		}
+		return err
+	}
+	return nil
+}
+
+// ownedBy reports whether the controlling owner reference in refs has uid.
+func ownedBy(refs any, uid string) bool {
+	list, _ := refs.([]any)
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		if c, _ := m["controller"].(bool); c {
+			return m["uid"] == uid
+		}
+	}
+	return false
 }
 
 // claimDifference says how a claim differs from the policy's rendering of its own parameters.

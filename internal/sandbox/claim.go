@@ -101,7 +101,7 @@ func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, er
 	}
 	var ready []*corev1.Pod
 	for i := range pods.Items {
-		if p := &pods.Items[i]; claimable(p) {
+		if p := &pods.Items[i]; Claimable(p) {
 			ready = append(ready, p)
 		}
 	}
@@ -132,8 +132,8 @@ func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, er
 	return nil, errNoWarmPod
 }
 
-// claimable is a warm Pod that is running, with its tool and agent started, not claimed and not going away.
-func claimable(p *corev1.Pod) bool {
+// Claimable is a warm Pod that is running, with its tool and agent started, not claimed and not going away.
+func Claimable(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Annotations[contract.AnnotationClaim] != "" {
 		return false
 	}
