@@ -211,7 +211,7 @@ func (c *call) credentialEvents(res *sandbox.Result, name string) {
 
 func timingsMS(t sandbox.Timings) map[string]int64 {
 	return map[string]int64{"admission": t.Admission.Milliseconds(), "pod_start": t.PodStart.Milliseconds(),
-		"credentials": t.Credentials.Milliseconds(), "run": t.Run.Milliseconds(), "cleanup": t.Cleanup.Milliseconds(), "total": t.Total.Milliseconds()}
+		"mint": t.Credentials.Milliseconds(), "run": t.Run.Milliseconds(), "cleanup": t.Cleanup.Milliseconds(), "total": t.Total.Milliseconds()}
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
