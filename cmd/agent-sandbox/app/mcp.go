@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -137,6 +138,13 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	// Log streams last as long as a call; the call's own deadline bounds them, not a request timeout.
+	streamCfg := rest.CopyConfig(cfg)
+	streamCfg.Timeout = 0
+	logStreams, err := kubernetes.NewForConfig(streamCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
 	store, err := approval.OpenStore(o.DB)
 	if err != nil {
 		return err
@@ -149,9 +157,11 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	defer auditLog.Close()
 
 	ns := p.Spec.Sandbox.Namespace
+	runner := sandbox.NewRunner(cs, ns, o.MaxConcurrency)
+	runner.Streams = logStreams
 	svc := &service.Service{
 		Policy: p, Approvals: store, Audit: auditLog,
-		Runner:       sandbox.NewRunner(cs, ns, o.MaxConcurrency),
+		Runner:       runner,
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
 		Warm:         o.Warm,
