@@ -32,6 +32,8 @@ type mcpOptions struct {
 	MaxConcurrency int
 	HTTPAddr       string
 	LogLevel       string
+
+	logLevel slog.Level
 }
 
 func newMCPCommand(streams IO) *cobra.Command {
@@ -54,7 +56,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},
@@ -67,7 +69,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.Workspaces, "workspaces", envOr("AGENT_SANDBOX_WORKSPACES", "terraform"), "folder with one sub-folder of Terraform files per workspace [$AGENT_SANDBOX_WORKSPACES]")
 	f.IntVar(&o.MaxConcurrency, "max-concurrency", 4, "sandboxes that may run at once")
 	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
-	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error (logs go to stderr)")
+	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
 	return cmd
 }
 
@@ -109,14 +111,17 @@ func (o *mcpOptions) Validate() error {
 			errs = append(errs, fmt.Errorf("--http %q: %v", o.HTTPAddr, err))
 		}
 	}
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.logLevel = level
 	return errors.Join(errs...)
 }
 
 // Run wires the server and serves until the client goes away or ctx ends.
 func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 
 	// The server renders Jobs and checks calls against the policy; the admission rules are the webhook's.
 	p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules())
@@ -153,7 +158,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
 	}
-	server := mcp.NewServer(svc, p, version, log)
+	server := mcp.NewServer(svc, p, versionInfo().Version, log)
 	log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
 		"sandboxNamespace", ns, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""])
 	if o.HTTPAddr == "" {

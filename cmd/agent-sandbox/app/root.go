@@ -85,9 +85,12 @@ func NewRootCommand(streams IO) *cobra.Command {
 without holding a standing credential. Each tool call runs as one throwaway Kubernetes Job under gVisor;
 an admission webhook enforces the policy; Vault mints a credential per action; destructive actions wait
 for a human to approve them with a signed token.`,
+		Version:       versionInfo().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// --version prints the same line as the version command.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)

@@ -46,6 +46,8 @@ type webhookOptions struct {
 	MCPUser            string
 	ReloadInterval     time.Duration
 	LogLevel           string
+
+	logLevel slog.Level
 }
 
 func newWebhookCommand(streams IO) *cobra.Command {
@@ -71,7 +73,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},
@@ -94,7 +96,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringSliceVar(&o.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
 	f.StringVar(&o.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
 	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
-	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error")
+	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp)
 	return cmd
 }
 
@@ -121,14 +123,17 @@ func (o *webhookOptions) Validate() error {
 	if o.ReloadInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--reload-interval must be at least 100ms"))
 	}
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.logLevel = level
 	return errors.Join(errs...)
 }
 
 // Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.
 func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 	ctrl.SetLogger(log)
 
 	cfg, err := ctrl.GetConfig()
