@@ -33,6 +33,7 @@ type mcpOptions struct {
 	AuditLog       string
 	Workspaces     string
 	MaxConcurrency int
+	Warm           bool
 	HTTPAddr       string
 	HTTPTokenFile  string
 	AllowedOrigins []string
@@ -89,6 +90,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.AuditLog, "audit-log", "", "audit log [$AGENT_SANDBOX_AUDIT_LOG, default ~/.local/state/agent-sandbox/audit.jsonl]")
 	f.StringVar(&o.Workspaces, "workspaces", envOr("AGENT_SANDBOX_WORKSPACES", "terraform"), "folder with one sub-folder of Terraform files per workspace [$AGENT_SANDBOX_WORKSPACES]")
 	f.IntVar(&o.MaxConcurrency, "max-concurrency", 4, "sandboxes that may run at once")
+	f.BoolVar(&o.Warm, "warm", true, "claim a ready warm Pod for tools whose policy declares a warm pool; without one (or with --warm=false) the call runs as a cold Job")
 	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765; MCP endpoint /mcp) instead of stdio")
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
@@ -256,6 +258,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Runner:       sandbox.NewRunner(cs, ns, o.MaxConcurrency),
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
+		Warm:         o.Warm,
 	}
 	ready := func() {
 		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
