@@ -50,8 +50,8 @@ Role and RoleBinding, removes the kubeconfig, prints credential.revoked, then re
 file (--result-file) as a tool.result event — the tool's one JSON result object, scrubbed of the
 credential's exact values and of anything shaped like a secret — and exits 0.
 
-Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's startup
-probe ("cred-agent ready") then never passes and the tool container never starts.`,
+Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's postStart
+hook ("cred-agent ready") then never succeeds and the tool container never starts.`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
