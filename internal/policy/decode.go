@@ -9,13 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 )
 
-// Defaults applied by Decode to fields the file leaves empty.
+// Defaults applied by Decode to fields the file leaves empty. The approval lifetimes are the approval
+// package's (approval.DefaultTokenTTL, approval.MaxTokenTTL, approval.DefaultRequestTTL): one set of
+// constants, which the policy can only shorten.
 const (
-	DefaultTokenTTL      = 30 * time.Minute
-	MaxTokenTTL          = 30 * time.Minute
-	DefaultRequestTTL    = 24 * time.Hour
 	MinCredentialTTL     = 10 * time.Minute // Kubernetes refuses shorter service-account tokens.
 	DefaultStringMaxLen  = 256
 	DefaultRunAsUser     = 65532
@@ -67,10 +68,10 @@ func Decode(data []byte) (*Policy, error) {
 func (p *Policy) applyDefaults() {
 	s := &p.Spec
 	if s.Approval.TokenTTL.Duration == 0 {
-		s.Approval.TokenTTL.Duration = DefaultTokenTTL
+		s.Approval.TokenTTL.Duration = approval.DefaultTokenTTL
 	}
 	if s.Approval.RequestTTL.Duration == 0 {
-		s.Approval.RequestTTL.Duration = DefaultRequestTTL
+		s.Approval.RequestTTL.Duration = approval.DefaultRequestTTL
 	}
 	if s.Sandbox.RunAsUser == 0 {
 		s.Sandbox.RunAsUser = DefaultRunAsUser

@@ -118,7 +118,9 @@ type CredentialAgent struct {
 
 // Approval holds lifetimes of approval requests and tokens.
 type Approval struct {
-	// TokenTTL is how long a signed approval stays valid (default and maximum 30m).
+	// TokenTTL is the longest a signed approval may stay valid (default and maximum 30m). The admission
+	// webhook refuses a token whose lifetime (issue to expiry) is longer, and `agent-sandbox approve` signs
+	// for this long unless the approver asks for less.
 	TokenTTL metav1.Duration `json:"tokenTTL,omitempty"`
 	// RequestTTL is how long a pending request waits for a human (default 24h).
 	RequestTTL metav1.Duration `json:"requestTTL,omitempty"`

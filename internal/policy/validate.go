@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 )
 
 var (
@@ -40,8 +42,8 @@ func (p *Policy) Validate() field.ErrorList {
 	}
 	errs = append(errs, s.Sandbox.validate(spec.Child("sandbox"))...)
 	ap := spec.Child("approval")
-	if d := s.Approval.TokenTTL.Duration; d <= 0 || d > MaxTokenTTL {
-		errs = append(errs, field.Invalid(ap.Child("tokenTTL"), d.String(), "must be more than 0 and at most "+MaxTokenTTL.String()))
+	if d := s.Approval.TokenTTL.Duration; d <= 0 || d > approval.MaxTokenTTL {
+		errs = append(errs, field.Invalid(ap.Child("tokenTTL"), d.String(), "must be more than 0 and at most "+approval.MaxTokenTTL.String()))
 	}
 	if s.Approval.RequestTTL.Duration <= 0 {
 		errs = append(errs, field.Invalid(ap.Child("requestTTL"), s.Approval.RequestTTL.Duration.String(), "must be more than 0"))
