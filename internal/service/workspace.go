@@ -2,8 +2,9 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -27,52 +28,28 @@ func (s *Service) publishWorkspace(ctx context.Context, name string) (string, er
 	if _, err := t.Invoke(map[string]any{"workspace": name, "source": "tfws-" + strings.Repeat("0", 20)}); err != nil {
 		return "", err
 	}
-	files, err := readWorkspace(filepath.Join(s.WorkspaceDir, name))
+	// The same filter and allowlist the sandbox applies before any credential (one reader for both): a
+	// refused workspace fails here, fast and with every reason, instead of in a Pod.
+	dir := filepath.Join(s.WorkspaceDir, name)
+	raw, err := tfcheck.ReadWorkspace(dir, runner.CheckOptions())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("workspace %s: no such workspace folder %s", name, dir)
+	}
 	if err != nil {
 		return "", fmt.Errorf("workspace %s: %w", name, err)
 	}
-	// The same allowlist the sandbox enforces before any credential: a refused workspace fails here, fast
-	// and with every reason, instead of in a Pod.
-	raw := make(map[string][]byte, len(files))
-	for n, d := range files {
-		raw[n] = []byte(d)
+	files := make(map[string]string, len(raw))
+	total := 0
+	for n, d := range raw {
+		total += len(d)
+		files[n] = string(d)
 	}
-	if err := tfcheck.Check(raw, runner.CheckOptions()); err != nil {
-		return "", fmt.Errorf("workspace %s: %w", name, err)
+	if total > maxWorkspaceBytes {
+		return "", fmt.Errorf("workspace %s: its Terraform files exceed %d KiB", name, maxWorkspaceBytes>>10)
 	}
 	cm := sandbox.WorkspaceConfigMapName(files)
 	if err := s.Workspaces.EnsureWorkspace(ctx, cm, files); err != nil {
 		return "", fmt.Errorf("publish workspace %s: %w", name, err)
 	}
 	return cm, nil
-}
-
-func readWorkspace(dir string) (map[string]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("no such workspace folder %s", dir)
-		}
-		return nil, err
-	}
-	files := map[string]string{}
-	total := 0
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !tfcheck.IsWorkspaceFile(e.Name()) {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		total += len(data)
-		if total > maxWorkspaceBytes {
-			return nil, fmt.Errorf("its Terraform files exceed %d KiB", maxWorkspaceBytes>>10)
-		}
-		files[e.Name()] = string(data)
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("no Terraform files (*.tf) in %s", dir)
-	}
-	return files, nil
 }
