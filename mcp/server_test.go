@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,8 +43,8 @@ func (f *fakeService) PodStatus(_ context.Context, in service.PodStatusInput, p 
 			p(st, i+1, 5)
 		}
 	}
-	return &service.PodStatusOutput{RequestID: "req-bbbbbbbbbbbb", PodStatusResult: runner.PodStatusResult{Namespace: in.Namespace,
-		Pods: []runner.PodStatus{{Name: "web-1", Phase: "Running", Ready: "1/1"}}}}, nil
+	return &service.PodStatusOutput{RequestID: "req-bbbbbbbbbbbb", PodStatusResult: toolrun.PodStatusResult{Namespace: in.Namespace,
+		Pods: []toolrun.PodStatus{{Name: "web-1", Phase: "Running", Ready: "1/1"}}}}, nil
 }
 
 func (f *fakeService) Plan(context.Context, service.PlanInput, service.Progress) (*service.PlanOutput, error) {

@@ -49,7 +49,6 @@ type Service struct {
 	// WorkspaceDir holds one folder of Terraform files per workspace.
 	WorkspaceDir string
 	Now          func() time.Time
-
 }
 
 // Kind classifies a refused or failed call.

@@ -22,8 +22,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // fakeRunner stands in for the cluster in these unit tests of the service's logic; the end-to-end suite
@@ -281,8 +281,8 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	f := newFixture(t)
 	text := "  # kubernetes_deployment.web must be replaced\n      ~ match_labels = { # forces replacement\nPlan: 1 to add, 0 to change, 1 to destroy."
 	saved := []byte("PK\x03\x04 the saved plan")
-	res, _ := json.Marshal(runner.PlanResult{Workspace: "k8s-demo", PlanID: runner.PlanID(saved), Text: text, Plan: saved,
-		Summary: runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}})
+	res, _ := json.Marshal(toolrun.PlanResult{Workspace: "k8s-demo", PlanID: toolrun.PlanID(saved), Text: text, Plan: saved,
+		Summary: toolrun.PlanSummary{Add: 1, Destroy: 1, Replace: 1}})
 	f.run.stdout = func(*batchv1.Job) string { return "Terraform output on stderr\n" + string(res) }
 	out, err := f.svc.Plan(context.Background(), PlanInput{Workspace: "k8s-demo"}, nil)
 	if err != nil {

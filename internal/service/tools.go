@@ -9,8 +9,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // Tool names the service offers (the first three are policy tools run in sandboxes).
@@ -30,7 +30,7 @@ type PodStatusInput struct {
 // PodStatusOutput is the result of k8s_get_pod_status.
 type PodStatusOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
-	runner.PodStatusResult
+	toolrun.PodStatusResult
 }
 
 // PodStatus lists pods of one namespace from a read-only sandbox.
@@ -47,7 +47,7 @@ func (s *Service) PodStatus(ctx context.Context, in PodStatusInput, progress Pro
 	if err != nil {
 		return nil, err
 	}
-	out, err := decode[runner.PodStatusResult](res)
+	out, err := decode[toolrun.PodStatusResult](res)
 	if err != nil {
 		return nil, c.fail(KindFailed, fmt.Errorf("%s failed: %w", ToolPodStatus, err))
 	}
@@ -63,7 +63,7 @@ type PlanInput struct {
 // PlanOutput is the result of terraform_plan.
 type PlanOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
-	runner.PlanResult
+	toolrun.PlanResult
 	// Plan keeps the saved plan's bytes out of the output schema: the server stores them for the apply
 	// (and empties them), the agent needs only the ID.
 	Plan []byte `json:"-"`
@@ -87,13 +87,13 @@ func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*P
 	if err != nil {
 		return nil, err
 	}
-	plan, err := decode[runner.PlanResult](res)
+	plan, err := decode[toolrun.PlanResult](res)
 	if err != nil {
 		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan failed: %w", err))
 	}
 	// The saved plan travels in the result; store it, immutable and named by its SHA-256, where the
 	// apply Job mounts it and the approver reads it. Its bytes must be the plan ID's.
-	if runner.PlanID(plan.Plan) != plan.PlanID {
+	if toolrun.PlanID(plan.Plan) != plan.PlanID {
 		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan returned a saved plan that does not match its plan ID %s", short(plan.PlanID)))
 	}
 	if err := s.Workspaces.EnsurePlan(ctx, plan.PlanID, plan.Plan); err != nil {
@@ -137,10 +137,10 @@ type ApplyOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
 	Status    string `json:"status" jsonschema:"applied, or approval_required"`
 	// ApprovalRequest is set when a human must approve first.
-	ApprovalRequest string              `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
-	ApproveCommand  string              `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
-	Message         string              `json:"message" jsonschema:"what happened and what to do next"`
-	Result          *runner.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
+	ApprovalRequest string               `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
+	ApproveCommand  string               `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
+	Message         string               `json:"message" jsonschema:"what happened and what to do next"`
+	Result          *toolrun.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
 }
 
 // Apply applies one saved plan, once a human has approved exactly this workspace and plan. Without a grant
@@ -173,7 +173,7 @@ func (s *Service) Apply(ctx context.Context, in ApplyInput, progress Progress) (
 	if err != nil {
 		return nil, err
 	}
-	applied, err := decode[runner.ApplyResult](res)
+	applied, err := decode[toolrun.ApplyResult](res)
 	if err != nil {
 		return nil, c.fail(KindFailed, fmt.Errorf("terraform apply failed: %w", err))
 	}
@@ -274,7 +274,7 @@ func (s *Service) rememberPlan(ctx context.Context, p *PlanOutput) {
 	// A description that cannot be stored only makes the approval request say less; the approver
 	// computes the truth from the saved plan anyway.
 	_ = s.Approvals.RecordPlan(ctx, approval.Plan{ID: p.PlanID, Workspace: p.Workspace,
-		Description: runner.DescribePlan(p.PlanID, p.Summary, p.Changes), Signals: signals})
+		Description: toolrun.DescribePlan(p.PlanID, p.Summary, p.Changes), Signals: signals})
 }
 
 // planSummary describes a plan for the approval request, as this server recorded it when the plan ran.
@@ -313,7 +313,7 @@ func decode[T any](res *sandbox.Result) (T, error) {
 		}
 		return zero, errors.New(res.ResultError)
 	}
-	out, err := runner.DecodeResult[T](res.Output)
+	out, err := toolrun.DecodeResult[T](res.Output)
 	if err != nil {
 		return out, err
 	}

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // maxWorkspaceBytes bounds a workspace's files: they travel in one ConfigMap (1 MiB at most).
@@ -31,7 +31,7 @@ func (s *Service) publishWorkspace(ctx context.Context, name string) (string, er
 	// The same filter and allowlist the sandbox applies before any credential (one reader for both): a
 	// refused workspace fails here, fast and with every reason, instead of in a Pod.
 	dir := filepath.Join(s.WorkspaceDir, name)
-	raw, err := tfcheck.ReadWorkspace(dir, runner.CheckOptions())
+	raw, err := tfcheck.ReadWorkspace(dir, toolrun.CheckOptions())
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("workspace %s: no such workspace folder %s", name, dir)
 	}
