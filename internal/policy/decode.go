@@ -17,8 +17,13 @@ import (
 // package's (approval.DefaultTokenTTL, approval.MaxTokenTTL, approval.DefaultRequestTTL): one set of
 // constants, which the policy can only shorten.
 const (
-	MinCredentialTTL     = 10 * time.Minute // Kubernetes refuses shorter service-account tokens.
-	DefaultStringMaxLen  = 256
+	MinCredentialTTL    = 10 * time.Minute // Kubernetes refuses shorter service-account tokens.
+	DefaultStringMaxLen = 256
+	// DefaultResultBytes bounds a tool's result unless its policy says otherwise.
+	DefaultResultBytes = 256 << 10
+	// MaxResultBytes is the most a result may declare: what the credential agent carries (a saved plan
+	// travels in a result, base64).
+	MaxResultBytes       = 4 << 20
 	DefaultRunAsUser     = 65532
 	DefaultVaultAudience = "vault"
 	// Dedicated mount paths, so that agent-sandbox never shares (or rewrites) a mount somebody else uses.
@@ -107,6 +112,13 @@ func (p *Policy) applyDefaults() {
 		}
 		if t.Tier == TierApply {
 			t.RequiresApproval = true
+		}
+		if t.Title == "" {
+			t.Title = strings.ReplaceAll(t.Name, "_", " ")
+		}
+		t.Hints = t.Hints.withDefaults(t.Tier)
+		if t.Result.MaxBytes == 0 {
+			t.Result.MaxBytes = DefaultResultBytes
 		}
 		for j := range t.Parameters {
 			if t.Parameters[j].Type == TypeString && t.Parameters[j].MaxLength == 0 {

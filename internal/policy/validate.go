@@ -248,6 +248,13 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	}
 	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
 	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
+	var scope *Scope
+	for i := range s.Scopes {
+		if s.Scopes[i].Name == t.Scope {
+			scope = &s.Scopes[i]
+		}
+	}
+	errs = append(errs, t.validateCatalogue(fp, scope, params)...)
 	return errs
 }
 
