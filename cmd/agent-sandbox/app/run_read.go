@@ -116,7 +116,9 @@ func newRunRolloutStatusCommand(streams IO) *cobra.Command {
 	ro := toolrun.RolloutOptions{}
 	cmd := readCommand(o, "rollout-status", "Where the rollout of a Deployment or StatefulSet stands now",
 		func() error { ro.Namespace = o.Namespace; return ro.Validate() },
-		func(ctx context.Context, c kubernetes.Interface) (any, error) { return toolrun.RolloutStatus(ctx, c, ro) })
+		func(ctx context.Context, c kubernetes.Interface) (any, error) {
+			return toolrun.RolloutStatus(ctx, c, ro)
+		})
 	f := cmd.Flags()
 	f.StringVar(&ro.Kind, "kind", "deployment", "deployment or statefulset")
 	f.StringVar(&ro.Name, "name", "", "the Deployment or StatefulSet")
