@@ -30,6 +30,8 @@ const (
 	DefaultVaultAuthMount    = "agent-sandbox-jwt"
 	DefaultVaultSecretsMount = "agent-sandbox-kubernetes"
 	DefaultAPIServerCA       = "kube-root-ca.crt"
+	// DefaultWarmIdleTimeout is how long a warm Pod waits for its claim.
+	DefaultWarmIdleTimeout = 10 * time.Minute
 )
 
 // Error is a policy that cannot be used: every problem with its path in the document, one per line.
@@ -119,6 +121,14 @@ func (p *Policy) applyDefaults() {
 		t.Hints = t.Hints.withDefaults(t.Tier)
 		if t.Result.MaxBytes == 0 {
 			t.Result.MaxBytes = DefaultResultBytes
+		}
+		if w := t.WarmPool; w != nil {
+			if w.Max == 0 {
+				w.Max = w.Min + 1
+			}
+			if w.IdleTimeout.Duration == 0 {
+				w.IdleTimeout.Duration = DefaultWarmIdleTimeout
+			}
 		}
 		for j := range t.Parameters {
 			if t.Parameters[j].Type == TypeString && t.Parameters[j].MaxLength == 0 {

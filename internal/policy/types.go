@@ -196,6 +196,11 @@ type Tool struct {
 	// Result says what the tool's one JSON result object holds and how the MCP server decodes, checks and
 	// summarises it.
 	Result Result `json:"result"`
+	// WarmPool, when set, keeps Pods of this tool started before any call (docs/design/warm-pool.md): each
+	// waits, holding no credential, for one claim the webhook validates like a call's Job, serves that one
+	// call and is replaced. Only tools whose Pod needs nothing per call (no workspace, plan or check) and
+	// that run in the agent-sandbox image (whose warm entry point executes the claimed argv) can have one.
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
 
 	// resultSchema is Result.Schema, compiled by Compile (json results only).
 	resultSchema *schema.Schema
@@ -244,6 +249,16 @@ type Result struct {
 	// MaxBytes bounds the result (default DefaultResultBytes, at most MaxResultBytes). A json result
 	// beyond it is refused; a text result is cut.
 	MaxBytes int `json:"maxBytes,omitempty"`
+}
+
+// WarmPool sizes a tool's pool of warm Pods.
+type WarmPool struct {
+	// Min is how many unclaimed warm Pods the pool keeps ready.
+	Min int `json:"min"`
+	// Max bounds the tool's warm Jobs at any time, claimed ones included (default Min+1).
+	Max int `json:"max,omitempty"`
+	// IdleTimeout is how long a warm Pod waits for a claim before it exits and is replaced (default 10m).
+	IdleTimeout metav1.Duration `json:"idleTimeout,omitempty"`
 }
 
 // Workspace describes a read-only ConfigMap mount named by a parameter.

@@ -52,6 +52,8 @@ var (
 // Result is what a finished run produced.
 type Result struct {
 	JobName string
+	// Warm is set when a warm Pod served the call (its Job is JobName).
+	Warm bool
 	// ExitCode of the tool container (-1 if it never ran).
 	ExitCode int32
 	// Output is the tool's result, one JSON object, as the credential agent reported it on its own output

@@ -33,7 +33,7 @@ import (
 
 type options struct {
 	kubeconfig, policyFile, keyFile, passFile, vaultAddr, saKey, mcpSA string
-	verbose                                                            bool
+	verbose, allWorkspaces                                             bool
 }
 
 func main() {
@@ -49,6 +49,7 @@ func main() {
 	fs.StringVar(&o.saKey, "sa-signing-key", "", "the cluster's service-account signing key (PEM), for the Vault-direct cases")
 	fs.StringVar(&o.mcpSA, "mcp-service-account", "agent-sandbox-mcp", "the MCP server's ServiceAccount in the sandbox namespace")
 	fs.BoolVar(&o.verbose, "v", false, "print every refusal")
+	fs.BoolVar(&o.allWorkspaces, "all-workspaces", false, "submit every malicious workspace of the corpus, not the default sample")
 	_ = fs.Parse(os.Args[1:])
 	failed, err := run(o)
 	if err != nil {
@@ -168,14 +169,16 @@ func run(o options) (int, error) {
 	err = env.DryRunThenCreate(ctx)
 	check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
 
-	failed += terraformInputs(ctx, env, cs, o.verbose)
+	// The Jobs admitted above hold CPU the Terraform Pods below need.
+	env.Cleanup(ctx)
+	failed += terraformInputs(ctx, env, cs, o.allWorkspaces, o.verbose)
 	return failed, nil
 }
 
 // terraformInputs submits the malicious-workspace corpus and a forged, approved saved plan straight to the
 // cluster with the MCP server's identity, and checks that each is refused before the credential agent
 // starts — and that Vault minted no Terraform credential meanwhile.
-func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interface, verbose bool) int {
+func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interface, all, verbose bool) int {
 	fmt.Println("== 4. Terraform inputs (straight to the cluster, as the MCP server) ==")
 	failed := 0
 	check := func(ok bool, pass, fail string) {
@@ -191,8 +194,12 @@ func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interfa
 		check(false, "", err.Error())
 		return failed
 	}
+	if !all {
+		cases = sample(cases, corpus.LiveWorkspaceSample)
+		fmt.Printf("     %d of the corpus's workspaces (VERIFY_ALL_WORKSPACES=1 for all; the integration tests run all)\n", len(cases))
+	}
 	start := time.Now().Add(-time.Second)
-	outcomes := env.MaliciousWorkspaces(ctx, cases, 4)
+	outcomes := env.MaliciousWorkspaces(ctx, cases, 2)
 	refused, byStage := 0, map[string]int{}
 	for _, w := range outcomes {
 		if w.Refused {
@@ -223,6 +230,25 @@ func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interfa
 	check(err == nil && len(minted) == 0, "Vault minted no credential for any of them",
 		fmt.Sprintf("Vault minted credentials meanwhile: %v %v", minted, err))
 	return failed
+}
+
+// sample keeps the malicious cases named in names; a name the corpus lacks is kept as a case that fails.
+func sample(cases []tfcheck.Case, names []string) []tfcheck.Case {
+	byName := map[string]tfcheck.Case{}
+	for _, c := range cases {
+		byName[strings.TrimPrefix(c.Name, "malicious/")] = c
+	}
+	var out []tfcheck.Case
+	for _, n := range names {
+		c, ok := byName[n]
+		if !ok || !c.Malicious {
+			// Submitted as it is, an unknown name fails visibly instead of shrinking the sample.
+			c = tfcheck.Case{Name: "malicious/" + n + " (not in the corpus)", Malicious: true, Reason: "no such workspace in the corpus",
+				Files: map[string][]byte{"main.tf": []byte("output \"x\" { value = 1 }\n")}}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // vaultMintedSince lists ServiceAccounts the Vault secrets engine created since start, in any namespace.

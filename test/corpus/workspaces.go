@@ -53,6 +53,9 @@ func (e *Env) MaliciousWorkspaces(ctx context.Context, cases []tfcheck.Case, par
 			todo = append(todo, c)
 		}
 	}
+	if len(todo) == 0 {
+		return nil
+	}
 	out := make([]InputOutcome, len(todo))
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
@@ -86,6 +89,27 @@ func (e *Env) maliciousWorkspace(ctx context.Context, c tfcheck.Case) InputOutco
 	defer e.deleteConfigMap(name)
 	job := e.Job("terraform_plan", map[string]any{"workspace": "k8s-demo", "source": name}, "")
 	return e.refusedByCheck(ctx, o, job, c.Reason)
+}
+
+// LiveWorkspaceSample names the malicious workspaces `make verify` submits to the live cluster by default:
+// each trick the Terraform issue names and its relatives (one sandbox Pod each, and a terraform Pod takes
+// a CPU, so the whole corpus takes a quarter of an hour on a 2-core node; the integration tests run all of
+// it against real Terraform every time).
+var LiveWorkspaceSample = []string{
+	// programs: nested terraform behind terraform.applying, exec plugins, provisioners, external data
+	"provider-dynamic-exec-applying", "provider-exec", "provider-exec-comment", "backend-kubernetes-exec",
+	"null-resource-local-exec", "dynamic-provisioner", "terraform-data-provisioner", "remote-exec",
+	"file-provisioner", "external-escape", "data-http", "heredoc-directive-applying", "applying-count",
+	// JSON syntax and escapes
+	"json-provider-exec", "json-provider-dynamic-exec", "json-provider-exec-escaped-key",
+	"json-escaped-provisioner", "external-escape-json", "unicode-homoglyph",
+	// code and providers from elsewhere
+	"module-git", "module-http", "module-registry", "provider-from-network", "provider-other", "cloud-block",
+	// reading what it must not: files, the credential, Secrets; writing Secrets and identities
+	"output-file-kubeconfig", "filebase64", "templatefile", "data-kubernetes-secret",
+	"resource-kubernetes-secret", "resource-csr", "resource-service-account",
+	// size and depth
+	"huge-file", "deep-nesting", "deep-nesting-json",
 }
 
 // ForgedPlanApply attacks the apply path: a saved plan whose embedded configuration was swapped for one
@@ -145,6 +169,13 @@ func (e *Env) refusedByCheck(ctx context.Context, o InputOutcome, job *batchv1.J
 		}
 		return o
 	}
+	// The Job goes as soon as there is a verdict: a sandbox Pod holds a CPU of a small node.
+	defer func() {
+		bg := metav1.DeletePropagationBackground
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		_ = e.Admin.BatchV1().Jobs(e.Namespace()).Delete(dctx, created.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	}()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {

@@ -44,6 +44,10 @@ type webhookOptions struct {
 	AdminUsers         []string
 	AdminGroups        []string
 	MCPUser            string
+	PoolUsers          []string
+	WarmPool           bool
+	WarmPoolInterval   time.Duration
+	WarmPoolLease      string
 	ReloadInterval     time.Duration
 	LogLevel           string
 }
@@ -93,6 +97,10 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringSliceVar(&o.AdminUsers, "admin-user", nil, "API users allowed to change the sandbox namespace's labels, NetworkPolicies, ResourceQuotas and LimitRanges (the chart's identity)")
 	f.StringSliceVar(&o.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
 	f.StringVar(&o.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
+	f.StringSliceVar(&o.PoolUsers, "pool-user", nil, "API users allowed to create warm Jobs (the webhook's own ServiceAccount, system:serviceaccount:NAMESPACE:NAME); empty: nobody")
+	f.BoolVar(&o.WarmPool, "warm-pool", true, "keep the warm pools the policy declares (tools[].warmPool); one replica does it at a time, elected through a Lease")
+	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
+	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
 	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
 	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error")
 	return cmd
@@ -117,6 +125,9 @@ func (o *webhookOptions) Validate() error {
 	}
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d is not a port", o.Port))
+	}
+	if o.WarmPool && o.WarmPoolInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("--warm-pool-interval must be at least 100ms"))
 	}
 	if o.ReloadInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--reload-interval must be at least 100ms"))
@@ -168,9 +179,9 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
+	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
 		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
-		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser,
+		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
 	}}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
@@ -194,6 +205,14 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
 			return nil
 		},
+	}
+	if o.WarmPool {
+		pool := &webhook.Pool{Client: direct, Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
+		runnables = append(runnables, func(ctx context.Context) error {
+			return runLeader(ctx, cfg, o.Namespace, o.WarmPoolLease, log.WithName("warm-pool"), func(ctx context.Context) {
+				pool.Run(ctx, o.WarmPoolInterval)
+			})
+		})
 	}
 	if tlsm != nil {
 		runnables = append(runnables, func(ctx context.Context) error {
