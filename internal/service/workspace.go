@@ -18,15 +18,13 @@ const maxWorkspaceBytes = 512 << 10
 
 // publishWorkspace reads a workspace folder and publishes its Terraform files as an immutable,
 // content-addressed ConfigMap, returning its name. The same files always give the same name, so a repeated
-// call (the apply after its approval) names the same source.
+// call (the apply after its approval) names the same source. A ConfigMap that cannot be created because the
+// cluster is unreachable is sandbox.ErrClusterDown.
 func (s *Service) publishWorkspace(ctx context.Context, name string) (string, error) {
-	t, err := s.Policy.Tool(ToolPlan)
-	if err != nil {
-		return "", err
-	}
-	// Validate the name with the policy's own parameter pattern before it touches the file system.
-	if _, err := t.Invoke(map[string]any{"workspace": name, "source": "tfws-" + strings.Repeat("0", 20)}); err != nil {
-		return "", err
+	// The policy's pattern for the folder parameter admitted the name already (CheckAgentParams); a name that
+	// is not one plain folder name still never reaches the file system.
+	if name == "" || name == "." || name == ".." || name != filepath.Base(name) || strings.ContainsRune(name, filepath.Separator) {
+		return "", fmt.Errorf("workspace %q: not a workspace folder name", name)
 	}
 	// The same filter and allowlist the sandbox applies before any credential (one reader for both): a
 	// refused workspace fails here, fast and with every reason, instead of in a Pod.

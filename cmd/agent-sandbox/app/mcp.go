@@ -153,7 +153,10 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
 	}
-	server := mcp.NewServer(svc, p, version, log)
+	server, err := mcp.NewServer(svc, version, log)
+	if err != nil {
+		return err
+	}
 	log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
 		"sandboxNamespace", ns, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""])
 	if o.HTTPAddr == "" {
