@@ -17,6 +17,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
@@ -453,5 +454,57 @@ func TestReadToolRunsWithoutApproval(t *testing.T) {
 	}
 	if got := f.chain(t, m["request_id"].(string)); !slices.Equal(got, fullChain) {
 		t.Errorf("chain %v", got)
+	}
+}
+
+// TestCustomToolFromThePolicyFile: a tool declared only in YAML (examples/policy/custom-tool.yaml, spliced
+// into the shipped policy) is offered and runs through the same call path, its result checked against the
+// schema it declares.
+func TestCustomToolFromThePolicyFile(t *testing.T) {
+	f := newFixture(t)
+	var doc, extra map[string]any
+	for path, into := range map[string]*map[string]any{"../../policy/policy.yaml": &doc, "../../examples/policy/custom-tool.yaml": &extra} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := doc["spec"].(map[string]any)
+	for _, k := range []string{"scopes", "tools"} {
+		spec[k] = append(spec[k].([]any), extra[k].([]any)...)
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.svc.Policy, err = policy.Load(data, policy.WithoutAdmissionRules()); err != nil {
+		t.Fatal(err)
+	}
+	tools, err := f.svc.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tools, func(tl ToolInfo) bool { return tl.Name == "k8s_list_services" && tl.Title == "Kubernetes services" }) {
+		t.Fatal("the custom tool is not offered")
+	}
+	f.run.stdout = func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","kind":"service","items":[{"name":"web","service":{"type":"ClusterIP"}}],"total":1,"truncated":false}`
+	}
+	out, err := f.svc.Call(context.Background(), "k8s_list_services", map[string]any{"namespace": "demo-app"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run.jobs[0].Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{"/agent-sandbox", "run", "describe", "--namespace=demo-app", "--kind=service"}) {
+		t.Errorf("argv %v", got)
+	}
+	if out.(map[string]any)["total"] != float64(1) {
+		t.Errorf("result %v", out)
+	}
+	f.run.stdout = func(*batchv1.Job) string { return `{"namespace":"demo-app","kind":"secret","items":[],"total":0,"truncated":false}` }
+	if _, err := f.svc.Call(context.Background(), "k8s_list_services", map[string]any{"namespace": "demo-app"}, nil); err == nil {
+		t.Error("a result outside the tool's declared schema was passed on")
 	}
 }
