@@ -503,7 +503,9 @@ func TestCustomToolFromThePolicyFile(t *testing.T) {
 	if out.(map[string]any)["total"] != float64(1) {
 		t.Errorf("result %v", out)
 	}
-	f.run.stdout = func(*batchv1.Job) string { return `{"namespace":"demo-app","kind":"secret","items":[],"total":0,"truncated":false}` }
+	f.run.stdout = func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","kind":"secret","items":[],"total":0,"truncated":false}`
+	}
 	if _, err := f.svc.Call(context.Background(), "k8s_list_services", map[string]any{"namespace": "demo-app"}, nil); err == nil {
 		t.Error("a result outside the tool's declared schema was passed on")
 	}
