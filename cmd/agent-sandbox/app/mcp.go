@@ -30,6 +30,7 @@ type mcpOptions struct {
 	AuditLog       string
 	Workspaces     string
 	MaxConcurrency int
+	Warm           bool
 	HTTPAddr       string
 	LogLevel       string
 }
@@ -66,6 +67,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.AuditLog, "audit-log", "", "audit log [$AGENT_SANDBOX_AUDIT_LOG, default ~/.local/state/agent-sandbox/audit.jsonl]")
 	f.StringVar(&o.Workspaces, "workspaces", envOr("AGENT_SANDBOX_WORKSPACES", "terraform"), "folder with one sub-folder of Terraform files per workspace [$AGENT_SANDBOX_WORKSPACES]")
 	f.IntVar(&o.MaxConcurrency, "max-concurrency", 4, "sandboxes that may run at once")
+	f.BoolVar(&o.Warm, "warm", true, "claim a ready warm Pod for tools whose policy declares a warm pool; without one (or with --warm=false) the call runs as a cold Job")
 	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
 	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error (logs go to stderr)")
 	return cmd
@@ -152,6 +154,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Runner:       sandbox.NewRunner(cs, ns, o.MaxConcurrency),
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
+		Warm:         o.Warm,
 	}
 	server, err := mcp.NewServer(svc, version, log)
 	if err != nil {
