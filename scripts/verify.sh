@@ -4,7 +4,8 @@
 # admits and mutates the safe Job, and (section 4) that malicious Terraform workspaces and a forged approved
 # saved plan, submitted straight to the cluster as the MCP server, are refused before any credential
 # (VERIFY_ALL_WORKSPACES=1: the whole corpus, ~15 min; default: a sample of every trick). Needs `make
-# deploy` first. Exits non-zero on any FAIL.
+# deploy` first. Section 3 includes the warm-pool twins: forged, edited, doubled and replayed claims, warm Jobs
+# not made by the pool, and one real claim. Exits non-zero on any FAIL.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT" || exit 1

@@ -258,13 +258,13 @@ func TestClaim(t *testing.T) {
 		}, "claim-exact"},
 		{"shell-injected parameter", nil, func() *corev1.Pod {
 			return withClaim(w.pod, edit(func(c *sandbox.Claim) { c.Params = []byte(`{"namespace":"demo-app; cat /etc/passwd"}`) }))
-		}, ""},
+		}, "invalid-parameters"},
 		{"kube-system", nil, func() *corev1.Pod {
 			return withClaim(w.pod, edit(func(c *sandbox.Claim) {
 				c.Params, c.Namespace = []byte(`{"namespace":"kube-system"}`), "kube-system"
 				c.Argv = []string{"/agent-sandbox", "run", "pod-status", "--namespace=kube-system", "--selector="}
 			}))
-		}, ""},
+		}, "namespace-not-allowed"},
 		{"namespace field differs from the parameters", nil, func() *corev1.Pod {
 			return withClaim(w.pod, edit(func(c *sandbox.Claim) { c.Namespace = "kube-system" }))
 		}, "claim-exact"},

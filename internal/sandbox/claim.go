@@ -148,14 +148,42 @@ func Claimable(p *corev1.Pod) bool {
 	return running(p.Status.ContainerStatuses, contract.ToolContainer) && running(p.Status.InitContainerStatuses, contract.CredentialAgentContainer)
 }
 
-// followWarm reads the claimed Pod's credential-agent log as a stream until the tool.result event.
+// errStreamBroken means the log stream ended or failed before the result; it is opened again.
+var errStreamBroken = errors.New("the log stream broke")
+
+// followWarm reads the claimed Pod's credential-agent log as a stream until the tool.result event. A stream
+// that breaks before it (an API server or kubelet hiccup) is opened again, from the start of the log.
 func (r *Runner) followWarm(ctx context.Context, pod string, res *Result, progress func(Stage, string), job string) error {
-	rc, err := r.Client.CoreV1().Pods(r.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: contract.CredentialAgentContainer, Follow: true}).Stream(ctx)
+	claimed := time.Now()
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if err = r.followOnce(ctx, pod, res, progress, job, claimed); !errors.Is(err, errStreamBroken) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneLine(scrub.String(err.Error())))
+}
+
+func (r *Runner) followOnce(ctx context.Context, pod string, res *Result, progress func(Stage, string), job string, claimed time.Time) error {
+	streams := r.Streams
+	if streams == nil {
+		streams = r.Client
+	}
+	rc, err := streams.CoreV1().Pods(r.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: contract.CredentialAgentContainer, Follow: true}).Stream(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: follow warm Pod %s: %s", ErrClusterDown, pod, oneLine(scrub.String(err.Error())))
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneLine(scrub.String(err.Error())))
 	}
 	defer rc.Close()
-	claimed := time.Now()
 	var issued time.Time
 	var log strings.Builder
 	sc := bufio.NewScanner(rc)
@@ -196,11 +224,15 @@ func (r *Runner) followWarm(ctx context.Context, pod string, res *Result, progre
 			return nil
 		}
 	}
-	if err := sc.Err(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneLine(scrub.String(err.Error())))
-	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %s", errStreamBroken, oneLine(scrub.String(err.Error())))
+	}
+	// The stream ended cleanly: the container exited without a result, or the kubelet closed it.
+	if p, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, pod, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		return fmt.Errorf("%w: the stream ended while the Pod runs", errStreamBroken)
 	}
 	return fmt.Errorf("%w: the warm Pod's credential agent stopped before reporting a result", ErrSandboxFailed)
 }

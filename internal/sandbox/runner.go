@@ -82,7 +82,10 @@ type Timings struct {
 // Runner creates sandbox Jobs, follows them to the end, collects their output and deletes them. It holds
 // only a client for the sandbox namespace: the untrusted MCP server's identity.
 type Runner struct {
-	Client    kubernetes.Interface
+	Client kubernetes.Interface
+	// Streams follows a warm Pod's log: a client without a whole-request timeout, since the stream lasts as
+	// long as the call (Client when nil).
+	Streams   kubernetes.Interface
 	Namespace string
 	// PollInterval is how often a running Job is checked.
 	PollInterval time.Duration

@@ -33,7 +33,7 @@ import (
 
 type options struct {
 	kubeconfig, policyFile, keyFile, passFile, vaultAddr, saKey, mcpSA string
-	verbose, allWorkspaces                                             bool
+	verbose, allWorkspaces, skipTerraform                              bool
 }
 
 func main() {
@@ -50,6 +50,7 @@ func main() {
 	fs.StringVar(&o.mcpSA, "mcp-service-account", "agent-sandbox-mcp", "the MCP server's ServiceAccount in the sandbox namespace")
 	fs.BoolVar(&o.verbose, "v", false, "print every refusal")
 	fs.BoolVar(&o.allWorkspaces, "all-workspaces", false, "submit every malicious workspace of the corpus, not the default sample")
+	fs.BoolVar(&o.skipTerraform, "skip-terraform", false, "skip section 4 (the Terraform inputs, ~10 min), e.g. while working on admission")
 	_ = fs.Parse(os.Args[1:])
 	failed, err := run(o)
 	if err != nil {
@@ -169,10 +170,57 @@ func run(o options) (int, error) {
 	err = env.DryRunThenCreate(ctx)
 	check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
 
+	failed += warmTwins(ctx, env, cfg, pod)
+
 	// The Jobs admitted above hold CPU the Terraform Pods below need.
 	env.Cleanup(ctx)
+	if o.skipTerraform {
+		fmt.Println("  (section 4, the Terraform inputs, skipped: -skip-terraform)")
+		return failed, nil
+	}
 	failed += terraformInputs(ctx, env, cs, o.allWorkspaces, o.verbose)
 	return failed, nil
+}
+
+// warmTwins submits the warm-pool twins of the corpus (docs/design/warm-pool.md) to the live pool: forged,
+// edited and misplaced claims and warm Jobs not made by the pool as dry runs, then one real claim and what
+// must follow it (no second claim, no edit, no removal, no replay of its request ID on the next warm Pod).
+func warmTwins(ctx context.Context, env *corpus.Env, admin *rest.Config, cold *corev1.Pod) int {
+	failed := 0
+	check := func(ok bool, pass, fail string) {
+		if ok {
+			fmt.Println("  PASS: " + pass)
+		} else {
+			fmt.Println("  FAIL: " + fail)
+			failed++
+		}
+	}
+	warm, err := env.WaitWarmPod(ctx, 3*time.Minute)
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	pool, err := corpus.Impersonating(admin, "system:serviceaccount:agent-sandbox-system:agent-sandbox-webhook")
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	cases := env.WarmCases(warm, cold, pool)
+	outcomes := corpus.Run(ctx, cases)
+	rejected := 0
+	for _, o := range outcomes {
+		if o.Passed {
+			rejected++
+		} else {
+			fmt.Printf("     NOT refused as expected: %s (want rule %s): %v\n", o.Case.Name, o.Case.Rule, scrub.String(fmt.Sprint(o.Err)))
+		}
+	}
+	check(rejected == len(outcomes), fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)),
+		fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)))
+	passed, err := env.ClaimOnceOnly(ctx, warm)
+	check(err == nil, fmt.Sprintf("warm pool: one real claim admitted, then refused: %s", strings.Join(passed, "; ")), fmt.Sprintf("warm pool: %v", err))
+	_ = env.DeleteWarmJob(context.Background(), warm)
+	return failed
 }
 
 // terraformInputs submits the malicious-workspace corpus and a forged, approved saved plan straight to the

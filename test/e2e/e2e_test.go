@@ -29,6 +29,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
@@ -386,10 +387,98 @@ func lastLine(b []byte) []byte {
 }
 
 // demoClient starts the MCP server for cfg and connects to it.
-func demoClient(ctx context.Context, cfg demo.Config) (*mcp.Client, error) {
-	cmd := exec.CommandContext(ctx, cfg.Binary, "mcp", "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
-		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog)
-	return mcp.DialCommand(ctx, cmd)
+func demoClient(ctx context.Context, cfg demo.Config, extra ...string) (*mcp.Client, error) {
+	args := append([]string{"mcp", "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
+		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog}, extra...)
+	return mcp.DialCommand(ctx, exec.CommandContext(ctx, cfg.Binary, args...))
+}
+
+// TestE2EWarmPool: with the pool on, a k8s_get_pod_status call is served by a warm Pod (claimed, then
+// discarded, the pool refilled); with it off (--warm=false) the same call runs as a cold Job. Both return
+// the demo-app Pods with the full audit chain, and the claimed warm Job is gone afterwards.
+func TestE2EWarmPool(t *testing.T) {
+	cfg := config(t)
+	cs := admin(t, cfg.AdminKubeconfig)
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.Spec.Sandbox.Namespace
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	env := &corpus.Env{Policy: p, Identities: &corpus.Identities{Admin: cs}}
+	for _, mode := range []struct {
+		name string
+		args []string
+		warm bool
+	}{{"pool on", nil, true}, {"pool off", []string{"--warm=false"}, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.warm {
+				if _, err := env.WaitWarmPod(ctx, 3*time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := cfg
+			c.DB, c.AuditLog = filepath.Join(t.TempDir(), "approvals.db"), filepath.Join(t.TempDir(), "audit.jsonl")
+			client, err := demoClient(ctx, c, mode.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			res, err := client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError || !strings.Contains(res.Text, `"web-`) {
+				t.Fatalf("the call did not return the demo-app Pods: %s", res.Text)
+			}
+			recs, err := audit.ReadFile(c.AuditLog, audit.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var chain []string
+			var job string
+			var warm bool
+			for _, r := range recs {
+				chain = append(chain, r.Event)
+				if r.Event == audit.EventSandboxCompleted {
+					job, _ = r.Fields["job"].(string)
+					warm, _ = r.Fields["warm"].(bool)
+				}
+			}
+			want := []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventSandboxStarted, audit.EventCredentialIssued,
+				audit.EventSandboxCompleted, audit.EventCredentialRevoked, audit.EventToolResult}
+			if !isSubsequence(want, chain) {
+				t.Errorf("audit chain %v lacks %v", chain, want)
+			}
+			if warm != mode.warm {
+				t.Errorf("the call was served warm=%v (Job %s), want warm=%v", warm, job, mode.warm)
+			}
+			if _, ok := sandboxWarmSuffix(job); ok != mode.warm {
+				t.Errorf("the serving Job %s is warm=%v by its name, want %v", job, ok, mode.warm)
+			}
+			// The serving Job, warm or cold, is deleted with the call.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				_, err := cs.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+				if err != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("Job %s still exists a minute after its call", job)
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		})
+	}
+	if _, err := env.WaitWarmPod(ctx, 3*time.Minute); err != nil {
+		t.Errorf("the pool did not refill: %v", err)
+	}
+}
+
+func sandboxWarmSuffix(job string) (string, bool) {
+	return sandbox.WarmSuffix("k8s_get_pod_status", job)
 }
 
 // TestE2ESandboxNamespaceGuards: the live sandbox namespace enforces restricted Pod Security, is guarded by

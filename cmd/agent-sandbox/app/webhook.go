@@ -50,6 +50,8 @@ type webhookOptions struct {
 	WarmPoolLease      string
 	ReloadInterval     time.Duration
 	LogLevel           string
+
+	logLevel slog.Level
 }
 
 func newWebhookCommand(streams IO) *cobra.Command {
@@ -75,7 +77,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},
@@ -102,7 +104,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
 	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
 	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
-	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error")
+	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp)
 	return cmd
 }
 
@@ -132,14 +134,17 @@ func (o *webhookOptions) Validate() error {
 	if o.ReloadInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--reload-interval must be at least 100ms"))
 	}
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.logLevel = level
 	return errors.Join(errs...)
 }
 
 // Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.
 func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 	ctrl.SetLogger(log)
 
 	cfg, err := ctrl.GetConfig()
