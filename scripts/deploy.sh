@@ -83,6 +83,9 @@ set_args=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}"
   --wait --timeout 3m 2>&1 | sed '/found symbolic link/d' >&2
 KUBECTL -n "$RELEASE_NS" rollout restart deployment/agent-sandbox-webhook >/dev/null
 KUBECTL -n "$RELEASE_NS" rollout status deployment/agent-sandbox-webhook --timeout=120s >&2
+# Warm Pods started before this deploy run the image that was under the same tag then; the pool starts new
+# ones from the image just imported.
+KUBECTL -n "$SANDBOX_NS" delete jobs -l agent-sandbox.dev/warm --wait=false >/dev/null 2>&1 || true
 
 # The webhook injects its CA into the configurations; until then the API server cannot call it and every
 # sandbox Job is refused (fail closed).
