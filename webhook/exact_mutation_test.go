@@ -1,0 +1,63 @@
+package webhook
+
+// Adversarial objects for the comparisons of the exactness check that no other test holds it to. Each test
+// names the comparison it keeps: `make mutate-exactness` (scripts/mutate-exactness) removes or weakens
+// each comparison in turn and requires some test to fail.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// rawJob is the good Job of tool k8s_get_pod_status as the API server sends it (compact JSON, the form the
+// fast path compares byte by byte).
+func (f *fixture) rawJob(t *testing.T) string {
+	t.Helper()
+	return string(f.raw(t, f.job(t, "k8s_get_pod_status", podParams(), "")))
+}
+
+// checkRaw decides on raw as CheckJobRaw does for a CREATE.
+func (f *fixture) checkRaw(t *testing.T, raw string) (*Decision, error) {
+	t.Helper()
+	return f.c.CheckJobRaw(context.Background(), Request{Operation: "CREATE"}, []byte(raw), nil)
+}
+
+// replaceAll replaces old by new in s, where old must occur n times (n < 0: at least once).
+func replaceAll(t *testing.T, s, old, new string, n int) string {
+	t.Helper()
+	if c := strings.Count(s, old); c == 0 || (n >= 0 && c != n) {
+		t.Fatalf("%q occurs %d times, want %d", old, c, n)
+	}
+	return strings.ReplaceAll(s, old, new)
+}
+
+// TestFastPathSlotHoldsExactlyTheValue: the UID, name and request ID go into the cached spec as JSON
+// strings. A UID whose raw bytes close the string (the UID comes from the object's own metadata) must not
+// smuggle members into the spec: here the selector and the template's labels gain app=web, which the slow
+// path sees and refuses, so the fast path must not admit it either.
+func TestFastPathSlotHoldsExactlyTheValue(t *testing.T) {
+	f := newFixture(t)
+	good := f.rawJob(t)
+	if d, err := f.checkRaw(t, good); err != nil || !d.Fast {
+		t.Fatalf("good Job: %+v %v", d, err)
+	}
+	uid := `x","app":"web`
+	q, _ := json.Marshal(uid)
+	bad := replaceAll(t, good, `"uid":"`+testJobUID+`"`, `"uid":`+string(q), 1)
+	bad = replaceAll(t, bad, `"`+testJobUID+`"`, `"`+uid+`"`, 3)
+	o, err := decodeObject([]byte(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.uid() != uid {
+		t.Fatalf("uid %q", o.uid())
+	}
+	if _, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, o, nil); err == nil {
+		t.Fatal("the slow path admitted a Job whose selector carries app=web")
+	}
+	if d, err := f.checkRaw(t, bad); err == nil {
+		t.Fatalf("admitted (fast %v) a Job whose selector and template labels carry app=web through its UID", d.Fast)
+	}
+}
