@@ -61,3 +61,22 @@ func TestFastPathSlotHoldsExactlyTheValue(t *testing.T) {
 		t.Fatalf("admitted (fast %v) a Job whose selector and template labels carry app=web through its UID", d.Fast)
 	}
 }
+
+// TestJobWithoutUIDIsRefused: the expected selector and controller labels are derived from the Job's UID.
+// Without one they would be derived from "", and a Job whose selector and labels say controller-uid=""
+// would match them; the API server always sets a UID before validating admission, so none is refused.
+func TestJobWithoutUIDIsRefused(t *testing.T) {
+	f := newFixture(t)
+	raw := replaceAll(t, f.rawJob(t), `"uid":"`+testJobUID+`",`, ``, 1)
+	raw = replaceAll(t, raw, `"`+testJobUID+`"`, `""`, 3)
+	o, err := decodeObject([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, o, nil); ruleOf(err) != "exact-metadata" {
+		t.Errorf("slow path: %v, want exact-metadata", err)
+	}
+	if d, err := f.checkRaw(t, raw); err == nil {
+		t.Errorf("a Job without a UID was admitted (fast %v)", d.Fast)
+	}
+}
