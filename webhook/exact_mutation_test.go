@@ -7,8 +7,12 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
 // rawJob is the good Job of tool k8s_get_pod_status as the API server sends it (compact JSON, the form the
@@ -78,5 +82,45 @@ func TestJobWithoutUIDIsRefused(t *testing.T) {
 	}
 	if d, err := f.checkRaw(t, raw); err == nil {
 		t.Errorf("a Job without a UID was admitted (fast %v)", d.Fast)
+	}
+}
+
+// TestFastPathSlotMarkersInParameters: the fast path cuts the cached spec where the slot markers ("\x01name\x01"
+// and so on) occur. A parameter value is the caller's, limited only by the policy's pattern; with a pattern
+// that lets a marker through and an argument that is the value alone, the caller could place a slot in the
+// command, and the fast path would admit a Job whose command holds the Job's name where the rendering (and
+// the approval, and the audit) says "\x01name\x01". The slow path refuses that Job; the fast path must too.
+func TestFastPathSlotMarkersInParameters(t *testing.T) {
+	f := newFixture(t)
+	data, err := os.ReadFile(shippedPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	doc = replaceAll(t, doc, `"--selector={{label_selector}}"`, `"{{label_selector}}"`, 1)
+	doc = replaceAll(t, doc, `pattern: '[A-Za-z0-9]([A-Za-z0-9._/=!, ()-]*[A-Za-z0-9)])?'`, `pattern: '.+'`, 1)
+	p, err := policy.Load([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p = p
+	f.c.SetPolicy(p)
+	params := map[string]any{"namespace": "demo-app", "label_selector": "\x01name\x01"}
+	raw := string(f.raw(t, f.job(t, "k8s_get_pod_status", params, "")))
+	name := sandbox.JobName("k8s_get_pod_status", testRequestID)
+	bad := replaceAll(t, raw, `"\u0001name\u0001"`, `"`+name+`"`, 1)
+	o, err := decodeObject([]byte(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.CheckJob(context.Background(), Request{Operation: "CREATE"}, o, nil); ruleOf(err) != "exact-command" {
+		t.Errorf("slow path: %v, want exact-command", err)
+	}
+	if d, err := f.checkRaw(t, bad); err == nil {
+		t.Errorf("admitted (fast %v) a Job whose command differs from its parameters", d.Fast)
+	}
+	// The rendering itself, marker and all, is still admitted (on the slow path).
+	if _, err := f.checkRaw(t, raw); err != nil {
+		t.Errorf("the rendering: %v", err)
 	}
 }

@@ -39,7 +39,7 @@ import (
 // is off and every Job is evaluated.
 
 // Placeholders in the expected spec JSON where per-Job values go. They cannot occur in a rendering
-// otherwise: no policy value contains "\u0001".
+// otherwise: no policy value contains "\u0001", and expect refuses parameters that do.
 const (
 	slotUID       = "\x01uid\x01"
 	slotName      = "\x01name\x01"
@@ -157,6 +157,13 @@ func (c *Checker) expect(ctx context.Context, p *policy.Compiled, tool, params, 
 		return nil, err
 	}
 	if token != "" && !inv.Tool.RequiresApproval {
+		return nil, errNotFast
+	}
+	// The slots must be where the request ID and the API server's fields go, and nowhere else. A parameter
+	// is the caller's, limited only by the policy's pattern: one that holds a marker (JSON can carry
+	// "\u0001" in a string) would put a slot where the rendering has a literal value. (A token with one
+	// never verifies.)
+	if strings.Contains(params, `\u0001`) {
 		return nil, errNotFast
 	}
 	want, err := expectedJob(p, inv, slotRequestID, token)
