@@ -105,5 +105,5 @@ e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clien
 	scripts/e2e.sh
 
 .PHONY: bench-e2e
-bench-e2e: ## 20 sequential k8s_get_pod_status calls on the live cluster: p50/p95 per phase; MCP start-up and RSS
+bench-e2e: ## On the live cluster: warm and cold k8s_get_pod_status p50/p95 per phase, 32 concurrent callers (calls/min, errors, leftovers); MCP start-up and RSS
 	bench/e2e.sh

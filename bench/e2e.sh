@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# make bench-e2e: MCP server start-up and memory, and 20 sequential k8s_get_pod_status calls on the live
+# make bench-e2e: MCP server start-up and memory; 20 sequential k8s_get_pod_status calls served warm and 20 cold; 32 concurrent callers for a minute; on the live
 # cluster (after make deploy), with p50/p95 per phase. Prints figures only.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 cd "$AS_ROOT"
 [ -f "$AS_STATE/mcp.kubeconfig" ] || die "the cluster is not deployed; run make deploy first"
 make -s build
-go run ./bench/e2e --binary bin/agent-sandbox --policy policy/policy.yaml --kubeconfig "$AS_STATE/mcp.kubeconfig" --workspaces terraform "$@"
+go run ./bench/e2e --binary bin/agent-sandbox --policy policy/policy.yaml --kubeconfig "$AS_STATE/mcp.kubeconfig" --admin-kubeconfig "$AS_STATE/admin.kubeconfig" --workspaces terraform "$@"

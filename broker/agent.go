@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,10 @@ type AgentConfig struct {
 	// ResultFile, when set, is the tool's result file: the agent reports it as a tool.result event once
 	// the credential is revoked.
 	ResultFile string
+	// DoneFile, when set (a warm Pod), is the marker the warm entry point writes once the claimed tool has
+	// exited: the agent revokes and reports as soon as it appears, without waiting for the kubelet's stop
+	// signal, and then stays up until that signal (a native sidecar that exits is restarted).
+	DoneFile string
 	// LoginTimeout bounds login and minting together, retries on transient errors included.
 	LoginTimeout time.Duration
 	// Events receives one JSON line per event. Nil discards them.
@@ -137,12 +142,38 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, err := a.Issue(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	a.waitDone(ctx)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
 	defer cancel()
 	err := a.Revoke(rctx)
 	a.ReportResult()
+	if a.cfg.DoneFile != "" {
+		<-ctx.Done()
+	}
 	return err
+}
+
+// donePoll is how often a warm Pod's agent looks for the done marker: a stat of a memory-backed file.
+const donePoll = 5 * time.Millisecond
+
+// waitDone returns when ctx is done or, with a DoneFile, when that file exists.
+func (a *Agent) waitDone(ctx context.Context) {
+	if a.cfg.DoneFile == "" {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(donePoll)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(a.cfg.DoneFile); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ReportResult emits the tool's result file as a tool.result event. The tool has exited (the kubelet
@@ -153,7 +184,14 @@ func (a *Agent) ReportResult() {
 	if a.cfg.ResultFile == "" {
 		return
 	}
-	fail := func(why string) { a.emit(EventToolResult, map[string]any{"error": why}) }
+	code, hasCode := a.exitCode()
+	fail := func(why string) {
+		ev := map[string]any{"error": why}
+		if hasCode {
+			ev["exit_code"] = code
+		}
+		a.emit(EventToolResult, ev)
+	}
 	f, err := os.Open(a.cfg.ResultFile)
 	if err != nil {
 		fail("the tool wrote no result")
@@ -192,7 +230,24 @@ func (a *Agent) ReportResult() {
 	for k, v := range sc.Value(withoutBinary(clean)).(map[string]any) {
 		clean[k] = v
 	}
-	a.emitRaw(EventToolResult, map[string]any{"result": clean})
+	ev := map[string]any{"result": clean}
+	if hasCode {
+		ev["exit_code"] = code
+	}
+	a.emitRaw(EventToolResult, ev)
+}
+
+// exitCode is the claimed tool's exit code, which a warm Pod's entry point writes into the done marker.
+func (a *Agent) exitCode() (int, bool) {
+	if a.cfg.DoneFile == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(a.cfg.DoneFile)
+	if err != nil || len(b) > 8 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
 }
 
 func withoutBinary(m map[string]any) map[string]any {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,11 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 	vsteps, unchanged, err := planVault(desired, state)
 	if err != nil {
 		return res, err
+	}
+	for _, name := range state.foreignPolicies {
+		if !slices.ContainsFunc(desired, func(o vaultObject) bool { return o.kind == kindPolicy && o.name == name }) {
+			fmt.Fprintf(cfg.Out, "left %s %s alone: not created by agent-sandbox\n", kindPolicy, name)
+		}
 	}
 	res.Unchanged += unchanged
 	for _, s := range vsteps {
@@ -269,8 +275,19 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 	}
 	st.managed[kindPolicy] = map[string]string{}
 	for _, name := range names {
-		if strings.HasPrefix(name, policy.VaultPrefix) {
+		if !strings.HasPrefix(name, policy.VaultPrefix) {
+			continue
+		}
+		text, err := vaultCall(ctx, vc, func(ctx context.Context) (string, error) {
+			return vc.Sys().GetPolicyWithContext(ctx, name)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read policy %s: %w", name, err)
+		}
+		if managedPolicy(text) {
 			st.managed[kindPolicy][name] = "sys/policies/acl/" + name
+		} else {
+			st.foreignPolicies = append(st.foreignPolicies, name)
 		}
 	}
 	return st, nil

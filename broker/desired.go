@@ -278,12 +278,20 @@ func nameTemplate(s *policy.Scope) string {
 
 // toolPolicy is the tool's Vault ACL policy: mint its own scope's credentials, and revoke its own token
 // (the default policy, which would otherwise allow that, is not attached).
+// managedPolicyHeader starts every ACL policy Configure writes (it has done so from the start). ACL
+// policies have no description or metadata, so this first line is how Configure tells its own policies
+// from somebody else's that happen to have an agent-sandbox-* name.
+const managedPolicyHeader = `# Managed by "agent-sandbox vault configure"`
+
+// managedPolicy reports whether an ACL policy's text is one Configure wrote.
+func managedPolicy(text string) bool { return strings.HasPrefix(text, managedPolicyHeader) }
+
 func toolPolicy(t *policy.Tool, s *policy.Scope, secretsMount string) string {
 	role := ""
 	if s != nil {
 		role = s.VaultSecretsRole()
 	}
-	return fmt.Sprintf(`# Managed by "agent-sandbox vault configure"; changes are overwritten.
+	return fmt.Sprintf(managedPolicyHeader+`; changes are overwritten.
 # Tool %s: mint credentials of scope %s only, and revoke its own token when the tool has finished.
 path "%s/creds/%s" {
   capabilities = ["update"]

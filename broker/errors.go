@@ -30,6 +30,9 @@ var (
 	ErrTokenRefused = errors.New("the Vault token was refused")
 	// ErrMountConflict: the mount path the policy names is taken by a different kind of engine.
 	ErrMountConflict = errors.New("mount path is used by another engine")
+	// ErrNotManaged: an ACL policy with a name agent-sandbox uses exists and was not written by
+	// agent-sandbox (its text lacks managedPolicyHeader); Configure neither overwrites nor deletes it.
+	ErrNotManaged = errors.New("vault object was not created by agent-sandbox")
 	// ErrReviewerTokenMissing: the token controller did not fill Vault's service-account token Secret.
 	ErrReviewerTokenMissing = errors.New("service-account token secret was not filled")
 	// ErrNamespaceMissing: a namespace a tool targets does not exist, so Vault cannot be given rights there.

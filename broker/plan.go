@@ -53,8 +53,11 @@ type vaultState struct {
 	// objects maps kind/name to the data Vault returned for it; absent objects are missing.
 	objects map[string]map[string]any
 	// managed lists, per prunable kind, the existing names that start with policy.VaultPrefix, and the
-	// path each is deleted at.
+	// path each is deleted at. An ACL policy is listed only if agent-sandbox wrote it (managedPolicy).
 	managed map[vaultKind]map[string]string
+	// foreignPolicies are ACL policies with an agent-sandbox-* name that agent-sandbox did not write:
+	// never overwritten or deleted.
+	foreignPolicies []string
 }
 
 type mountInfo struct {
@@ -131,6 +134,10 @@ func compareObject(o *vaultObject, cur *vaultState) (Action, error) {
 	got, ok := cur.objects[objectKey(o.kind, o.name)]
 	if !ok {
 		return ActionCreate, nil
+	}
+	if text, _ := got["policy"].(string); o.kind == kindPolicy && !managedPolicy(text) {
+		// Somebody else's policy under our name: overwriting it would change what their tokens may do.
+		return "", fmt.Errorf("%s %s exists and was not created by agent-sandbox (its text does not start with %s); rename or delete it, agent-sandbox will not overwrite it: %w", o.kind, o.name, managedPolicyHeader, ErrNotManaged)
 	}
 	for k, want := range o.data {
 		if slices.Contains(o.secret, k) {

@@ -176,6 +176,46 @@ func TestPlanVaultMountConflict(t *testing.T) {
 	}
 }
 
+// TestPlanVaultForeignPolicy: an ACL policy under one of agent-sandbox's names that agent-sandbox did not
+// write (no managed header) is neither overwritten nor, once the policy drops the tool, deleted; the plan
+// fails naming it, so a dry run shows the refusal too.
+func TestPlanVaultForeignPolicy(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	var pol *vaultObject
+	for i := range desired {
+		if desired[i].kind == kindPolicy {
+			pol = &desired[i]
+			break
+		}
+	}
+	if pol == nil || !managedPolicy(pol.data["policy"].(string)) {
+		t.Fatalf("the desired policies must carry the managed header: %+v", pol)
+	}
+	for _, text := range []string{`path "secret/*" { capabilities = ["read"] }`, "", "# managed by hand\n" + pol.data["policy"].(string)} {
+		st := stateOf(desired)
+		st.objects[objectKey(kindPolicy, pol.name)] = map[string]any{"policy": text}
+		steps, _, err := planVault(desired, st)
+		if !errors.Is(err, ErrNotManaged) || !strings.Contains(err.Error(), "policy "+pol.name+" exists and was not created by agent-sandbox") {
+			t.Errorf("foreign policy %q: steps %q, err %v; want ErrNotManaged", text, lines(steps), err)
+		}
+	}
+	// Our own policy with an outdated text is updated as before.
+	st := stateOf(desired)
+	st.objects[objectKey(kindPolicy, pol.name)] = map[string]any{"policy": managedPolicyHeader + "; old text"}
+	if steps, _, err := planVault(desired, st); err != nil || !slices.Equal(lines(steps), []string{"updated policy " + pol.name}) {
+		t.Errorf("own outdated policy: %q, %v", lines(steps), err)
+	}
+	// A foreign agent-sandbox-* policy the tools do not use is not in managed, so it is never pruned,
+	// while an own one is.
+	st = stateOf(desired)
+	st.foreignPolicies = []string{"agent-sandbox-theirs"}
+	st.managed[kindPolicy]["agent-sandbox-gone"] = "sys/policies/acl/agent-sandbox-gone"
+	steps, _, err := planVault(desired, st)
+	if err != nil || !slices.Equal(lines(steps), []string{"deleted policy agent-sandbox-gone (no longer in the policy)"}) {
+		t.Errorf("prune: %q, %v", lines(steps), err)
+	}
+}
+
 func TestChangeLine(t *testing.T) {
 	for _, tc := range []struct {
 		c      Change

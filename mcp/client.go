@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Client is a small MCP client over a server process's stdio, for the demo and the end-to-end tests: it
-// talks to `agent-sandbox mcp` exactly as Claude or Cursor would.
+// Client is a small MCP client over a server process's stdio or over streamable HTTP, for the demo and the
+// tests: it talks to `agent-sandbox mcp` exactly as Claude or Cursor would.
 type Client struct {
 	session *sdk.ClientSession
 	// OnProgress, when set, receives each progress notification's message.
@@ -33,19 +34,47 @@ func (r *Result) Decode(v any) error { return json.Unmarshal(r.Structured, v) }
 // DialCommand starts cmd as an MCP server and initializes a session with it.
 func DialCommand(ctx context.Context, cmd *exec.Cmd) (*Client, error) {
 	c := &Client{}
-	client := sdk.NewClient(&sdk.Implementation{Name: "agent-sandbox-demo-client", Version: "1"}, &sdk.ClientOptions{
+	s, err := c.sdkClient().Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cmd.Path, err)
+	}
+	c.session = s
+	return c, nil
+}
+
+// DialHTTP initializes a session with the streamable HTTP server at endpoint (http://HOST:PORT/mcp),
+// presenting token as its bearer token.
+func DialHTTP(ctx context.Context, endpoint, token string) (*Client, error) {
+	c := &Client{}
+	hc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}}
+	s, err := c.sdkClient().Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	c.session = s
+	return c, nil
+}
+
+func (c *Client) sdkClient() *sdk.Client {
+	return sdk.NewClient(&sdk.Implementation{Name: "agent-sandbox-demo-client", Version: "1"}, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 			if c.OnProgress != nil {
 				c.OnProgress(r.Params.Message, r.Params.Progress, r.Params.Total)
 			}
 		},
 	})
-	s, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", cmd.Path, err)
-	}
-	c.session = s
-	return c, nil
+}
+
+// bearerTransport adds the bearer token to every request.
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // ServerName is the name and version the server reported at initialization.

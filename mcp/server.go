@@ -1,6 +1,7 @@
 // Package mcp is agent-sandbox's MCP server: the only package that imports the MCP SDK. It offers the
 // policy's tools plus approval_status, sends progress notifications for long calls, and speaks stdio (the
-// default; nothing but protocol is ever written to stdout) or streamable HTTP.
+// default; nothing but protocol is ever written to stdout) or streamable HTTP (HTTPHandler: a bearer token
+// always, the Origin header checked, /healthz and Prometheus /metrics beside the MCP endpoint).
 //
 // Domain failures -- a refusal by the policy, a failed sandbox, an unusable approval -- are tool results
 // with isError and a one-line reason, so the agent can read them and correct course; protocol errors are
@@ -13,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -124,9 +124,4 @@ func progress(ctx context.Context, req *sdk.CallToolRequest) service.Progress {
 // RunStdio serves one client over stdin/stdout until it disconnects or ctx ends.
 func RunStdio(ctx context.Context, s *sdk.Server) error {
 	return s.Run(ctx, &sdk.StdioTransport{})
-}
-
-// HTTPHandler serves the streamable HTTP transport.
-func HTTPHandler(s *sdk.Server) http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
 }

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,27 +183,5 @@ func TestDomainErrorsAreToolResults(t *testing.T) {
 	}
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "kubectl_exec", Arguments: map[string]any{}}); err == nil {
 		t.Fatal("an unknown tool must be a protocol error")
-	}
-}
-
-// TestStreamableHTTP serves the same server over streamable HTTP (agent-sandbox mcp --http) and calls a
-// tool through the SDK's HTTP client transport.
-func TestStreamableHTTP(t *testing.T) {
-	p, err := policy.LoadFile("../policy/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(HTTPHandler(NewServer(&fakeService{}, p, "test", nil)))
-	defer srv.Close()
-	ctx := context.Background()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "http-client", Version: "1"}, nil).Connect(ctx,
-		&sdk.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "k8s_get_pod_status", Arguments: map[string]any{"namespace": "demo-app"}})
-	if err != nil || res.IsError {
-		t.Fatalf("call over HTTP: %v %+v", err, res)
 	}
 }

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # make verify: proves on the live cluster that sandboxes are isolated (verify-cluster: gVisor kernel,
 # NetworkPolicy egress) and that admission rejects every unsafe object of the adversarial corpus while it
-# admits and mutates the safe Job. Needs `make deploy` first. Exits non-zero on any FAIL.
+# admits and mutates the safe Job, and (section 4) that malicious Terraform workspaces and a forged approved
+# saved plan, submitted straight to the cluster as the MCP server, are refused before any credential
+# (VERIFY_ALL_WORKSPACES=1: the whole corpus, ~15 min; default: a sample of every trick). Needs `make
+# deploy` first. Section 3 includes the warm-pool twins: forged, edited, doubled and replayed claims, warm Jobs
+# not made by the pool, and one real claim. Exits non-zero on any FAIL.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT" || exit 1
@@ -10,5 +14,6 @@ rc=0
 scripts/verify-cluster.sh || rc=1
 go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
   --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" \
-  --vault-addr "${VAULT_ADDR:-http://127.0.0.1:8200}" --sa-signing-key "$AS_STATE/pki/sa.key" ${VERBOSE:+-v} || rc=1
+  --vault-addr "${VAULT_ADDR:-http://127.0.0.1:8200}" --sa-signing-key "$AS_STATE/pki/sa.key" ${VERBOSE:+-v} \
+  ${VERIFY_ALL_WORKSPACES:+-all-workspaces} || rc=1
 exit $rc

@@ -63,6 +63,8 @@ type Identities struct {
 	// MCPUser is the MCP server's identity; it may create only content-addressed workspace and plan
 	// ConfigMaps.
 	MCPUser string
+	// PoolUsers may create warm Jobs (the webhook's own pool controller). Empty: nobody may.
+	PoolUsers []string
 }
 
 // DefaultJobControllerUsers are the identities under which kube-controller-manager's Job controller
@@ -84,6 +86,8 @@ type Checker struct {
 	Ledger approval.Ledger
 	// Pods records which Jobs have had their Pod; shared by every replica.
 	Pods PodLedger
+	// Claims records the request IDs of admitted warm-Pod claims; shared by every replica.
+	Claims ClaimLedger
 	// Cluster reads owner Jobs and the Pods tokens are requested for.
 	Cluster Cluster
 	// Identities are the privileged users and groups.

@@ -136,6 +136,14 @@ func (d *jobDefaulter) Default(ctx context.Context, job *batchv1.Job) error {
 	if p == nil {
 		return nil
 	}
+	if isWarm(job.Labels) {
+		t, err := warmTool(p, job.Labels)
+		if err == nil && InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t) {
+			d.m.injections.Inc()
+			ctrl.LoggerFrom(ctx).Info("injected credential agent into warm Job", "job", job.Name, "tool", t.Name)
+		}
+		return nil
+	}
 	inv, err := invocation(p, job.Labels, job.Annotations)
 	if err != nil {
 		return nil

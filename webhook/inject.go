@@ -28,6 +28,18 @@ const vaultTokenSeconds = int64(600)
 // validated invocation, never from the object. Inject is pure and idempotent: a template that carries the
 // injected marker is returned unchanged, and it reports whether it changed anything.
 func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, inv *policy.Invocation) bool {
+	return inject(meta, spec, p, credentialAgent(p, inv.Tool, inv.TargetNamespace))
+}
+
+// InjectWarm adds the credential agent to a warm Pod template of tool t: the same sidecar, volumes and
+// hardening as Inject, except that the agent learns its target namespace from the Pod's claim (which the
+// webhook validated) and does nothing before there is one, and that no postStart hook holds the tool
+// container back: the warm entry point must be running, waiting for the claim.
+func InjectWarm(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, t *policy.Tool) bool {
+	return inject(meta, spec, p, credentialAgent(p, t, ""))
+}
+
+func inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, agent corev1.Container) bool {
 	if meta.Annotations[contract.AnnotationInjected] == "true" {
 		return false
 	}
@@ -38,7 +50,7 @@ func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, i
 
 	ca := &p.Spec.Sandbox.CredentialAgent
 	spec.Volumes = append(spec.Volumes, injectedVolumes(ca)...)
-	spec.InitContainers = append(spec.InitContainers, CredentialAgentContainer(p, inv))
+	spec.InitContainers = append(spec.InitContainers, agent)
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		if c.Name != contract.ToolContainer {
@@ -70,25 +82,34 @@ func injectedVolumes(ca *policy.CredentialAgent) []corev1.Volume {
 	return v
 }
 
-// CredentialAgentContainer renders the injected sidecar for one invocation. Its arguments carry the scope
-// and target namespace that the policy derives; `agent-sandbox cred-agent` reads them as flags.
-func CredentialAgentContainer(p *policy.Compiled, inv *policy.Invocation) corev1.Container {
+// credentialAgent renders the injected sidecar for tool t. Its arguments carry the scope and the target
+// namespace that the policy derives; `agent-sandbox cred-agent` reads them as flags. An empty namespace
+// renders a warm Pod's agent, which reads the namespace from the Pod's validated claim instead.
+func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace string) corev1.Container {
 	ca := &p.Spec.Sandbox.CredentialAgent
-	scope := p.Scope(inv.Scope)
+	scope := p.Scope(t.Scope)
+	warm := namespace == ""
+	target := "--namespace=" + namespace
+	if warm {
+		target = "--claim-file=" + contract.ClaimPath
+	}
 	args := []string{
 		"/agent-sandbox", "cred-agent",
 		"--vault-addr=" + ca.VaultAddress,
 		"--auth-mount=" + ca.VaultAuthMount,
-		"--auth-role=" + inv.Tool.VaultAuthRole(),
+		"--auth-role=" + t.VaultAuthRole(),
 		"--secrets-mount=" + ca.VaultSecretsMount,
 		"--secrets-role=" + scope.VaultSecretsRole(),
 		"--scope=" + scope.Name,
-		"--namespace=" + inv.TargetNamespace,
+		target,
 		"--token-file=" + contract.VaultTokenPath,
 		"--api-server=" + ca.APIServer,
 		"--api-ca-file=" + contract.APIServerCADir + "/ca.crt",
 		"--out=" + contract.KubeconfigPath,
 		"--result-file=" + contract.ResultPath,
+	}
+	if warm {
+		args = append(args, "--done-file="+contract.DonePath)
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: contract.CredentialVolume, MountPath: contract.CredentialDir},
@@ -101,7 +122,10 @@ func CredentialAgentContainer(p *policy.Compiled, inv *policy.Invocation) corev1
 		args = append(args, "--vault-ca-file="+contract.VaultCADir+"/ca.crt")
 		mounts = append(mounts, corev1.VolumeMount{Name: contract.VaultCAVolume, MountPath: contract.VaultCADir, ReadOnly: true})
 	}
-	return corev1.Container{
+	if warm {
+		mounts = append(mounts, corev1.VolumeMount{Name: contract.ClaimVolume, MountPath: contract.ClaimDir, ReadOnly: true})
+	}
+	c := corev1.Container{
 		Name:            contract.CredentialAgentContainer,
 		Image:           ca.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
@@ -119,6 +143,10 @@ func CredentialAgentContainer(p *policy.Compiled, inv *policy.Invocation) corev1
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts:             mounts,
 	}
+	if warm {
+		c.Lifecycle = nil
+	}
+	return c
 }
 
 // harden fills security-context fields that are missing; it never loosens one that is set. Whatever it

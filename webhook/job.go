@@ -53,6 +53,9 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 		return checkUpdate("Job", obj, old)
 	}
 	labels, annotations := obj.labels(), obj.annotations()
+	if isWarm(labels) {
+		return c.checkWarmJob(ctx, p, req, obj)
+	}
 	inv, err := invocation(p, labels, annotations)
 	if err != nil {
 		return nil, err

@@ -39,6 +39,8 @@ var _ approval.Ledger = (*ConfigMapLedger)(nil)
 
 var _ PodLedger = (*ConfigMapLedger)(nil)
 
+var _ ClaimLedger = (*ConfigMapLedger)(nil)
+
 // Record stores tokenID, or returns approval.ErrReplayed if it is already there.
 func (l *ConfigMapLedger) Record(ctx context.Context, tokenID string, expires time.Time) error {
 	if !tokenIDRE.MatchString(tokenID) {
@@ -65,6 +67,21 @@ func (l *ConfigMapLedger) RecordPod(ctx context.Context, job types.UID, expires 
 		return ErrSecondPod
 	case err != nil:
 		return fmt.Errorf("record the Pod of Job %s in the ledger: %w", job, err)
+	}
+	return nil
+}
+
+// RecordClaim stores the request ID of an admitted claim, or returns ErrClaimReplayed.
+func (l *ConfigMapLedger) RecordClaim(ctx context.Context, requestID string, expires time.Time) error {
+	if !approval.ValidRequestID(requestID) {
+		return fmt.Errorf("request ID %q is not a request ID", requestID)
+	}
+	err := l.create(ctx, "claim-"+requestID, expires)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return ErrClaimReplayed
+	case err != nil:
+		return fmt.Errorf("record claim %s in the ledger: %w", requestID, err)
 	}
 	return nil
 }

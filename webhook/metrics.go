@@ -11,6 +11,7 @@ type Metrics struct {
 	fastPath   prometheus.Counter
 	reloads    *prometheus.CounterVec
 	policyInfo *prometheus.GaugeVec
+	warm       *prometheus.GaugeVec
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -45,8 +46,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "agent_sandbox_policy_info",
 			Help: "The policy in force (value 1), by name and version.",
 		}, []string{"name", "version"}),
+		warm: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agent_sandbox_warm_pods",
+			Help: "Warm Pods of each tool's pool by state: idle (ready to claim), starting, claimed (serving a call).",
+		}, []string{"tool", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.approvals, m.injections, m.fastPath, m.reloads, m.policyInfo} {
+	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.approvals, m.injections, m.fastPath, m.reloads, m.policyInfo, m.warm} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

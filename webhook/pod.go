@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // podLedgerMargin keeps a Job's Pod record well past the Job's own life: the Job is deleted
@@ -27,6 +28,9 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		return nil, err
 	}
 	if req.Operation == "UPDATE" {
+		if old != nil && isWarm(old.labels()) && old.annotations()[contract.AnnotationClaim] == "" && obj.annotations()[contract.AnnotationClaim] != "" {
+			return c.checkClaim(ctx, p, req, obj, old)
+		}
 		return checkUpdate("Pod", obj, old)
 	}
 	users := c.Identities.JobControllerUsers
@@ -53,16 +57,12 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 	if err := runnable(job); err != nil {
 		return nil, err
 	}
-	inv, err := invocation(p, job.Labels, job.Annotations)
+	want, tool, err := expectedOwner(p, job)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.evaluate(ctx, p, obj, "Pod", req.Operation); err != nil {
 		return nil, err
-	}
-	want, err := expectedJob(p, inv, job.Labels[contract.LabelRequestID], job.Annotations[contract.AnnotationApprovalToken])
-	if err != nil {
-		return nil, deny("render", "%v", err)
 	}
 	if want.Name != job.Name {
 		return nil, deny("owner-job", "the owner Job %s is not a Job the policy renders (it would be named %s)", job.Name, want.Name)
@@ -86,7 +86,29 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 			return nil, deny("one-pod-per-job", "cannot record the Pod of Job %s: %v", job.Name, err)
 		}
 	}
-	return &Decision{Tool: inv.Tool.Name}, nil
+	return &Decision{Tool: tool}, nil
+}
+
+// expectedOwner renders what a Pod's owner Job must be: a call's Job from its declared tool and
+// parameters, or a warm Job of its tool.
+func expectedOwner(p *policy.Compiled, job *batchv1.Job) (*batchv1.Job, string, error) {
+	if isWarm(job.Labels) {
+		t, err := warmTool(p, job.Labels)
+		if err != nil {
+			return nil, "", err
+		}
+		want, err := expectedWarmJob(p, t, job.Name)
+		return want, t.Name, err
+	}
+	inv, err := invocation(p, job.Labels, job.Annotations)
+	if err != nil {
+		return nil, "", err
+	}
+	want, err := expectedJob(p, inv, job.Labels[contract.LabelRequestID], job.Annotations[contract.AnnotationApprovalToken])
+	if err != nil {
+		return nil, "", deny("render", "%v", err)
+	}
+	return want, inv.Tool.Name, nil
 }
 
 // runnable refuses a Pod for a Job that should not be running one: suspended, finished or going away.

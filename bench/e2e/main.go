@@ -1,7 +1,8 @@
 // Command e2e measures agent-sandbox end to end on the live cluster (after make deploy): the MCP server's
-// start-up (process start to the initialize reply) and memory, and N sequential k8s_get_pod_status calls,
-// with p50/p95 of the total and of each phase (admission, pod start, credentials, run, cleanup) as the
-// server recorded them in the audit log. It prints figures; it asserts nothing.
+// start-up (process start to the initialize reply) and memory; N sequential k8s_get_pod_status calls served
+// by warm Pods and N served by cold Jobs, with p50/p95 of the total and of each phase as the server recorded
+// them in the audit log; and C concurrent callers for a while, in calls per minute. It prints figures; it
+// asserts nothing.
 package main
 
 import (
@@ -14,78 +15,276 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 )
 
+const tool = "k8s_get_pod_status"
+
+type options struct {
+	bin, policy, kubeconfig, adminKubeconfig, workspaces string
+	n, concurrent, maxConcurrency                        int
+	duration                                             time.Duration
+}
+
 func main() {
-	bin := flag.String("binary", "bin/agent-sandbox", "the agent-sandbox binary")
-	pol := flag.String("policy", "policy/policy.yaml", "policy")
-	kc := flag.String("kubeconfig", "", "the MCP server's kubeconfig")
-	ws := flag.String("workspaces", "terraform", "workspaces folder")
-	n := flag.Int("n", 20, "sequential calls")
+	var o options
+	flag.StringVar(&o.bin, "binary", "bin/agent-sandbox", "the agent-sandbox binary")
+	flag.StringVar(&o.policy, "policy", "policy/policy.yaml", "policy")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "the MCP server's kubeconfig")
+	flag.StringVar(&o.adminKubeconfig, "admin-kubeconfig", "", "a kubeconfig that may list ServiceAccounts in the target namespaces (leftover check); empty skips it")
+	flag.StringVar(&o.workspaces, "workspaces", "terraform", "workspaces folder")
+	flag.IntVar(&o.n, "n", 20, "sequential calls per mode (warm, cold); 0 skips both")
+	flag.IntVar(&o.concurrent, "concurrent", 32, "concurrent callers (0 skips the throughput run)")
+	flag.IntVar(&o.maxConcurrency, "max-concurrency", 8, "the MCP server's --max-concurrency in the throughput run")
+	flag.DurationVar(&o.duration, "duration", time.Minute, "length of the throughput run")
 	flag.Parse()
-	if err := run(*bin, *pol, *kc, *ws, *n); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, pol, kc, ws string, n int) error {
+type server struct {
+	c     *mcp.Client
+	cmd   *exec.Cmd
+	audit string
+}
+
+func start(ctx context.Context, o options, dir, name string, extra ...string) (*server, time.Duration, error) {
+	auditLog := filepath.Join(dir, name+".jsonl")
+	args := append([]string{"mcp", "--policy", o.policy, "--kubeconfig", o.kubeconfig, "--workspaces", o.workspaces,
+		"--db", filepath.Join(dir, name+".db"), "--audit-log", auditLog}, extra...)
+	cmd := exec.Command(o.bin, args...)
+	t := time.Now()
+	c, err := mcp.DialCommand(ctx, cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &server{c: c, cmd: cmd, audit: auditLog}, time.Since(t), nil
+}
+
+func run(o options) error {
 	dir, err := os.MkdirTemp("", "bench-e2e")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	auditLog := filepath.Join(dir, "audit.jsonl")
 	ctx := context.Background()
+	pol, err := policy.LoadFile(o.policy)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := pol.Spec.Sandbox.Namespace
 
 	// Start-up: a few cold starts of the server process, each to its initialize reply.
 	var starts []time.Duration
 	var rss []int
 	for i := 0; i < 5; i++ {
-		cmd := exec.Command(bin, "mcp", "--policy", pol, "--kubeconfig", kc, "--workspaces", ws,
-			"--db", filepath.Join(dir, "approvals.db"), "--audit-log", auditLog)
-		t := time.Now()
-		c, err := mcp.DialCommand(ctx, cmd)
+		s, d, err := start(ctx, o, dir, "startup")
 		if err != nil {
 			return err
 		}
-		starts = append(starts, time.Since(t))
-		rss = append(rss, vmKB(cmd.Process.Pid, "VmRSS"))
-		if i < 4 {
-			c.Close()
-			continue
+		starts = append(starts, d)
+		rss = append(rss, vmKB(s.cmd.Process.Pid, "VmRSS"))
+		s.c.Close()
+	}
+	fmt.Printf("MCP server start-up to initialize reply (5 runs): p50 %s, min %s, max %s; RSS after start %d KB (p50)\n",
+		ms(pct(starts, 50)), ms(pct(starts, 0)), ms(pct(starts, 100)), pctInt(rss, 50))
+
+	var audits []struct{ name, file string }
+	if o.n > 0 {
+		// Warm: before each call, wait for the pool to have a ready Pod (the pool refills in the background;
+		// a call that finds none runs cold and is counted apart).
+		warm, _, err := start(ctx, o, dir, "warm")
+		if err != nil {
+			return err
 		}
-		var totals []time.Duration
-		for j := 0; j < n; j++ {
+		var warmTotals []time.Duration
+		fellBack := 0
+		for j := 0; j < o.n; j++ {
+			if err := waitWarm(ctx, cs, ns, 2*time.Minute); err != nil {
+				return err
+			}
 			t := time.Now()
-			res, err := c.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+			if err := call(ctx, warm.c); err != nil {
+				return fmt.Errorf("warm call %d: %w", j, err)
+			}
+			d := time.Since(t)
+			last, err := lastCompleted(warm.audit)
 			if err != nil {
 				return err
 			}
-			if res.IsError {
-				return fmt.Errorf("call %d: %s", j, res.Text)
+			if w, _ := last.Fields["warm"].(bool); w {
+				warmTotals = append(warmTotals, d)
+			} else {
+				fellBack++
 			}
-			totals = append(totals, time.Since(t))
 		}
-		hwm := vmKB(cmd.Process.Pid, "VmHWM")
-		c.Close()
-		fmt.Printf("MCP server start-up to initialize reply (5 runs): p50 %s, min %s, max %s; RSS after start %d KB (p50), peak RSS after %d calls %d KB\n",
-			ms(pct(starts, 50)), ms(pct(starts, 0)), ms(pct(starts, 100)), pctInt(rss, 50), n, hwm)
-		fmt.Printf("\n%d sequential k8s_get_pod_status calls (MCP stdio, one gVisor Job each):\n", n)
-		fmt.Printf("  %-12s p50 %9s  p95 %9s\n", "total", ms(pct(totals, 50)), ms(pct(totals, 95)))
+		hwm := vmKB(warm.cmd.Process.Pid, "VmHWM")
+		warm.c.Close()
+
+		cold, _, err := start(ctx, o, dir, "cold", "--warm=false")
+		if err != nil {
+			return err
+		}
+		var coldTotals []time.Duration
+		for j := 0; j < o.n; j++ {
+			t := time.Now()
+			if err := call(ctx, cold.c); err != nil {
+				return fmt.Errorf("cold call %d: %w", j, err)
+			}
+			coldTotals = append(coldTotals, time.Since(t))
+		}
+		cold.c.Close()
+
+		fmt.Printf("peak RSS of the MCP server after %d calls: %d KB\n\n", o.n, hwm)
+		fmt.Printf("warm %s p50 %dms p95 %dms\n", tool, pct(warmTotals, 50).Milliseconds(), pct(warmTotals, 95).Milliseconds())
+		fmt.Printf("cold %s p50 %dms p95 %dms\n", tool, pct(coldTotals, 50).Milliseconds(), pct(coldTotals, 95).Milliseconds())
+		if fellBack > 0 {
+			fmt.Printf("  (%d of %d warm-mode calls found no ready warm Pod and ran cold; they are not in the warm line)\n", fellBack, o.n)
+		}
+		audits = append(audits, struct{ name, file string }{"warm", warm.audit}, struct{ name, file string }{"cold", cold.audit})
 	}
-	recs, err := audit.ReadFile(auditLog, audit.Filter{})
+
+	if o.concurrent > 0 {
+		before, err := vaultAccounts(ctx, o.adminKubeconfig, pol)
+		if err != nil {
+			return err
+		}
+		s, _, err := start(ctx, o, dir, "concurrent", "--max-concurrency", strconv.Itoa(o.maxConcurrency))
+		if err != nil {
+			return err
+		}
+		var ok, failed atomic.Int64
+		var firstErr atomic.Value
+		deadline := time.Now().Add(o.duration)
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := 0; i < o.concurrent; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					if err := call(ctx, s.c); err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					ok.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(t0)
+		s.c.Close()
+		perMin := float64(ok.Load()) / elapsed.Minutes()
+		fmt.Printf("concurrent %d %s calls/min %d errors %d\n", o.concurrent, tool, int(perMin), failed.Load())
+		fmt.Printf("  (%d calls in %s, MCP --max-concurrency %d)\n", ok.Load()+failed.Load(), elapsed.Round(time.Second), o.maxConcurrency)
+		if e, _ := firstErr.Load().(string); e != "" {
+			fmt.Printf("  first error: %s\n", e)
+		}
+		if o.adminKubeconfig != "" {
+			time.Sleep(15 * time.Second)
+			after, err := vaultAccounts(ctx, o.adminKubeconfig, pol)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  Vault-minted ServiceAccounts left in the target namespaces 15 s later: %d (before the run: %d)\n", after, before)
+		}
+		audits = append(audits, struct{ name, file string }{"concurrent", s.audit})
+	}
+
+	for _, mode := range audits {
+		phases, warm, err := phasesOf(mode.file)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\n%s phases (from the audit log; %d of %d calls served warm):\n", mode.name, warm, len(phases["total"]))
+		for _, k := range []string{"admission", "pod_start", "mint", "run", "cleanup", "total"} {
+			fmt.Printf("  %-10s p50 %7dms  p95 %7dms\n", k, pct(phases[k], 50).Milliseconds(), pct(phases[k], 95).Milliseconds())
+		}
+	}
+	return nil
+}
+
+func call(ctx context.Context, c *mcp.Client) error {
+	res, err := c.Call(ctx, tool, map[string]any{"namespace": "demo-app"})
 	if err != nil {
 		return err
 	}
+	if res.IsError {
+		return fmt.Errorf("%s", res.Text)
+	}
+	return nil
+}
+
+// waitWarm waits until the sandbox namespace has a claimable warm Pod of the tool.
+func waitWarm(ctx context.Context, cs kubernetes.Interface, ns string, limit time.Duration) error {
+	sel := labels.Set{contract.LabelTool: tool, contract.LabelWarm: "true"}.String()
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if sandbox.Claimable(&pods.Items[i]) {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no warm %s Pod became ready within %s: is the pool enabled (policy warmPool, chart webhook.warmPool.enabled)?", tool, limit)
+}
+
+func lastCompleted(file string) (*audit.Record, error) {
+	recs, err := audit.ReadFile(file, audit.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Event == audit.EventSandboxCompleted {
+			return &recs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%s has no %s record", file, audit.EventSandboxCompleted)
+}
+
+// phasesOf collects the phase timings of every completed call in an audit log, and how many were warm.
+func phasesOf(file string) (map[string][]time.Duration, int, error) {
+	recs, err := audit.ReadFile(file, audit.Filter{})
+	if err != nil {
+		return nil, 0, err
+	}
 	phases := map[string][]time.Duration{}
+	warm := 0
 	for _, r := range recs {
 		if r.Event != audit.EventSandboxCompleted {
 			continue
+		}
+		if w, _ := r.Fields["warm"].(bool); w {
+			warm++
 		}
 		t, _ := r.Fields["timings_ms"].(map[string]any)
 		for k, v := range t {
@@ -94,10 +293,42 @@ func run(bin, pol, kc, ws string, n int) error {
 			}
 		}
 	}
-	for _, k := range []string{"admission", "pod_start", "credentials", "run", "cleanup", "total"} {
-		fmt.Printf("  %-12s p50 %9s  p95 %9s   (sandbox %s, from the audit log)\n", k, ms(pct(phases[k], 50)), ms(pct(phases[k], 95)), strings.ReplaceAll(k, "_", " "))
+	return phases, warm, nil
+}
+
+// vaultAccounts counts the ServiceAccounts Vault minted (named v-as-…) in the policy's target namespaces.
+func vaultAccounts(ctx context.Context, kubeconfig string, pol *policy.Compiled) (int, error) {
+	if kubeconfig == "" {
+		return 0, nil
 	}
-	return nil
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return 0, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	n := 0
+	for _, t := range pol.Spec.Tools {
+		for _, ns := range t.Namespaces {
+			if seen[ns] {
+				continue
+			}
+			seen[ns] = true
+			list, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			for _, sa := range list.Items {
+				if strings.HasPrefix(sa.Name, "v-as-") {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
 }
 
 func vmKB(pid int, field string) int {

@@ -39,6 +39,9 @@ var (
 	// ErrConsumed: the grant was consumed before.
 	ErrConsumed = errors.New("approval already consumed")
 
+	// ErrNoDatabase: OpenStore was told not to create the database (WithoutCreate) and there is none.
+	ErrNoDatabase = errors.New("approvals database does not exist")
+
 	// ErrBadPassphrase: the passphrase does not decrypt the key file.
 	ErrBadPassphrase = errors.New("wrong passphrase")
 )

@@ -116,8 +116,9 @@ type ListFilter struct {
 // Store keeps approval requests in a SQLite database file. It is safe for concurrent use, also by several
 // processes sharing one file: every state change is a single conditional UPDATE.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db       *sql.DB
+	now      func() time.Time
+	noCreate bool
 }
 
 // StoreOption configures OpenStore.
@@ -126,6 +127,13 @@ type StoreOption func(*Store)
 // WithStoreClock sets the clock used for creation times and expiry (time.Now by default).
 func WithStoreClock(now func() time.Time) StoreOption {
 	return func(s *Store) { s.now = now }
+}
+
+// WithoutCreate makes OpenStore fail with ErrNoDatabase instead of creating a missing database (or its
+// folder). The commands that only read or decide on existing requests use it, so that a mistyped --db or
+// an unset $AGENT_SANDBOX_DB is reported instead of answered with an empty database left behind.
+func WithoutCreate() StoreOption {
+	return func(s *Store) { s.noCreate = true }
 }
 
 // DefaultDBPath returns the default approvals database: $AGENT_SANDBOX_DB, else
@@ -161,12 +169,19 @@ func OpenStore(path string, opts ...StoreOption) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open approvals database: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("open approvals database: %w", err)
+	flags := os.O_RDWR
+	if !s.noCreate {
+		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+			return nil, fmt.Errorf("open approvals database: %w", err)
+		}
+		flags |= os.O_CREATE
 	}
 	// Create the file ourselves so that it is 0600 from the start; SQLite gives its -wal and -shm files the
 	// same mode.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(abs, flags, 0o600)
+	if s.noCreate && errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoDatabase, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open approvals database: %w", err)
 	}

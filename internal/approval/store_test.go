@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -585,5 +586,35 @@ func TestRecordPlan(t *testing.T) {
 	defer again.Close()
 	if got, err := again.GetPlan(ctx, id); err != nil || got.Description != p.Description {
 		t.Fatalf("after reopening: %+v %v", got, err)
+	}
+}
+
+// TestOpenStoreWithoutCreate: the read-only commands' open creates neither the file nor its folder, says
+// ErrNoDatabase, and opens an existing database as usual.
+func TestOpenStoreWithoutCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	path := filepath.Join(dir, "approvals.db")
+	if _, err := OpenStore(path, WithoutCreate()); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("open a missing database: %v, want ErrNoDatabase naming %s", err, path)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the folder was created: %v", err)
+	}
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.CreateRequest(context.Background(), Request{Tool: "terraform_apply", Params: map[string]any{"workspace": "w"}, Namespace: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = OpenStore(path, WithoutCreate())
+	if err != nil {
+		t.Fatalf("open an existing database: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Get(context.Background(), r.ID); err != nil {
+		t.Errorf("get %s: %v", r.ID, err)
 	}
 }

@@ -15,6 +15,9 @@ const (
 	LabelSandboxNamespace = prefix + "sandbox"
 	// LabelApprovalLedger marks the ConfigMaps that record used approval token IDs.
 	LabelApprovalLedger = prefix + "approval-ledger"
+	// LabelWarm marks a warm Job and its Pod (value "true"): started before any call, holding no credential,
+	// waiting for one claim (docs/design/warm-pool.md).
+	LabelWarm = prefix + "warm"
 )
 
 // Annotations on sandbox Jobs and their Pod templates.
@@ -26,6 +29,10 @@ const (
 	AnnotationApprovalToken = prefix + "approval-token"
 	// AnnotationInjected marks a pod template the webhook has already mutated; mutation is idempotent.
 	AnnotationInjected = prefix + "injected"
+	// AnnotationClaim, on a warm Pod, holds the one call it serves (a Claim as JSON). It is added once, by an
+	// UPDATE the webhook validates like a call's Job, and never changes afterwards; the kubelet delivers it
+	// into the Pod through the ClaimVolume.
+	AnnotationClaim = prefix + "claim"
 )
 
 // Names inside the sandbox Pod.
@@ -53,6 +60,8 @@ const (
 	ResultVolume = "agent-sandbox-result"
 	// PlanVolume is the read-only ConfigMap of a saved plan, for tools that apply one.
 	PlanVolume = "plan"
+	// ClaimVolume is a warm Pod's read-only downward-API volume that exposes AnnotationClaim as a file.
+	ClaimVolume = "agent-sandbox-claim"
 )
 
 // Paths inside the sandbox Pod.
@@ -67,4 +76,10 @@ const (
 	ResultDir      = "/var/run/agent-sandbox/result"
 	// ResultPath is where a tool writes its one JSON result object.
 	ResultPath = ResultDir + "/result.json"
+	// DonePath is where a warm Pod's agent marks that the claimed tool has exited: the credential agent then
+	// revokes and reports the result at once, without waiting for the kubelet to notice.
+	DonePath = ResultDir + "/done"
+	// ClaimDir and ClaimPath: where a warm Pod reads its claim.
+	ClaimDir  = "/var/run/agent-sandbox/claim"
+	ClaimPath = ClaimDir + "/claim"
 )

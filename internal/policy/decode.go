@@ -24,6 +24,8 @@ const (
 	DefaultVaultAuthMount    = "agent-sandbox-jwt"
 	DefaultVaultSecretsMount = "agent-sandbox-kubernetes"
 	DefaultAPIServerCA       = "kube-root-ca.crt"
+	// DefaultWarmIdleTimeout is how long a warm Pod waits for its claim.
+	DefaultWarmIdleTimeout = 10 * time.Minute
 )
 
 // Error is a policy that cannot be used: every problem with its path in the document, one per line.
@@ -106,6 +108,14 @@ func (p *Policy) applyDefaults() {
 		}
 		if t.Tier == TierApply {
 			t.RequiresApproval = true
+		}
+		if w := t.WarmPool; w != nil {
+			if w.Max == 0 {
+				w.Max = w.Min + 1
+			}
+			if w.IdleTimeout.Duration == 0 {
+				w.IdleTimeout.Duration = DefaultWarmIdleTimeout
+			}
 		}
 		for j := range t.Parameters {
 			if t.Parameters[j].Type == TypeString && t.Parameters[j].MaxLength == 0 {

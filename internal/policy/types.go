@@ -181,6 +181,21 @@ type Tool struct {
 	// and resources) before the credential agent starts: it inspects the tool's inputs, and if it exits
 	// non-zero the Pod stops there, before any credential exists. Its termination message is the reason.
 	Check []string `json:"check,omitempty"`
+	// WarmPool, when set, keeps Pods of this tool started before any call (docs/design/warm-pool.md): each
+	// waits, holding no credential, for one claim the webhook validates like a call's Job, serves that one
+	// call and is replaced. Only tools whose Pod needs nothing per call (no workspace, plan or check) and
+	// that run in the agent-sandbox image (whose warm entry point executes the claimed argv) can have one.
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
+}
+
+// WarmPool sizes a tool's pool of warm Pods.
+type WarmPool struct {
+	// Min is how many unclaimed warm Pods the pool keeps ready.
+	Min int `json:"min"`
+	// Max bounds the tool's warm Jobs at any time, claimed ones included (default Min+1).
+	Max int `json:"max,omitempty"`
+	// IdleTimeout is how long a warm Pod waits for a claim before it exits and is replaced (default 10m).
+	IdleTimeout metav1.Duration `json:"idleTimeout,omitempty"`
 }
 
 // Workspace describes a read-only ConfigMap mount named by a parameter.

@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"fmt"
 	"net/url"
 	"path"
 	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -246,6 +248,41 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	}
 	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
 	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
+	if t.WarmPool != nil {
+		errs = append(errs, t.validateWarmPool(fp.Child("warmPool"), s)...)
+	}
+	return errs
+}
+
+// Warm-pool bounds: a pool is a handful of Pods, and an idle Pod must be replaced well within a token's
+// and a credential's lifetime.
+const (
+	maxWarmPool        = 16
+	minWarmIdleTimeout = 30 * time.Second
+	maxWarmIdleTimeout = time.Hour
+)
+
+func (t *Tool) validateWarmPool(fp *field.Path, s *Spec) field.ErrorList {
+	var errs field.ErrorList
+	w := t.WarmPool
+	if t.Workspace != nil || t.Plan != nil || len(t.Check) > 0 {
+		errs = append(errs, field.Forbidden(fp, "a tool whose Pod mounts per-call inputs (workspace, plan) or runs a check cannot be warm: those are known only at the call"))
+	}
+	if t.Image != s.Sandbox.CredentialAgent.Image {
+		errs = append(errs, field.Invalid(fp, t.Image, "a warm tool must run in the agent-sandbox image (spec.sandbox.credentialAgent.image): its warm entry point executes the claimed argv"))
+	}
+	if w.Min < 0 || w.Min > maxWarmPool {
+		errs = append(errs, field.Invalid(fp.Child("min"), w.Min, fmt.Sprintf("must be between 0 and %d", maxWarmPool)))
+	}
+	if w.Max < w.Min || w.Max > maxWarmPool {
+		errs = append(errs, field.Invalid(fp.Child("max"), w.Max, fmt.Sprintf("must be at least min and at most %d", maxWarmPool)))
+	}
+	if d := w.IdleTimeout.Duration; d < minWarmIdleTimeout || d > maxWarmIdleTimeout {
+		errs = append(errs, field.Invalid(fp.Child("idleTimeout"), d.String(), fmt.Sprintf("must be between %s and %s", minWarmIdleTimeout, maxWarmIdleTimeout)))
+	}
+	if total := w.IdleTimeout.Duration + t.Deadline.Duration; total > s.Sandbox.MaxDeadline.Duration+maxWarmIdleTimeout {
+		errs = append(errs, field.Invalid(fp.Child("idleTimeout"), w.IdleTimeout.Duration.String(), "idle timeout plus deadline is too long"))
+	}
 	return errs
 }
 

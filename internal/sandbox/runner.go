@@ -52,6 +52,8 @@ var (
 // Result is what a finished run produced.
 type Result struct {
 	JobName string
+	// Warm is set when a warm Pod served the call (its Job is JobName).
+	Warm bool
 	// ExitCode of the tool container (-1 if it never ran).
 	ExitCode int32
 	// Output is the tool's result, one JSON object, as the credential agent reported it on its own output
@@ -80,7 +82,10 @@ type Timings struct {
 // Runner creates sandbox Jobs, follows them to the end, collects their output and deletes them. It holds
 // only a client for the sandbox namespace: the untrusted MCP server's identity.
 type Runner struct {
-	Client    kubernetes.Interface
+	Client kubernetes.Interface
+	// Streams follows a warm Pod's log: a client without a whole-request timeout, since the stream lasts as
+	// long as the call (Client when nil).
+	Streams   kubernetes.Interface
 	Namespace string
 	// PollInterval is how often a running Job is checked.
 	PollInterval time.Duration
@@ -177,7 +182,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					progress(StageCredentials)
 				}
 				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
-					return fmt.Errorf("%w: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
+					return fmt.Errorf("%w; the agent said: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
 				}
 			}
 			toolDone, agentDone := false, false

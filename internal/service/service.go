@@ -22,9 +22,10 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
-// Runner runs one sandbox Job to completion (sandbox.Runner).
+// Runner runs one call to completion (sandbox.Runner): on a warm Pod claimed with claim when claim is set
+// and one can be claimed, as job otherwise. progress receives each stage and the Job that serves the call.
 type Runner interface {
-	Run(ctx context.Context, job *batchv1.Job, progress func(sandbox.Stage)) (*sandbox.Result, error)
+	RunCall(ctx context.Context, job *batchv1.Job, claim string, progress func(sandbox.Stage, string)) (*sandbox.Result, error)
 }
 
 // WorkspaceStore publishes a workspace's files and saved plans to the sandbox namespace (as immutable,
@@ -48,8 +49,9 @@ type Service struct {
 	Workspaces WorkspaceStore
 	// WorkspaceDir holds one folder of Terraform files per workspace.
 	WorkspaceDir string
-	Now          func() time.Time
-
+	// Warm lets calls of tools with a warm pool claim a warm Pod (docs/design/warm-pool.md).
+	Warm bool
+	Now  func() time.Time
 }
 
 // Kind classifies a refused or failed call.
@@ -154,21 +156,27 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*
 	if err != nil {
 		return nil, c.fail(KindFailed, err)
 	}
+	claim := ""
+	if c.s.Warm && inv.Tool.WarmPool != nil {
+		if claim, err = sandbox.RenderClaim(inv, c.id, token); err != nil {
+			return nil, c.fail(KindFailed, err)
+		}
+	}
 	total := len(sandbox.Stages)
-	res, err := c.s.Runner.Run(ctx, job, func(st sandbox.Stage) {
+	res, err := c.s.Runner.RunCall(ctx, job, claim, func(st sandbox.Stage, jobName string) {
 		for i, s := range sandbox.Stages {
 			if s == st {
 				c.progress(string(st), i+1, total)
 			}
 		}
 		if st == sandbox.StageAdmitted {
-			c.audit(audit.EventSandboxStarted, map[string]any{"job": job.Name, "namespace": job.Namespace,
+			c.audit(audit.EventSandboxStarted, map[string]any{"job": jobName, "namespace": job.Namespace, "warm": jobName != job.Name,
 				"scope": inv.Scope, "target_namespace": inv.TargetNamespace, "runtime_class": c.s.Policy.Spec.Sandbox.RuntimeClassName})
 		}
 	})
 	if res != nil {
 		c.credentialEvents(res, audit.EventCredentialIssued)
-		c.audit(audit.EventSandboxCompleted, map[string]any{"job": job.Name, "exit_code": res.ExitCode, "ok": err == nil && res.ExitCode == 0,
+		c.audit(audit.EventSandboxCompleted, map[string]any{"job": res.JobName, "warm": res.Warm, "exit_code": res.ExitCode, "ok": err == nil && res.ExitCode == 0,
 			"timings_ms": timingsMS(res.Timings)})
 		c.credentialEvents(res, audit.EventCredentialRevoked)
 	}
@@ -203,7 +211,7 @@ func (c *call) credentialEvents(res *sandbox.Result, name string) {
 
 func timingsMS(t sandbox.Timings) map[string]int64 {
 	return map[string]int64{"admission": t.Admission.Milliseconds(), "pod_start": t.PodStart.Milliseconds(),
-		"credentials": t.Credentials.Milliseconds(), "run": t.Run.Milliseconds(), "cleanup": t.Cleanup.Milliseconds(), "total": t.Total.Milliseconds()}
+		"mint": t.Credentials.Milliseconds(), "run": t.Run.Milliseconds(), "cleanup": t.Cleanup.Milliseconds(), "total": t.Total.Milliseconds()}
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -31,17 +31,19 @@ import (
 type fakeRunner struct {
 	mu     sync.Mutex
 	jobs   []*batchv1.Job
+	claims []string
 	stdout func(job *batchv1.Job) string
 	exit   int32
 	err    error
 }
 
-func (f *fakeRunner) Run(ctx context.Context, job *batchv1.Job, progress func(sandbox.Stage)) (*sandbox.Result, error) {
+func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string, progress func(sandbox.Stage, string)) (*sandbox.Result, error) {
 	f.mu.Lock()
 	f.jobs = append(f.jobs, job)
+	f.claims = append(f.claims, claim)
 	f.mu.Unlock()
 	for _, st := range sandbox.Stages {
-		progress(st)
+		progress(st, job.Name)
 	}
 	if f.err != nil {
 		return nil, f.err

@@ -27,12 +27,13 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
 type options struct {
 	kubeconfig, policyFile, keyFile, passFile, vaultAddr, saKey, mcpSA string
-	verbose                                                            bool
+	verbose, allWorkspaces, skipTerraform                              bool
 }
 
 func main() {
@@ -48,6 +49,8 @@ func main() {
 	fs.StringVar(&o.saKey, "sa-signing-key", "", "the cluster's service-account signing key (PEM), for the Vault-direct cases")
 	fs.StringVar(&o.mcpSA, "mcp-service-account", "agent-sandbox-mcp", "the MCP server's ServiceAccount in the sandbox namespace")
 	fs.BoolVar(&o.verbose, "v", false, "print every refusal")
+	fs.BoolVar(&o.allWorkspaces, "all-workspaces", false, "submit every malicious workspace of the corpus, not the default sample")
+	fs.BoolVar(&o.skipTerraform, "skip-terraform", false, "skip section 4 (the Terraform inputs, ~10 min), e.g. while working on admission")
 	_ = fs.Parse(os.Args[1:])
 	failed, err := run(o)
 	if err != nil {
@@ -88,7 +91,7 @@ func run(o options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	issuer, err := issuerOf(ctx, cs)
 	if err != nil {
@@ -166,7 +169,149 @@ func run(o options) (int, error) {
 	check(admitted == 1, "one approval admitted exactly one of 8 racing Jobs", fmt.Sprintf("one approval admitted %d of 8 racing Jobs", admitted))
 	err = env.DryRunThenCreate(ctx)
 	check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
+
+	failed += warmTwins(ctx, env, cfg, pod)
+
+	// The Jobs admitted above hold CPU the Terraform Pods below need.
+	env.Cleanup(ctx)
+	if o.skipTerraform {
+		fmt.Println("  (section 4, the Terraform inputs, skipped: -skip-terraform)")
+		return failed, nil
+	}
+	failed += terraformInputs(ctx, env, cs, o.allWorkspaces, o.verbose)
 	return failed, nil
+}
+
+// warmTwins submits the warm-pool twins of the corpus (docs/design/warm-pool.md) to the live pool: forged,
+// edited and misplaced claims and warm Jobs not made by the pool as dry runs, then one real claim and what
+// must follow it (no second claim, no edit, no removal, no replay of its request ID on the next warm Pod).
+func warmTwins(ctx context.Context, env *corpus.Env, admin *rest.Config, cold *corev1.Pod) int {
+	failed := 0
+	check := func(ok bool, pass, fail string) {
+		if ok {
+			fmt.Println("  PASS: " + pass)
+		} else {
+			fmt.Println("  FAIL: " + fail)
+			failed++
+		}
+	}
+	warm, err := env.WaitWarmPod(ctx, 3*time.Minute)
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	pool, err := corpus.Impersonating(admin, "system:serviceaccount:agent-sandbox-system:agent-sandbox-webhook")
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	cases := env.WarmCases(warm, cold, pool)
+	outcomes := corpus.Run(ctx, cases)
+	rejected := 0
+	for _, o := range outcomes {
+		if o.Passed {
+			rejected++
+		} else {
+			fmt.Printf("     NOT refused as expected: %s (want rule %s): %v\n", o.Case.Name, o.Case.Rule, scrub.String(fmt.Sprint(o.Err)))
+		}
+	}
+	check(rejected == len(outcomes), fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)),
+		fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)))
+	passed, err := env.ClaimOnceOnly(ctx, warm)
+	check(err == nil, fmt.Sprintf("warm pool: one real claim admitted, then refused: %s", strings.Join(passed, "; ")), fmt.Sprintf("warm pool: %v", err))
+	_ = env.DeleteWarmJob(context.Background(), warm)
+	return failed
+}
+
+// terraformInputs submits the malicious-workspace corpus and a forged, approved saved plan straight to the
+// cluster with the MCP server's identity, and checks that each is refused before the credential agent
+// starts — and that Vault minted no Terraform credential meanwhile.
+func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interface, all, verbose bool) int {
+	fmt.Println("== 4. Terraform inputs (straight to the cluster, as the MCP server) ==")
+	failed := 0
+	check := func(ok bool, pass, fail string) {
+		if ok {
+			fmt.Println("  PASS: " + pass)
+		} else {
+			fmt.Println("  FAIL: " + fail)
+			failed++
+		}
+	}
+	cases, err := tfcheck.Corpus("internal/tfcheck/testdata")
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	if !all {
+		cases = sample(cases, corpus.LiveWorkspaceSample)
+		fmt.Printf("     %d of the corpus's workspaces (VERIFY_ALL_WORKSPACES=1 for all; the integration tests run all)\n", len(cases))
+	}
+	start := time.Now().Add(-time.Second)
+	outcomes := env.MaliciousWorkspaces(ctx, cases, 2)
+	refused, byStage := 0, map[string]int{}
+	for _, w := range outcomes {
+		if w.Refused {
+			refused++
+			byStage[w.Stage]++
+			if verbose {
+				fmt.Printf("     refused at %-9s %-45s %s\n", w.Stage, w.Name+":", w.Detail)
+			}
+		} else {
+			fmt.Printf("     NOT refused before the credential: %s: %s\n", w.Name, w.Detail)
+		}
+	}
+	fmt.Printf("     by stage: check %d, publish %d, admission %d\n", byStage[corpus.StageCheck], byStage[corpus.StagePublish], byStage[corpus.StageAdmission])
+	line := fmt.Sprintf("%d/%d malicious workspaces refused before any credential was issued", refused, len(outcomes))
+	check(refused == len(outcomes) && len(outcomes) >= 25, line, line)
+
+	plan, err := os.ReadFile("internal/tfcheck/testdata/plans/implicit-backend.tfplan")
+	if err != nil {
+		check(false, "", err.Error())
+		return failed
+	}
+	f := env.ForgedPlanApply(ctx, plan)
+	check(f.Refused && f.Stage == corpus.StageCheck,
+		"an approved saved plan whose configuration was swapped for apply-time exec was refused before the apply credential",
+		fmt.Sprintf("the forged saved plan: %s", f.Detail))
+
+	minted, err := vaultMintedSince(ctx, cs, start)
+	check(err == nil && len(minted) == 0, "Vault minted no credential for any of them",
+		fmt.Sprintf("Vault minted credentials meanwhile: %v %v", minted, err))
+	return failed
+}
+
+// sample keeps the malicious cases named in names; a name the corpus lacks is kept as a case that fails.
+func sample(cases []tfcheck.Case, names []string) []tfcheck.Case {
+	byName := map[string]tfcheck.Case{}
+	for _, c := range cases {
+		byName[strings.TrimPrefix(c.Name, "malicious/")] = c
+	}
+	var out []tfcheck.Case
+	for _, n := range names {
+		c, ok := byName[n]
+		if !ok || !c.Malicious {
+			// Submitted as it is, an unknown name fails visibly instead of shrinking the sample.
+			c = tfcheck.Case{Name: "malicious/" + n + " (not in the corpus)", Malicious: true, Reason: "no such workspace in the corpus",
+				Files: map[string][]byte{"main.tf": []byte("output \"x\" { value = 1 }\n")}}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// vaultMintedSince lists ServiceAccounts the Vault secrets engine created since start, in any namespace.
+func vaultMintedSince(ctx context.Context, cs kubernetes.Interface, start time.Time) ([]string, error) {
+	sas, err := cs.CoreV1().ServiceAccounts("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=HashiCorp-Vault"})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sa := range sas.Items {
+		if !sa.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
+			out = append(out, sa.Namespace+"/"+sa.Name)
+		}
+	}
+	return out, nil
 }
 
 func issuerOf(ctx context.Context, cs kubernetes.Interface) (string, error) {

@@ -29,6 +29,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
@@ -124,8 +126,13 @@ func TestE2EScenario(t *testing.T) {
 			if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != p.Spec.Sandbox.RuntimeClassName {
 				t.Errorf("sandbox Pod %s does not run under %s", name, p.Spec.Sandbox.RuntimeClassName)
 			}
-			if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != contract.CredentialAgentContainer {
-				t.Errorf("sandbox Pod %s has no credential agent", name)
+			// The credential agent is the last init container; a tool with a check (Terraform) runs it first.
+			var inits []string
+			for _, c := range pod.Spec.InitContainers {
+				inits = append(inits, c.Name)
+			}
+			if !slices.Equal(inits, []string{contract.CredentialAgentContainer}) && !slices.Equal(inits, []string{contract.CheckContainer, contract.CredentialAgentContainer}) {
+				t.Errorf("sandbox Pod %s has init containers %v, not the credential agent (after the check)", name, inits)
 			}
 		}
 	})
@@ -350,10 +357,98 @@ func lastLine(b []byte) []byte {
 }
 
 // demoClient starts the MCP server for cfg and connects to it.
-func demoClient(ctx context.Context, cfg demo.Config) (*mcp.Client, error) {
-	cmd := exec.CommandContext(ctx, cfg.Binary, "mcp", "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
-		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog)
-	return mcp.DialCommand(ctx, cmd)
+func demoClient(ctx context.Context, cfg demo.Config, extra ...string) (*mcp.Client, error) {
+	args := append([]string{"mcp", "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
+		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog}, extra...)
+	return mcp.DialCommand(ctx, exec.CommandContext(ctx, cfg.Binary, args...))
+}
+
+// TestE2EWarmPool: with the pool on, a k8s_get_pod_status call is served by a warm Pod (claimed, then
+// discarded, the pool refilled); with it off (--warm=false) the same call runs as a cold Job. Both return
+// the demo-app Pods with the full audit chain, and the claimed warm Job is gone afterwards.
+func TestE2EWarmPool(t *testing.T) {
+	cfg := config(t)
+	cs := admin(t, cfg.AdminKubeconfig)
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.Spec.Sandbox.Namespace
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	env := &corpus.Env{Policy: p, Identities: &corpus.Identities{Admin: cs}}
+	for _, mode := range []struct {
+		name string
+		args []string
+		warm bool
+	}{{"pool on", nil, true}, {"pool off", []string{"--warm=false"}, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.warm {
+				if _, err := env.WaitWarmPod(ctx, 3*time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := cfg
+			c.DB, c.AuditLog = filepath.Join(t.TempDir(), "approvals.db"), filepath.Join(t.TempDir(), "audit.jsonl")
+			client, err := demoClient(ctx, c, mode.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			res, err := client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError || !strings.Contains(res.Text, `"web-`) {
+				t.Fatalf("the call did not return the demo-app Pods: %s", res.Text)
+			}
+			recs, err := audit.ReadFile(c.AuditLog, audit.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var chain []string
+			var job string
+			var warm bool
+			for _, r := range recs {
+				chain = append(chain, r.Event)
+				if r.Event == audit.EventSandboxCompleted {
+					job, _ = r.Fields["job"].(string)
+					warm, _ = r.Fields["warm"].(bool)
+				}
+			}
+			want := []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventSandboxStarted, audit.EventCredentialIssued,
+				audit.EventSandboxCompleted, audit.EventCredentialRevoked, audit.EventToolResult}
+			if !isSubsequence(want, chain) {
+				t.Errorf("audit chain %v lacks %v", chain, want)
+			}
+			if warm != mode.warm {
+				t.Errorf("the call was served warm=%v (Job %s), want warm=%v", warm, job, mode.warm)
+			}
+			if _, ok := sandboxWarmSuffix(job); ok != mode.warm {
+				t.Errorf("the serving Job %s is warm=%v by its name, want %v", job, ok, mode.warm)
+			}
+			// The serving Job, warm or cold, is deleted with the call.
+			deadline := time.Now().Add(time.Minute)
+			for {
+				_, err := cs.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+				if err != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("Job %s still exists a minute after its call", job)
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		})
+	}
+	if _, err := env.WaitWarmPod(ctx, 3*time.Minute); err != nil {
+		t.Errorf("the pool did not refill: %v", err)
+	}
+}
+
+func sandboxWarmSuffix(job string) (string, bool) {
+	return sandbox.WarmSuffix("k8s_get_pod_status", job)
 }
 
 // TestE2ESandboxNamespaceGuards: the live sandbox namespace enforces restricted Pod Security, is guarded by
@@ -397,4 +492,100 @@ func TestE2ESandboxNamespaceGuards(t *testing.T) {
 	if !denyAll {
 		t.Errorf("no default-deny egress NetworkPolicy in %s (found %d policies)", ns.Name, len(nps.Items))
 	}
+}
+
+// TestE2ETerraformAttacksThroughMCP: the Terraform attacks that got through before — apply-time exec hidden
+// behind terraform.applying, a plan that writes a Secret, a plan that reads one or the credential file into
+// its output — are refused by the MCP server before anything reaches the cluster. (Submitted straight to
+// the cluster, bypassing the server, the same workspaces are refused by the sandbox's check container:
+// `make verify`, section 4.) A Secret with a known value in the target namespace appears in no tool
+// result and no audit line, neither of the refused calls nor of a real plan of the demo workspace.
+func TestE2ETerraformAttacksThroughMCP(t *testing.T) {
+	cfg := config(t)
+	cs := admin(t, cfg.AdminKubeconfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	secret := "e2e-known-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	_, err := cs.CoreV1().Secrets("demo-app").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-known-value"}, StringData: map[string]string{"password": secret},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Secrets("demo-app").Delete(context.Background(), "e2e-known-value", metav1.DeleteOptions{})
+
+	cases, err := tfcheck.Corpus("../../internal/tfcheck/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacks := map[string]bool{"provider-dynamic-exec-applying": true, "resource-kubernetes-secret": true,
+		"data-kubernetes-secret": true, "output-file-kubeconfig": true, "null-resource-local-exec": true, "provider-exec-comment": true}
+	var results []string
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	run := func(name string, files map[string][]byte) mcp.Result {
+		t.Helper()
+		ws := t.TempDir()
+		if err := os.Mkdir(filepath.Join(ws, "k8s-demo"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for n, d := range files {
+			if err := os.WriteFile(filepath.Join(ws, "k8s-demo", n), d, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := cfg
+		c.Workspaces, c.DB, c.AuditLog = ws, filepath.Join(t.TempDir(), "approvals.db"), auditLog
+		client, err := demoClient(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		res, err := client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		results = append(results, res.Text)
+		return *res
+	}
+	p, _ := policy.LoadFile(cfg.Policy)
+	jobsBefore, _ := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
+	n := 0
+	for _, c := range cases {
+		if !attacks[strings.TrimPrefix(c.Name, "malicious/")] {
+			continue
+		}
+		n++
+		res := run(c.Name, c.Files)
+		if !res.IsError || !strings.Contains(res.Text, "refused") || !strings.Contains(res.Text, c.Reason) {
+			t.Errorf("%s: not refused by the server for %q: %s", c.Name, c.Reason, res.Text)
+		}
+	}
+	if n != len(attacks) {
+		t.Fatalf("found %d of the %d attacks in the corpus", n, len(attacks))
+	}
+	jobsAfter, _ := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
+	if len(jobsAfter.Items) > len(jobsBefore.Items) {
+		t.Errorf("refused workspaces made Jobs: %d before, %d after", len(jobsBefore.Items), len(jobsAfter.Items))
+	}
+
+	// A real plan of the demo workspace, with the Secret in its namespace, for contrast.
+	good := map[string][]byte{}
+	tfs, _ := filepath.Glob("../../terraform/k8s-demo/*.tf")
+	for _, f := range tfs {
+		good[filepath.Base(f)], _ = os.ReadFile(f)
+	}
+	if res := run("good/k8s-demo", good); res.IsError {
+		t.Fatalf("the demo workspace's plan failed: %s", res.Text)
+	}
+
+	logData, _ := os.ReadFile(auditLog)
+	for name, data := range map[string]string{"tool results": strings.Join(results, "\n"), "audit log": string(logData)} {
+		if strings.Contains(data, secret) {
+			t.Errorf("the Secret's value appears in the %s", name)
+		}
+		if m := jwtRE.FindString(data); m != "" {
+			t.Errorf("a JWT-shaped string appears in the %s: %.20s…", name, m)
+		}
+	}
+	t.Logf("%d Terraform attacks refused by the MCP server before any Job; the known Secret value appears nowhere", n)
 }

@@ -643,6 +643,8 @@ func TestChartRBAC(t *testing.T) {
 			{"", "configmaps", "create,list,delete", ""},
 			{"", "secrets", "get,update", "agent-sandbox-webhook-tls"},
 			{"", "secrets", "create", ""},
+			{"coordination.k8s.io", "leases", "create", ""},
+			{"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"},
 		}
 		if got := rulesOf(role.Rules); !slices.Equal(got, want) {
 			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
@@ -651,7 +653,7 @@ func TestChartRBAC(t *testing.T) {
 
 		var jobs rbacv1.Role
 		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
-		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,delete", ""}, {"", "pods", "list", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
 		}
 		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)
@@ -676,7 +678,7 @@ func TestChartRBAC(t *testing.T) {
 		r := chartRenderArgs(t, "--set", "tls.mode=certManager")
 		var role rbacv1.Role
 		r.get(t, "Role", chartNamespace, chartService, &role)
-		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""}, {"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
 		}
 		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 0 {
@@ -697,6 +699,7 @@ func TestChartRBAC(t *testing.T) {
 			{"batch", "jobs", "create,get,list,watch,delete", ""},
 			{"", "configmaps", "create,get", ""},
 			{"", "pods", "get,list,watch", ""},
+			{"", "pods", "patch", ""},
 			{"", "pods/log", "get", ""},
 			{"", "events", "get,list,watch", ""},
 		}
@@ -710,8 +713,8 @@ func TestChartRBAC(t *testing.T) {
 				if res == "secrets" || res == "pods/exec" || res == "pods/attach" || res == "pods/portforward" || res == "pods/ephemeralcontainers" || res == "*" {
 					t.Errorf("the MCP server may %v %s", pr.Verbs, res)
 				}
-				if res == "pods" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" }) {
-					t.Errorf("the MCP server may %v pods; only the Job controller creates them", pr.Verbs)
+				if res == "pods" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" && v != "patch" }) {
+					t.Errorf("the MCP server may %v pods; only the Job controller creates them, and the MCP server may only claim (patch) warm ones", pr.Verbs)
 				}
 				if res == "configmaps" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "create" && v != "get" }) {
 					t.Errorf("the MCP server may %v ConfigMaps; it may only create (content-addressed) and read them", pr.Verbs)
@@ -722,6 +725,26 @@ func TestChartRBAC(t *testing.T) {
 			}
 		}
 		bound(t, r, "Role", chartSandboxNS, "agent-sandbox-mcp", chartSandboxNS, "agent-sandbox-mcp")
+	})
+
+	t.Run("without warm pools nobody may patch Pods, create Jobs as the webhook or hold its Lease", func(t *testing.T) {
+		r := chartRenderArgs(t, "--set", "webhook.warmPool.enabled=false")
+		for _, ref := range [][2]string{{chartSandboxNS, "agent-sandbox-mcp"}, {chartSandboxNS, chartService}, {chartNamespace, chartService}} {
+			var role rbacv1.Role
+			r.get(t, "Role", ref[0], ref[1], &role)
+			for _, pr := range role.Rules {
+				if slices.Contains(pr.Resources, "leases") || (slices.Contains(pr.Resources, "pods") && slices.Contains(pr.Verbs, "patch")) ||
+					(slices.Contains(pr.Resources, "jobs") && slices.Contains(pr.Verbs, "create") && ref[1] == chartService) {
+					t.Errorf("Role %s/%s grants %+v with warm pools off", ref[0], ref[1], pr)
+				}
+			}
+		}
+		var d appsv1.Deployment
+		r.get(t, "Deployment", chartNamespace, chartService, &d)
+		args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+		if !strings.Contains(args, "--warm-pool=false") || strings.Contains(args, "--pool-user") {
+			t.Errorf("webhook args with warm pools off: %s", args)
+		}
 	})
 
 	t.Run("tool ServiceAccounts", func(t *testing.T) {

@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -172,8 +175,118 @@ func (f *storeFlags) complete() error {
 	return nil
 }
 
+// openExisting opens the approvals database without creating it: only the MCP server files requests, so
+// a missing database means a wrong --db or $AGENT_SANDBOX_DB (or no request yet), never an empty list.
+func (f *storeFlags) openExisting(now func() time.Time) (*approval.Store, error) {
+	store, err := approval.OpenStore(f.DBPath, approval.WithStoreClock(now), approval.WithoutCreate())
+	if errors.Is(err, approval.ErrNoDatabase) {
+		return nil, fmt.Errorf("%w (the MCP server creates it with the first request; check --db or $%s)", err, approval.EnvDB)
+	}
+	return store, err
+}
+
+// completeRequestIDs completes the ID argument of approvals show, approve and deny from the database of
+// --db (or the default), offering only requests in one of the given states (all when none). It never
+// creates the database, and offers nothing when it cannot read it.
+func completeRequestIDs(states ...approval.Status) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		f := storeFlags{}
+		f.DBPath, _ = cmd.Flags().GetString("db")
+		if f.complete() != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		store, err := f.openExisting(time.Now)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer store.Close()
+		reqs, err := store.List(cmd.Context(), approval.ListFilter{})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, r := range reqs {
+			if !strings.HasPrefix(r.ID, toComplete) || (len(states) > 0 && !slices.Contains(states, r.Status)) {
+				continue
+			}
+			// The tool and namespace were written by the MCP server, which is not trusted: escaped.
+			out = append(out, cobra.CompletionWithDesc(r.ID, fmt.Sprintf("%s %s in %s", r.Status, safeLine(r.Tool), safeLine(r.Namespace))))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// outputFlag is -o for the commands that print either a table for people or JSON for scripts.
+type outputFlag struct{ Output string }
+
+func (f *outputFlag) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.Output, "output", "o", "text", "output format: text or json")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+func (f *outputFlag) validate() error {
+	if f.Output != "text" && f.Output != "json" {
+		return fmt.Errorf("-o %q: want text or json", f.Output)
+	}
+	return nil
+}
+
+func (f *outputFlag) json() bool { return f.Output == "json" }
+
+// requestJSON is the JSON form of a request printed by approvals list and show -o json: a contract for
+// scripts, so it is declared here rather than taken from the store's type. Times are RFC 3339 in UTC;
+// empty fields are left out. A request never holds its token, so none can be printed.
+type requestJSON struct {
+	ID          string            `json:"id"`
+	Tool        string            `json:"tool"`
+	Namespace   string            `json:"namespace"`
+	Status      approval.Status   `json:"status"`
+	Params      map[string]any    `json:"params"`
+	ParamsHash  string            `json:"params_hash"`
+	PlanDigest  string            `json:"plan_digest,omitempty"`
+	PlanSummary string            `json:"plan_summary,omitempty"`
+	Signals     []approval.Signal `json:"signals,omitempty"`
+	CreatedAt   string            `json:"created_at"`
+	ExpiresAt   string            `json:"expires_at"`
+	Approver    string            `json:"approver,omitempty"`
+	DecidedAt   string            `json:"decided_at,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
+	TokenID     string            `json:"token_id,omitempty"`
+	TokenExpiry string            `json:"token_expires_at,omitempty"`
+	ConsumedAt  string            `json:"consumed_at,omitempty"`
+}
+
+func toJSON(r *approval.Request) requestJSON {
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	params := r.Params
+	if params == nil {
+		params = map[string]any{}
+	}
+	return requestJSON{
+		ID: r.ID, Tool: r.Tool, Namespace: r.Namespace, Status: r.Status, Params: params, ParamsHash: r.ParamsHash,
+		PlanDigest: r.PlanDigest, PlanSummary: r.PlanSummary, Signals: r.Signals,
+		CreatedAt: ts(r.CreatedAt), ExpiresAt: ts(r.ExpiresAt), Approver: r.Approver, DecidedAt: ts(r.DecidedAt),
+		Reason: r.Reason, TokenID: r.TokenID, TokenExpiry: ts(r.TokenExpiry), ConsumedAt: ts(r.ConsumedAt),
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 type approvalsListOptions struct {
 	storeFlags
+	outputFlag
 	Status string
 	status approval.Status
 	now    func() time.Time
@@ -182,6 +295,9 @@ type approvalsListOptions struct {
 func (o *approvalsListOptions) Complete() error { return o.complete() }
 
 func (o *approvalsListOptions) Validate() error {
+	if err := o.validate(); err != nil {
+		return err
+	}
 	if o.Status == "" {
 		return nil
 	}
@@ -194,7 +310,7 @@ func (o *approvalsListOptions) Validate() error {
 }
 
 func (o *approvalsListOptions) Run(ctx context.Context, streams IO) error {
-	store, err := approval.OpenStore(o.DBPath, approval.WithStoreClock(o.now))
+	store, err := o.openExisting(o.now)
 	if err != nil {
 		return err
 	}
@@ -202,6 +318,14 @@ func (o *approvalsListOptions) Run(ctx context.Context, streams IO) error {
 	reqs, err := store.List(ctx, approval.ListFilter{Status: o.status})
 	if err != nil {
 		return err
+	}
+	if o.json() {
+		// Always an array, empty included, so that scripts need no special case.
+		out := make([]requestJSON, 0, len(reqs))
+		for _, r := range reqs {
+			out = append(out, toJSON(r))
+		}
+		return writeJSON(streams.Out, out)
 	}
 	if len(reqs) == 0 {
 		if o.status != "" {
@@ -222,6 +346,7 @@ func (o *approvalsListOptions) Run(ctx context.Context, streams IO) error {
 
 type approvalsShowOptions struct {
 	storeFlags
+	outputFlag
 	ID  string
 	now func() time.Time
 }
@@ -231,10 +356,10 @@ func (o *approvalsShowOptions) Complete(args []string) error {
 	return o.complete()
 }
 
-func (o *approvalsShowOptions) Validate() error { return nil }
+func (o *approvalsShowOptions) Validate() error { return o.validate() }
 
 func (o *approvalsShowOptions) Run(ctx context.Context, streams IO) error {
-	store, err := approval.OpenStore(o.DBPath, approval.WithStoreClock(o.now))
+	store, err := o.openExisting(o.now)
 	if err != nil {
 		return err
 	}
@@ -242,6 +367,9 @@ func (o *approvalsShowOptions) Run(ctx context.Context, streams IO) error {
 	r, err := store.Get(ctx, o.ID)
 	if err != nil {
 		return err
+	}
+	if o.json() {
+		return writeJSON(streams.Out, toJSON(r))
 	}
 	printRequest(streams.Out, r, o.now())
 	return nil
@@ -267,30 +395,34 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 				return err
 			}
 			if err := list.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return list.Run(cmd.Context(), streams)
 		},
 	}
-	list.bind(listCmd)
+	list.storeFlags.bind(listCmd)
+	list.outputFlag.bind(listCmd)
 	listCmd.Flags().StringVar(&list.Status, "status", "", "only requests in this state: pending, granted, denied, consumed or expired")
+	_ = listCmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]cobra.Completion{"pending", "granted", "denied", "consumed", "expired"}, cobra.ShellCompDirectiveNoFileComp))
 
 	show := &approvalsShowOptions{now: time.Now}
 	showCmd := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one request in full: parameters, plan summary and destructive signals",
-		Args:  usage(cobra.ExactArgs(1)),
+		Use:               "show ID",
+		Short:             "Show one request in full: parameters, plan summary and destructive signals",
+		Args:              usage(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeRequestIDs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := show.Complete(args); err != nil {
 				return err
 			}
 			if err := show.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return show.Run(cmd.Context(), streams)
 		},
 	}
-	show.bind(showCmd)
+	show.storeFlags.bind(showCmd)
+	show.outputFlag.bind(showCmd)
 
 	cmd.AddCommand(listCmd, showCmd)
 	return cmd

@@ -428,7 +428,7 @@ func TestApprovalsListAndShow(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "no denied approval requests") {
 		t.Errorf("list --status denied (exit %d):\n%s", code, out)
 	}
-	if code, _, stderr := runApprovalCLI(t, none, "approvals", "list", "--db", e.db, "--status", "bogus"); code != 1 || !strings.HasPrefix(stderr, "error: ") {
+	if code, _, stderr := runApprovalCLI(t, none, "approvals", "list", "--db", e.db, "--status", "bogus"); code != exitUsage || !strings.HasPrefix(stderr, "error: ") {
 		t.Errorf("list --status bogus: exit %d, stderr %q", code, stderr)
 	}
 

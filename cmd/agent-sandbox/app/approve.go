@@ -90,7 +90,7 @@ func (o *approveOptions) Validate() error {
 // Run shows the request, asks the person to confirm and for the key's passphrase, and stores the grant. tty is
 // the terminal everything is read from.
 func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) error {
-	store, err := approval.OpenStore(o.DBPath, approval.WithStoreClock(o.now))
+	store, err := o.openExisting(o.now)
 	if err != nil {
 		return err
 	}
@@ -178,8 +178,12 @@ provider from --provider-mirror; no cluster credential is involved). It shows th
 ones marked, and refuses (exit 4) when the request described anything else.
 
 Approve runs only with standard input on an interactive terminal. There is, by design, no flag, environment
-variable or other way to approve without one: approvals are made by a person, not by a program.`,
-		Args: usage(cobra.ExactArgs(1)),
+variable or other way to approve without one: approvals are made by a person, not by a program.
+
+Exit codes: 0 approved; 1 not approved (an error, or the confirmation did not match); 2 usage, or no
+terminal; 3 no such request; 4 the request or its saved plan does not match (tampered, or described falsely).`,
+		Args:              usage(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeRequestIDs(approval.StatusPending),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tty, ok := terminalOf(streams.In)
 			if !ok {

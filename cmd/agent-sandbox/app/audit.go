@@ -183,7 +183,7 @@ func newAuditVerifyCommand(streams IO) *cobra.Command {
 	o := &auditVerifyOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Check the audit log's hash chain; exit 1 naming the first bad line",
+		Short: "Check the audit log's hash chain; exit 4 naming the first bad line",
 		Args:  usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -212,8 +212,8 @@ func (o *auditVerifyOptions) Validate() error {
 	return nil
 }
 
-// Run verifies the chain. A broken chain is reported on stderr as "FAIL: line N: reason" and exits 1
-// without further output; an unreadable file is an ordinary error.
+// Run verifies the chain. A broken chain is reported on stderr as "FAIL: line N: reason" and exits 4
+// (tampered) without further output; a missing file exits 3, an unreadable one 1.
 func (o *auditVerifyOptions) Run(_ context.Context) error {
 	sum, err := audit.VerifyFile(o.File)
 	var verr *audit.VerifyError
@@ -223,7 +223,7 @@ func (o *auditVerifyOptions) Run(_ context.Context) error {
 		return err
 	case errors.As(err, &verr):
 		fmt.Fprintf(o.streams.ErrOut, "FAIL: %s\n", verr)
-		return exitError{code: 1}
+		return exitError{code: exitTampered}
 	case errors.Is(err, fs.ErrNotExist):
 		return missingLogError(o.File)
 	default:
@@ -232,5 +232,5 @@ func (o *auditVerifyOptions) Run(_ context.Context) error {
 }
 
 func missingLogError(path string) error {
-	return fmt.Errorf("audit log %s: %w (pass --file or set $%s)", path, fs.ErrNotExist, audit.EnvPath)
+	return notFoundError{fmt.Errorf("audit log %s: %w (pass --file or set $%s)", path, fs.ErrNotExist, audit.EnvPath)}
 }

@@ -67,12 +67,12 @@ func TestAuditVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut = runCLI(t, "audit", "verify", "--file", path)
-	if code != 1 || out != "" || !strings.HasPrefix(errOut, "FAIL: line 3: ") || strings.Count(errOut, "\n") != 1 {
+	if code != exitTampered || out != "" || !strings.HasPrefix(errOut, "FAIL: line 3: ") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("verify tampered log: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	code, _, errOut = runCLI(t, "audit", "verify", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
-	if code != 1 || !strings.Contains(errOut, "does not exist") || strings.Count(errOut, "\n") != 1 {
+	if code != exitNotFound || !strings.Contains(errOut, "does not exist") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("verify missing log: code %d, stderr %q", code, errOut)
 	}
 }
@@ -107,7 +107,7 @@ func TestAuditShow(t *testing.T) {
 	}
 
 	code, _, errOut = runCLI(t, "audit", "show", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
-	if code != 1 || !strings.Contains(errOut, "does not exist") {
+	if code != exitNotFound || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("show missing log: code %d, stderr %q", code, errOut)
 	}
 }
@@ -127,11 +127,11 @@ func TestAuditVerifyAndShowRefuseAHugeLine(t *testing.T) {
 	f.Close()
 
 	code, out, errOut := runCLI(t, "audit", "verify", "--file", path)
-	if code != 1 || out != "" || !strings.HasPrefix(errOut, "FAIL: line 7: line longer than ") {
+	if code != exitTampered || out != "" || !strings.HasPrefix(errOut, "FAIL: line 7: line longer than ") {
 		t.Fatalf("verify: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "audit", "show", "--file", path)
-	if code != 1 || strings.Count(out, "req-") != 6 || !strings.Contains(errOut, "line 7: line longer than ") {
+	if code != exitTampered || strings.Count(out, "req-") != 6 || !strings.Contains(errOut, "line 7: line longer than ") {
 		t.Fatalf("show: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/broker"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -29,6 +33,8 @@ type credAgentOptions struct {
 	APICAFile    string
 	Out          string
 	ResultFile   string
+	ClaimFile    string
+	DoneFile     string
 	Scope        string
 	LoginTimeout time.Duration
 
@@ -50,8 +56,14 @@ Role and RoleBinding, removes the kubeconfig, prints credential.revoked, then re
 file (--result-file) as a tool.result event — the tool's one JSON result object, scrubbed of the
 credential's exact values and of anything shaped like a secret — and exits 0.
 
-Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's startup
-probe ("cred-agent ready") then never passes and the tool container never starts.`,
+Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's
+postStart hook ("cred-agent ready") then never returns success and the tool container never starts.
+
+In a warm Pod (--claim-file instead of --namespace) the agent does nothing until the Pod's claim — which the
+admission webhook validated — appears in the claim file; it then takes the target namespace from the claim,
+issues the credential, and revokes it and reports the result as soon as the warm entry point writes
+--done-file. It serves one claim: restarted after a claim, it issues nothing. A failure is reported as a
+credential.failed event, and the agent stays up until it is stopped.`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -75,6 +87,8 @@ probe ("cred-agent ready") then never passes and the tool container never starts
 	f.StringVar(&o.Out, "out", contract.KubeconfigPath, "where to write the kubeconfig")
 	f.StringVar(&o.Scope, "scope", "", "credential scope name (for events only)")
 	f.StringVar(&o.ResultFile, "result-file", "", "the tool's result file, reported (scrubbed) as a tool.result event once the credential is revoked")
+	f.StringVar(&o.ClaimFile, "claim-file", "", "a warm Pod's claim file: wait for the claim and take the target namespace from it (instead of --namespace)")
+	f.StringVar(&o.DoneFile, "done-file", "", "a warm Pod's done marker: revoke and report as soon as it exists")
 	f.DurationVar(&o.LoginTimeout, "login-timeout", broker.DefaultLoginTimeout, "give up logging in and minting after this long (transient errors are retried)")
 	cmd.AddCommand(newCredAgentReadyCommand(streams))
 	return cmd
@@ -85,6 +99,14 @@ func (o *credAgentOptions) Complete() {}
 
 // Validate checks that every required flag is set.
 func (o *credAgentOptions) Validate() error {
+	if o.ClaimFile != "" {
+		if o.Namespace != "" {
+			return fmt.Errorf("give --namespace or --claim-file, not both")
+		}
+		cfg := o.config()
+		cfg.Namespace = "from-the-claim"
+		return cfg.Validate()
+	}
 	cfg := o.config()
 	return cfg.Validate()
 }
@@ -96,6 +118,7 @@ func (o *credAgentOptions) config() broker.AgentConfig {
 		SecretsMount: o.SecretsMount, SecretsRole: o.SecretsRole,
 		Namespace: o.Namespace, Scope: o.Scope,
 		TokenFile: o.TokenFile, APIServer: o.APIServer, APICAFile: o.APICAFile, Out: o.Out, ResultFile: o.ResultFile,
+		DoneFile:     o.DoneFile,
 		LoginTimeout: o.LoginTimeout,
 		Events:       o.streams.Out,
 	}
@@ -104,6 +127,9 @@ func (o *credAgentOptions) config() broker.AgentConfig {
 // Run issues the credential, waits for the stop signal (ctx is cancelled on SIGTERM and SIGINT) and
 // revokes it.
 func (o *credAgentOptions) Run(ctx context.Context) error {
+	if o.ClaimFile != "" {
+		return o.runWarm(ctx)
+	}
 	agent, err := broker.NewAgent(o.config())
 	if err != nil {
 		return o.fail(nil, err)
@@ -188,5 +214,81 @@ func (o *credAgentReadyOptions) Run(ctx context.Context) error {
 			return exitError{code: 1}
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// EventCredentialFailed is a warm Pod's agent reporting that it could not issue the claimed call's
+// credential; it stays up (a native sidecar that exits is restarted) and the warm entry point gives up.
+const EventCredentialFailed = "credential.failed"
+
+// claimedMarker, in the agent's own memory volume, records that this Pod's claim was served: a restarted
+// sidecar must never issue a second credential for the same claim.
+const claimedMarker = ".claimed"
+
+// runWarm serves a warm Pod's one claim: wait for it, issue its credential, revoke when the tool is done.
+func (o *credAgentOptions) runWarm(ctx context.Context) error {
+	emit := func(event string, fields map[string]any) {
+		fields["event"] = event
+		fields["time"] = time.Now().UTC().Format(time.RFC3339Nano)
+		if b, err := json.Marshal(fields); err == nil {
+			fmt.Fprintln(o.streams.Out, string(b))
+		}
+	}
+	fail := func(err error) error {
+		line := oneLineError(nil, err)
+		emit(EventCredentialFailed, map[string]any{"error": line})
+		fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", line)
+		<-ctx.Done()
+		return nil
+	}
+	claim, err := waitClaim(ctx, o.ClaimFile)
+	if err != nil {
+		return fail(err)
+	}
+	if claim == nil {
+		return nil // stopped before any claim: nothing was issued, nothing to revoke
+	}
+	marker := filepath.Join(filepath.Dir(o.Out), claimedMarker)
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fail(fmt.Errorf("this Pod's claim %s was already served (the agent restarted): no second credential", claim.RequestID))
+	}
+	f.Close()
+	emit("claim.accepted", map[string]any{"request_id": claim.RequestID, "namespace": claim.Namespace})
+	cfg := o.config()
+	cfg.Namespace = claim.Namespace
+	agent, err := broker.NewAgent(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := agent.Run(ctx); err != nil {
+		line := oneLineError(agent.Scrubber(), err)
+		emit(EventCredentialFailed, map[string]any{"error": line})
+		fmt.Fprintf(o.streams.ErrOut, "cred-agent: %s\n", line)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// claimPoll is how often a warm Pod waits on its claim file (the kubelet rewrites it when the claim lands).
+const claimPoll = 5 * time.Millisecond
+
+// waitClaim waits until the claim file holds a claim and parses it; nil when ctx ends first.
+func waitClaim(ctx context.Context, path string) (*sandbox.Claim, error) {
+	t := time.NewTicker(claimPoll)
+	defer t.Stop()
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("read the claim: %w", err)
+		}
+		if len(strings.TrimSpace(string(b))) > 0 {
+			return sandbox.ParseClaim(string(b))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-t.C:
+		}
 	}
 }

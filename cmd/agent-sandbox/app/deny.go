@@ -37,7 +37,7 @@ func (o *denyOptions) Validate() error {
 }
 
 func (o *denyOptions) Run(ctx context.Context, streams IO) error {
-	store, err := approval.OpenStore(o.DBPath, approval.WithStoreClock(o.now))
+	store, err := o.openExisting(o.now)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,8 @@ func newDenyCommand(streams IO) *cobra.Command {
 		Short: "Deny a pending request",
 		Long: `Deny refuses a pending request for good. Unlike approve it needs no terminal and no key: refusing
 is always safe, so scripts may do it.`,
-		Args: usage(cobra.ExactArgs(1)),
+		Args:              usage(cobra.ExactArgs(1)),
+		ValidArgsFunction: completeRequestIDs(approval.StatusPending),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
 				return err

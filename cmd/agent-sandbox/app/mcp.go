@@ -8,10 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -30,31 +34,52 @@ type mcpOptions struct {
 	AuditLog       string
 	Workspaces     string
 	MaxConcurrency int
+	Warm           bool
 	HTTPAddr       string
+	HTTPTokenFile  string
+	AllowedOrigins []string
 	LogLevel       string
+
+	httpToken string
+	logLevel  slog.Level
 }
 
 func newMCPCommand(streams IO) *cobra.Command {
 	o := &mcpOptions{}
 	cmd := &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve the agent-sandbox tools to an MCP client (Claude, Cursor, ...) over stdio",
+		Short: "Serve the agent-sandbox tools to an MCP client (Claude, Cursor, ...) over stdio or streamable HTTP",
 		Long: `Serve the policy's tools to an AI agent over the Model Context Protocol: stdio by default (nothing
 but protocol is written to stdout; logs go to stderr), or streamable HTTP with --http.
+
+Over HTTP the MCP endpoint is http://ADDRESS/mcp. Every request to it must carry the bearer token of
+--http-token-file, or of $AGENT_SANDBOX_HTTP_TOKEN ("Authorization: Bearer <token>", at least 32
+characters, compared in constant time). The server refuses to start without a token, on any address,
+and names a non-loopback address in its refusal. A request whose Origin header is not one of
+--http-allowed-origin is refused with 403 whatever its token, so a web page in your browser cannot
+drive the server; clients that send no Origin (every non-browser client) are unaffected.
+GET /healthz answers "ok" without a token; GET /metrics serves Prometheus metrics (tool calls by tool
+and outcome, their durations, calls in flight) and needs the token. The server speaks plain HTTP: to
+serve beyond this machine, put a TLS-terminating proxy in front of it.
 
 Every call runs as one gVisor sandbox Job in the cluster of --kubeconfig; the server needs only a
 kubeconfig limited to the sandbox namespace (create Jobs and ConfigMaps, read Jobs, Pods and logs).
 terraform_apply waits for a human's approval, made with 'agent-sandbox approve' in a terminal; no tool
 can approve. Every call is written to the hash-chained audit log.`,
 		Example: `  agent-sandbox mcp --policy policy/policy.yaml --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig
-  claude mcp add agent-sandbox -- agent-sandbox mcp --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig`,
+  claude mcp add agent-sandbox -- agent-sandbox mcp --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig
+
+  # streamable HTTP on loopback, with a token only you can read
+  (umask 077; openssl rand -hex 32 > ~/.config/agent-sandbox/http-token)
+  agent-sandbox mcp --http 127.0.0.1:8765 --http-token-file ~/.config/agent-sandbox/http-token \
+    --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},
@@ -66,8 +91,11 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.AuditLog, "audit-log", "", "audit log [$AGENT_SANDBOX_AUDIT_LOG, default ~/.local/state/agent-sandbox/audit.jsonl]")
 	f.StringVar(&o.Workspaces, "workspaces", envOr("AGENT_SANDBOX_WORKSPACES", "terraform"), "folder with one sub-folder of Terraform files per workspace [$AGENT_SANDBOX_WORKSPACES]")
 	f.IntVar(&o.MaxConcurrency, "max-concurrency", 4, "sandboxes that may run at once")
-	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
-	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error (logs go to stderr)")
+	f.BoolVar(&o.Warm, "warm", true, "claim a ready warm Pod for tools whose policy declares a warm pool; without one (or with --warm=false) the call runs as a cold Job")
+	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765; MCP endpoint /mcp) instead of stdio")
+	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
+	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
+	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
 	return cmd
 }
 
@@ -104,19 +132,98 @@ func (o *mcpOptions) Validate() error {
 	if st, err := os.Stat(o.Workspaces); err != nil || !st.IsDir() {
 		errs = append(errs, fmt.Errorf("--workspaces %s is not a folder", o.Workspaces))
 	}
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.logLevel = level
 	if o.HTTPAddr != "" {
-		if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {
-			errs = append(errs, fmt.Errorf("--http %q: %v", o.HTTPAddr, err))
-		}
+		errs = append(errs, o.validateHTTP()...)
+	} else if o.HTTPTokenFile != "" || len(o.AllowedOrigins) > 0 {
+		errs = append(errs, errors.New("--http-token-file and --http-allowed-origin need --http"))
 	}
 	return errors.Join(errs...)
 }
 
+// validateHTTP checks the HTTP flags and reads the token. The streamable HTTP endpoint always needs a
+// token: on loopback any local process and any web page the user opens can reach it, and beyond loopback
+// anyone on the network can.
+func (o *mcpOptions) validateHTTP() []error {
+	var errs []error
+	host, _, err := net.SplitHostPort(o.HTTPAddr)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--http %q: %v", o.HTTPAddr, err))
+	}
+	envToken, fromEnv := os.LookupEnv(EnvHTTPToken)
+	switch {
+	case o.HTTPTokenFile != "" && fromEnv:
+		errs = append(errs, fmt.Errorf("--http-token-file and $%s both give a token: unset one", EnvHTTPToken))
+	case o.HTTPTokenFile != "":
+		if o.httpToken, err = readHTTPToken(o.HTTPTokenFile); err != nil {
+			errs = append(errs, err)
+		}
+	case fromEnv:
+		if o.httpToken, err = checkHTTPToken(envToken); err != nil {
+			errs = append(errs, fmt.Errorf("$%s: %w", EnvHTTPToken, err))
+		}
+	case err == nil && !isLoopback(host):
+		errs = append(errs, fmt.Errorf("refusing to serve MCP on %s, a non-loopback address, without authentication: pass --http-token-file or set $%s", o.HTTPAddr, EnvHTTPToken))
+	default:
+		errs = append(errs, fmt.Errorf("--http needs --http-token-file or $%s: every HTTP client must present that bearer token", EnvHTTPToken))
+	}
+	for _, origin := range o.AllowedOrigins {
+		if _, err := mcp.ParseOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("--http-allowed-origin: %w", err))
+		}
+	}
+	return errs
+}
+
+// isLoopback reports whether a listen host is a loopback address. An empty host listens on every
+// interface; a name other than localhost may resolve to anything.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// EnvHTTPToken holds the HTTP bearer token itself, for service managers that inject secrets as
+// environment variables; --http-token-file is preferred, since a file's mode protects it and the
+// environment of a process is readable by its children.
+const EnvHTTPToken = "AGENT_SANDBOX_HTTP_TOKEN"
+
+// readHTTPToken reads the bearer token from a file.
+func readHTTPToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--http-token-file: %w", err)
+	}
+	token, err := checkHTTPToken(string(b))
+	if err != nil {
+		return "", fmt.Errorf("--http-token-file %s: %w", path, err)
+	}
+	return token, nil
+}
+
+// checkHTTPToken trims surrounding white space and requires one word of at least mcp.MinTokenLength
+// printable ASCII characters, the characters an HTTP header carries unchanged.
+func checkHTTPToken(raw string) (string, error) {
+	token := strings.TrimSpace(raw)
+	ok := len(token) >= mcp.MinTokenLength
+	for i := 0; ok && i < len(token); i++ {
+		ok = token[i] > ' ' && token[i] < 0x7f
+	}
+	if !ok {
+		return "", fmt.Errorf("the token must be one word of at least %d printable ASCII characters (make one with: openssl rand -hex 32)", mcp.MinTokenLength)
+	}
+	return token, nil
+}
+
 // Run wires the server and serves until the client goes away or ctx ends.
 func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 
 	// The server renders Jobs and checks calls against the policy; the admission rules are the webhook's.
 	p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules())
@@ -135,6 +242,13 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	// Log streams last as long as a call; the call's own deadline bounds them, not a request timeout.
+	streamCfg := rest.CopyConfig(cfg)
+	streamCfg.Timeout = 0
+	logStreams, err := kubernetes.NewForConfig(streamCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
 	store, err := approval.OpenStore(o.DB)
 	if err != nil {
 		return err
@@ -147,27 +261,62 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	defer auditLog.Close()
 
 	ns := p.Spec.Sandbox.Namespace
+	runner := sandbox.NewRunner(cs, ns, o.MaxConcurrency)
+	runner.Streams = logStreams
 	svc := &service.Service{
 		Policy: p, Approvals: store, Audit: auditLog,
-		Runner:       sandbox.NewRunner(cs, ns, o.MaxConcurrency),
+		Runner:       runner,
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
+		Warm:         o.Warm,
 	}
-	server := mcp.NewServer(svc, p, version, log)
-	log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
-		"sandboxNamespace", ns, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""])
+	ready := func() {
+		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
+			"sandboxNamespace", ns, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],
+			"version", versionInfo().Version)
+	}
 	if o.HTTPAddr == "" {
-		return mcp.RunStdio(ctx, server)
+		ready()
+		return mcp.RunStdio(ctx, mcp.NewServer(svc, p, versionInfo().Version, log))
 	}
-	srv := &http.Server{Addr: o.HTTPAddr, Handler: mcp.HTTPHandler(server), ReadHeaderTimeout: 10 * time.Second}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := mcp.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	handler, err := mcp.HTTPHandler(mcp.NewServer(mcp.Instrument(svc, metrics), p, versionInfo().Version, log),
+		mcp.HTTPOptions{Token: o.httpToken, AllowedOrigins: o.AllowedOrigins, Gatherer: reg, Log: log})
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, o.HTTPAddr, handler, func(addr string) {
+		ready()
+		log.Info("serving MCP over streamable HTTP", "endpoint", "http://"+addr+mcp.PathMCP, "allowedOrigins", o.AllowedOrigins)
+	})
+}
+
+// serveHTTP listens on addr and serves h until ctx ends; listening calls back with the bound address.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, listening func(addr string)) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	listening(l.Addr().String())
+	err = srv.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-stopped
+		return nil
 	}
-	return nil
+	return err
 }

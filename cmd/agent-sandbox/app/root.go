@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 )
 
 // IO carries the standard streams so that commands can be driven from tests.
@@ -25,22 +26,40 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// Exit codes, the same for every command: 0 success, 1 failure, and these.
+// Exit codes, the same for every command: 0 success, 1 failure, and these. exitCodesHelp documents them
+// at the end of every command's --help; change both together.
 const (
 	// exitUsage: the command line is wrong (unknown flag, missing argument, invalid value).
 	exitUsage = 2
-	// exitNotFound: the thing named does not exist (an approval request, a file).
+	// exitNotFound: the thing named does not exist (an approval request, the approvals database, a file).
 	exitNotFound = 3
 	// exitTampered: something was changed behind the program's back (a forged plan description, an
 	// edited audit log).
 	exitTampered = 4
 )
 
+const exitCodesHelp = `
+Exit status:
+  0  success
+  1  failure (a cluster, Vault or file error; a request that cannot be decided)
+  2  usage error: unknown command or flag, missing argument, invalid value
+  3  not found: no such approval request, no approvals database, no audit log
+  4  tampered: an edited audit log, a saved plan that does not match its request
+`
+
 // usageError is a mistake in the command line.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// notFoundError is a missing thing the user named (or left to a default): a file such as the audit log.
+// Only errors wrapped in it exit 3, not every fs.ErrNotExist: a missing kubeconfig while approving, say,
+// is a failure to verify, not an answer to "does it exist".
+type notFoundError struct{ err error }
+
+func (e notFoundError) Error() string { return e.err.Error() }
+func (e notFoundError) Unwrap() error { return e.err }
 
 // usage marks the errors of a positional-argument check as usage errors.
 func usage(check cobra.PositionalArgs) cobra.PositionalArgs {
@@ -70,8 +89,10 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, approval.ErrNotFound):
+	case errors.Is(err, approval.ErrNotFound), errors.Is(err, approval.ErrNoDatabase), errors.As(err, new(notFoundError)):
 		return exitNotFound
+	case errors.As(err, new(*audit.VerifyError)):
+		return exitTampered
 	}
 	return 1
 }
@@ -85,9 +106,18 @@ func NewRootCommand(streams IO) *cobra.Command {
 without holding a standing credential. Each tool call runs as one throwaway Kubernetes Job under gVisor;
 an admission webhook enforces the policy; Vault mints a credential per action; destructive actions wait
 for a human to approve them with a signed token.`,
+		Version:       versionInfo().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An unknown command is a usage error (exit 2) like an unknown flag; without Args cobra reports it as
+		// a plain error.
+		Args: usage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	// --version prints the same line as the version command.
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Every command's help ends with the exit codes; subcommands inherit the template.
+	root.SetHelpTemplate(root.HelpTemplate() + exitCodesHelp)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)

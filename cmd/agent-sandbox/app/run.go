@@ -35,7 +35,7 @@ against the allowlist and, if it refuses, writes the reason to its termination m
 	// A flag the tool does not know is a failure like any other: report it on the result line.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return runFail(streams, nil, err) })
 	cmd.AddCommand(newRunPodStatusCommand(streams), newRunTerraformPlanCommand(streams), newRunTerraformApplyCommand(streams),
-		newRunTFCheckCommand(streams))
+		newRunTFCheckCommand(streams), newRunWarmCommand(streams))
 	return cmd
 }
 

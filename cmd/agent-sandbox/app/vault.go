@@ -74,7 +74,11 @@ after the cluster rotates its service-account signing key, or pass --oidc-discov
 fetch them itself (GKE and EKS publish the cluster's issuer).
 
 The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it needs rights to enable mounts
-and write policies (an admin or root token).`,
+and write policies (an admin or root token). ACL policies named agent-sandbox-* that configure did not
+write are never overwritten or deleted: configure stops with an error naming one it would have to
+overwrite. --dry-run prints the same lines prefixed "would" and changes nothing, neither in the cluster
+nor in Vault. $VAULT_NAMESPACE (Vault Enterprise, HCP Vault) is refused, not ignored: namespaces are
+not supported yet.`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -126,6 +130,12 @@ func (o *vaultConfigureOptions) Validate() error {
 	}
 	if o.VaultTokenFile == "" && o.getenv("VAULT_TOKEN") == "" {
 		errs = append(errs, errors.New("a Vault token is required: --vault-token-file or VAULT_TOKEN"))
+	}
+	// The Vault client ignores VAULT_NAMESPACE on purpose, so configure would write to the root namespace
+	// while the operator believes it writes to theirs: refuse instead. Supporting Vault Enterprise / HCP
+	// namespaces needs the credential agent to log in to the same namespace, which it cannot yet.
+	if ns := o.getenv("VAULT_NAMESPACE"); ns != "" {
+		errs = append(errs, fmt.Errorf("VAULT_NAMESPACE=%q is set, but agent-sandbox does not support Vault namespaces yet (the credential agent logs in to the root namespace); unset it to configure the root namespace", ns))
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,11 @@ func TestVaultConfigureValidate(t *testing.T) {
 	if err := o.Validate(); err != nil || o.VaultAddr != "http://v:8200" || o.PolicyFile != defaultPolicyFile || o.VaultNamespace != "agent-sandbox-system" {
 		t.Errorf("from the environment: %v %+v", err, o)
 	}
+	env["VAULT_NAMESPACE"] = "admin/team-a"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `VAULT_NAMESPACE="admin/team-a" is set, but agent-sandbox does not support Vault namespaces yet`) {
+		t.Errorf("VAULT_NAMESPACE: Validate = %v, want a refusal", err)
+	}
+	delete(env, "VAULT_NAMESPACE")
 	if tok, err := o.vaultToken(); err != nil || tok != "t" {
 		t.Errorf("token from env: %q %v", tok, err)
 	}

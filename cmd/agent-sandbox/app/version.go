@@ -1,27 +1,114 @@
 package app
 
 import (
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.version=...".
-var version = "dev"
+// version overrides the version the build info reports. Release builds set it with
+// -ldflags "-X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.version=v1.2.3" (make build does,
+// from git describe); `go install github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox@v1.2.3` needs
+// nothing: the module version is in the build info.
+var version = ""
+
+// VersionInfo says which build is running.
+type VersionInfo struct {
+	// Version is the ldflags override, else the main module's version from the build info (v1.2.3 for
+	// `go install ...@v1.2.3`, a pseudo-version for a commit), else "devel".
+	Version string `json:"version"`
+	// Commit and CommitTime come from the build info's VCS stamp (a build inside a git checkout without
+	// -buildvcs=false); Modified says the work tree had uncommitted changes.
+	Commit     string `json:"commit,omitempty"`
+	CommitTime string `json:"commit_time,omitempty"`
+	Modified   bool   `json:"modified,omitempty"`
+	GoVersion  string `json:"go_version"`
+	Platform   string `json:"platform"`
+}
+
+// String is the one line `agent-sandbox version` and `--version` print.
+func (v VersionInfo) String() string {
+	var extra []string
+	if v.Commit != "" {
+		c := v.Commit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		if v.Modified {
+			c += "-dirty"
+		}
+		extra = append(extra, "commit "+c)
+	}
+	if v.CommitTime != "" {
+		extra = append(extra, v.CommitTime)
+	}
+	extra = append(extra, v.GoVersion, v.Platform)
+	return fmt.Sprintf("agent-sandbox %s (%s)", v.Version, strings.Join(extra, ", "))
+}
+
+// versionInfo describes this binary.
+func versionInfo() VersionInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return buildVersion(bi, version)
+}
+
+// buildVersion derives the version from the build info (nil when the binary has none) and the ldflags
+// override.
+func buildVersion(bi *debug.BuildInfo, override string) VersionInfo {
+	v := VersionInfo{Version: "devel", GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi != nil {
+		if bi.GoVersion != "" {
+			v.GoVersion = bi.GoVersion
+		}
+		// "(devel)" is what `go build` in a checkout reports; it says nothing the fallback does not.
+		if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
+			v.Version = mv
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.time":
+				v.CommitTime = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	if override != "" {
+		v.Version = override
+	}
+	return v
+}
 
 func newVersionCommand(streams IO) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the agent-sandbox version",
-		Args:  usage(cobra.NoArgs),
+		Short: "Print the agent-sandbox version (also: agent-sandbox --version)",
+		Long: `Print the version of this binary: the version it was released as (set at build time, or the module
+version of a 'go install ...@VERSION' build), the git commit it was built from when known, and the Go
+version and platform. -o json prints the same as an object with the fields version, commit, commit_time,
+modified, go_version and platform.`,
+		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			goVersion := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				goVersion = bi.GoVersion
+			v := versionInfo()
+			switch output {
+			case "", "text":
+				_, err := fmt.Fprintln(streams.Out, v)
+				return err
+			case "json":
+				enc := json.NewEncoder(streams.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(v)
 			}
-			_, err := fmt.Fprintf(streams.Out, "agent-sandbox %s (%s)\n", version, goVersion)
-			return err
+			return usageError{fmt.Errorf("-o %q: want text or json", output)}
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
 }

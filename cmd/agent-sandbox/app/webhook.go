@@ -44,8 +44,14 @@ type webhookOptions struct {
 	AdminUsers         []string
 	AdminGroups        []string
 	MCPUser            string
+	PoolUsers          []string
+	WarmPool           bool
+	WarmPoolInterval   time.Duration
+	WarmPoolLease      string
 	ReloadInterval     time.Duration
 	LogLevel           string
+
+	logLevel slog.Level
 }
 
 func newWebhookCommand(streams IO) *cobra.Command {
@@ -71,7 +77,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},
@@ -93,8 +99,12 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringSliceVar(&o.AdminUsers, "admin-user", nil, "API users allowed to change the sandbox namespace's labels, NetworkPolicies, ResourceQuotas and LimitRanges (the chart's identity)")
 	f.StringSliceVar(&o.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
 	f.StringVar(&o.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
+	f.StringSliceVar(&o.PoolUsers, "pool-user", nil, "API users allowed to create warm Jobs (the webhook's own ServiceAccount, system:serviceaccount:NAMESPACE:NAME); empty: nobody")
+	f.BoolVar(&o.WarmPool, "warm-pool", true, "keep the warm pools the policy declares (tools[].warmPool); one replica does it at a time, elected through a Lease")
+	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
+	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
 	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
-	f.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error")
+	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp)
 	return cmd
 }
 
@@ -118,17 +128,23 @@ func (o *webhookOptions) Validate() error {
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d is not a port", o.Port))
 	}
+	if o.WarmPool && o.WarmPoolInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("--warm-pool-interval must be at least 100ms"))
+	}
 	if o.ReloadInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--reload-interval must be at least 100ms"))
 	}
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.logLevel = level
 	return errors.Join(errs...)
 }
 
 // Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.
 func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(o.LogLevel))
-	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 	ctrl.SetLogger(log)
 
 	cfg, err := ctrl.GetConfig()
@@ -168,9 +184,9 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
+	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
 		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
-		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser,
+		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
 	}}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
@@ -194,6 +210,14 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
 			return nil
 		},
+	}
+	if o.WarmPool {
+		pool := &webhook.Pool{Client: direct, Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
+		runnables = append(runnables, func(ctx context.Context) error {
+			return runLeader(ctx, cfg, o.Namespace, o.WarmPoolLease, log.WithName("warm-pool"), func(ctx context.Context) {
+				pool.Run(ctx, o.WarmPoolInterval)
+			})
+		})
 	}
 	if tlsm != nil {
 		runnables = append(runnables, func(ctx context.Context) error {

@@ -1,0 +1,275 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/mcp"
+)
+
+// mcpFixture is what `agent-sandbox mcp` needs to start without a cluster: the real policy, a kubeconfig
+// for an API server nobody calls, a workspaces folder, and the state files in a temporary folder.
+func mcpFixture(t *testing.T) (dir string, args []string) {
+	t.Helper()
+	dir = t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "workspaces"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir, []string{"mcp", "--policy", "../../../policy/policy.yaml", "--kubeconfig", kubeconfig,
+		"--workspaces", filepath.Join(dir, "workspaces"), "--db", filepath.Join(dir, "approvals.db"),
+		"--audit-log", filepath.Join(dir, "audit.jsonl")}
+}
+
+func writeToken(t *testing.T, dir, token string) string {
+	t.Helper()
+	f := filepath.Join(dir, "http-token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestMCPHTTPFlags: the HTTP server does not start without a token, on loopback or not, nor with a weak
+// token, a bad origin or an unknown log level; each is a usage error (exit 2) and nothing is served.
+func TestMCPHTTPFlags(t *testing.T) {
+	dir, base := mcpFixture(t)
+	good := writeToken(t, dir, strings.Repeat("k", 40))
+	weak := filepath.Join(dir, "weak")
+	if err := os.WriteFile(weak, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unsetTokenEnv(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string // the value of $AGENT_SANDBOX_HTTP_TOKEN, if not empty
+		want string
+	}{
+		{"no token on loopback", []string{"--http", "127.0.0.1:0"}, "", "error: --http needs --http-token-file or $AGENT_SANDBOX_HTTP_TOKEN"},
+		{"no token on all interfaces", []string{"--http", ":8765"}, "", "error: refusing to serve MCP on :8765, a non-loopback address, without authentication"},
+		{"no token on a LAN address", []string{"--http", "192.0.2.10:8765"}, "", "a non-loopback address, without authentication"},
+		{"no token on a host name", []string{"--http", "myhost.example:8765"}, "", "a non-loopback address, without authentication"},
+		{"weak token", []string{"--http", "127.0.0.1:0", "--http-token-file", weak}, "", "the token must be one word of at least 32 printable ASCII characters"},
+		{"missing token file", []string{"--http", "127.0.0.1:0", "--http-token-file", filepath.Join(dir, "nope")}, "", "--http-token-file: open"},
+		{"weak token in the environment", []string{"--http", "127.0.0.1:0"}, "short", "$AGENT_SANDBOX_HTTP_TOKEN: the token must be one word"},
+		{"token with a space in the environment", []string{"--http", "127.0.0.1:0"}, strings.Repeat("k", 20) + " " + strings.Repeat("k", 20), "$AGENT_SANDBOX_HTTP_TOKEN: the token must be one word"},
+		{"two tokens", []string{"--http", "127.0.0.1:0", "--http-token-file", good}, strings.Repeat("e", 40), "--http-token-file and $AGENT_SANDBOX_HTTP_TOKEN both give a token"},
+		{"bad origin", []string{"--http", "127.0.0.1:0", "--http-token-file", good, "--http-allowed-origin", "*"}, "", `allowed origin "*"`},
+		{"bad address", []string{"--http", "8765", "--http-token-file", good}, "", `--http "8765"`},
+		{"token without --http", []string{"--http-token-file", good}, "", "--http-token-file and --http-allowed-origin need --http"},
+		{"unknown log level", []string{"--log-level", "verbose"}, "", `--log-level "verbose": want debug, info, warn or error`},
+		{"log level with offset", []string{"--log-level", "info+4"}, "", `--log-level "info+4"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(EnvHTTPToken, tc.env)
+			}
+			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// unsetTokenEnv keeps the caller's environment from giving the server a token, for the test's duration.
+func unsetTokenEnv(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{EnvHTTPToken, "AGENT_SANDBOX_HTTP_TOKEN_FILE"} {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+}
+
+// syncBuffer is an io.Writer the server goroutine writes its logs to while the test reads them.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMCPHTTP runs the real `agent-sandbox mcp` with args (which serve HTTP on a loopback port) until the
+// test ends, and returns the MCP endpoint it logged and its output streams.
+func startMCPHTTP(t *testing.T, args []string) (endpoint string, stdout, stderr *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	exited := make(chan int, 1)
+	go func() { exited <- Main(ctx, args, strings.NewReader(""), stdout, stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-exited:
+			if code != 0 {
+				t.Errorf("mcp --http exited %d on cancel; stderr:\n%s", code, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("mcp --http did not stop on cancel")
+		}
+	})
+
+	// The bound address is in the "serving" log line.
+	for deadline := time.Now().Add(10 * time.Second); endpoint == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		sc := bufio.NewScanner(strings.NewReader(stderr.String()))
+		for sc.Scan() {
+			var line struct{ Msg, Endpoint string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving MCP over streamable HTTP" {
+				endpoint = line.Endpoint
+			}
+		}
+		select {
+		case code := <-exited:
+			exited <- code // for the clean-up
+			t.Fatalf("mcp --http exited %d; stderr:\n%s", code, stderr.String())
+		default:
+		}
+	}
+	if !strings.HasSuffix(endpoint, "/mcp") {
+		t.Fatalf("no endpoint logged; stderr:\n%s", stderr.String())
+	}
+	return endpoint, stdout, stderr
+}
+
+// httpDo sends one request, a POST being an MCP initialize, and returns the status and body.
+func httpDo(t *testing.T, method, url string, h map[string]string) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestMCPHTTPTokenFromEnv: the token can come from $AGENT_SANDBOX_HTTP_TOKEN instead of a file, and is
+// then required just the same.
+func TestMCPHTTPTokenFromEnv(t *testing.T) {
+	unsetTokenEnv(t)
+	_, args := mcpFixture(t)
+	token := "env-" + strings.Repeat("9876543210", 4)
+	t.Setenv(EnvHTTPToken, token)
+	endpoint, _, stderr := startMCPHTTP(t, append(args, "--http", "127.0.0.1:0"))
+	if code, _ := httpDo(t, http.MethodPost, endpoint, nil); code != http.StatusUnauthorized {
+		t.Errorf("no token: HTTP %d, want 401", code)
+	}
+	if code, body := httpDo(t, http.MethodPost, endpoint, map[string]string{"Authorization": "Bearer " + token}); code != http.StatusOK {
+		t.Errorf("the token from the environment: HTTP %d %s", code, body)
+	}
+	if strings.Contains(stderr.String(), token) {
+		t.Errorf("the token was logged:\n%s", stderr.String())
+	}
+}
+
+// TestMCPHTTPServe runs the real `agent-sandbox mcp --http` on a loopback port and talks to it over HTTP:
+// a foreign Origin and a missing or wrong token are refused, the MCP SDK client with the token calls a
+// tool end to end (approval_status reads the approvals database), and /healthz and /metrics answer.
+func TestMCPHTTPServe(t *testing.T) {
+	unsetTokenEnv(t)
+	dir, args := mcpFixture(t)
+	token := "tok-" + strings.Repeat("0123456789", 4)
+	args = append(args, "--http", "127.0.0.1:0", "--http-token-file", writeToken(t, dir, token),
+		"--http-allowed-origin", "https://console.example.com")
+	ctx := context.Background()
+	endpoint, stdout, stderr := startMCPHTTP(t, args)
+	base := strings.TrimSuffix(endpoint, "/mcp")
+	do := func(method, url string, h map[string]string) (int, string) {
+		t.Helper()
+		return httpDo(t, method, url, h)
+	}
+	auth := "Bearer " + token
+	if code, _ := do(http.MethodPost, endpoint, map[string]string{"Authorization": auth, "Origin": "https://evil.example"}); code != http.StatusForbidden {
+		t.Errorf("foreign Origin with the token: HTTP %d, want 403", code)
+	}
+	if code, body := do(http.MethodPost, endpoint, map[string]string{"Authorization": auth, "Origin": "https://console.example.com"}); code != http.StatusOK {
+		t.Errorf("the allowed Origin with the token: HTTP %d %s", code, body)
+	}
+	if code, _ := do(http.MethodPost, endpoint, map[string]string{"Origin": "https://console.example.com"}); code != http.StatusUnauthorized {
+		t.Errorf("the allowed Origin without the token: HTTP %d, want 401", code)
+	}
+	if code, _ := do(http.MethodPost, endpoint, nil); code != http.StatusUnauthorized {
+		t.Errorf("no token: HTTP %d, want 401", code)
+	}
+	if code, _ := do(http.MethodPost, endpoint, map[string]string{"Authorization": "Bearer " + strings.Repeat("x", len(token))}); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: HTTP %d, want 401", code)
+	}
+	if _, err := mcp.DialHTTP(ctx, endpoint, "wrong-"+token); err == nil {
+		t.Error("the MCP client connected with a wrong token")
+	}
+
+	c, err := mcp.DialHTTP(ctx, endpoint, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := c.ServerName(); !strings.HasPrefix(name, "agent-sandbox ") {
+		t.Errorf("server name %q", name)
+	}
+	res, err := c.Call(ctx, "approval_status", map[string]any{"request_id": "req-0000000000aa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Text, "no approval request req-0000000000aa") {
+		t.Errorf("approval_status of an unknown request: %+v", res)
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+
+	if code, body := do(http.MethodGet, base+"/healthz", nil); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz: HTTP %d %q", code, body)
+	}
+	if code, _ := do(http.MethodGet, base+"/metrics", nil); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without the token: HTTP %d", code)
+	}
+	code, body := do(http.MethodGet, base+"/metrics", map[string]string{"Authorization": auth})
+	if code != http.StatusOK || !strings.Contains(body, `agent_sandbox_mcp_tool_calls_total{outcome="invalid",tool="approval_status"} 1`) ||
+		!strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics: HTTP %d\n%s", code, body)
+	}
+	if strings.Contains(stderr.String(), token) || stdout.String() != "" {
+		t.Errorf("the token was logged, or something went to stdout:\nstdout %q\nstderr %s", stdout.String(), stderr.String())
+	}
+}

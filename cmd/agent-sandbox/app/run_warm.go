@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/broker"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// runWarmOptions are the flags of `run warm`, the entry point of a warm Pod's tool container.
+type runWarmOptions struct {
+	Tool           string
+	ClaimFile      string
+	DoneFile       string
+	Kubeconfig     string
+	IdleTimeout    time.Duration
+	Deadline       time.Duration
+	CredentialWait time.Duration
+
+	streams IO
+}
+
+func newRunWarmCommand(streams IO) *cobra.Command {
+	o := &runWarmOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "warm",
+		Short: "Wait for this warm Pod's claim, then run exactly the claimed argv (a warm Pod's tool container)",
+		Long: `warm is what a warm Pod's tool container runs (docs/design/warm-pool.md). It waits for the Pod's claim
+(--claim-file, the downward-API file of the claim annotation, which the admission webhook admitted only as
+the policy's rendering of the call), then for the credential agent's kubeconfig, then executes the claim's
+argv — directly, no shell — with the tool's deadline, and finally writes --done-file so that the agent
+revokes the credential and reports the result at once. Its exit code is the tool's. Unclaimed after
+--idle-timeout it exits 0, and the pool replaces the Pod.`,
+		Args: usage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return runFail(streams, nil, err)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Tool, "tool", "", "the tool this warm Pod runs (a claim for another is refused)")
+	f.StringVar(&o.ClaimFile, "claim-file", contract.ClaimPath, "the claim file")
+	f.StringVar(&o.DoneFile, "done-file", contract.DonePath, "the marker written once the tool has exited")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", contract.KubeconfigPath, "the kubeconfig the credential agent writes")
+	f.DurationVar(&o.IdleTimeout, "idle-timeout", 10*time.Minute, "exit 0 if no claim arrives within this time")
+	f.DurationVar(&o.Deadline, "deadline", time.Minute, "the claimed tool's deadline")
+	f.DurationVar(&o.CredentialWait, "credential-wait", broker.DefaultLoginTimeout+10*time.Second, "give up when the credential has not arrived this long after the claim")
+	return cmd
+}
+
+// Validate checks the flags.
+func (o *runWarmOptions) Validate() error {
+	var errs []error
+	if o.Tool == "" {
+		errs = append(errs, errors.New("--tool is required"))
+	}
+	if o.IdleTimeout <= 0 || o.Deadline <= 0 || o.CredentialWait <= 0 {
+		errs = append(errs, errors.New("--idle-timeout, --deadline and --credential-wait must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run waits for the claim, then the credential, then runs the claimed argv.
+func (o *runWarmOptions) Run(ctx context.Context) error {
+	log := runLogger(o.streams)
+	idle, cancel := context.WithTimeout(ctx, o.IdleTimeout)
+	claim, err := waitClaim(idle, o.ClaimFile)
+	cancel()
+	switch {
+	case err != nil:
+		return o.finish(runFail(o.streams, log, err))
+	case claim == nil:
+		log.Info("no claim: the warm Pod retires", "idle_timeout", o.IdleTimeout)
+		return nil
+	case claim.Tool != o.Tool:
+		return o.finish(runFail(o.streams, log, fmt.Errorf("the claim is for tool %q, this Pod runs %s", claim.Tool, o.Tool)))
+	}
+	log.Info("claimed", "request_id", claim.RequestID, "namespace", claim.Namespace)
+	if err := waitKubeconfig(ctx, o.Kubeconfig, o.CredentialWait); err != nil {
+		return o.finish(runFail(o.streams, log, err))
+	}
+	return o.finish(o.exec(ctx, claim))
+}
+
+// exec runs the claimed argv as a child with the tool's deadline; the child writes the result file itself.
+func (o *runWarmOptions) exec(ctx context.Context, claim *sandbox.Claim) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, claim.Argv[0], claim.Argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, o.streams.ErrOut, o.streams.ErrOut
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return runFail(o.streams, nil, fmt.Errorf("the tool exceeded its deadline (%s)", o.Deadline))
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return exitError{code: ee.ExitCode()}
+	}
+	if err != nil {
+		return runFail(o.streams, nil, fmt.Errorf("start the tool: %w", err))
+	}
+	return nil
+}
+
+// finish writes the done marker whatever happened — holding the exit code, which the credential agent
+// reports with the result — so the agent revokes at once, and passes err on.
+func (o *runWarmOptions) finish(err error) error {
+	code := 0
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case err != nil:
+		code = 1
+	}
+	// Written to a temporary name and renamed: the agent never reads a half-written marker.
+	tmp := o.DoneFile + ".tmp"
+	if werr := os.WriteFile(tmp, []byte(strconv.Itoa(code)), 0o644); werr == nil {
+		_ = os.Rename(tmp, o.DoneFile)
+	}
+	return err
+}
+
+// waitKubeconfig waits until the credential agent has written the kubeconfig.
+func waitKubeconfig(ctx context.Context, path string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		if broker.KubeconfigReady(path) == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the credential agent wrote no credential within %s of the claim", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(claimPoll):
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package app
+
+import (
+	"encoding/json"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestVersionFlag: --version and the version command print the same line; -o json the same facts.
+func TestVersionFlag(t *testing.T) {
+	code, flag, stderr := runCLI(t, "--version")
+	if code != 0 || stderr != "" || !strings.HasPrefix(flag, "agent-sandbox ") || !strings.HasSuffix(flag, ")\n") {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, flag, stderr)
+	}
+	if code, cmd, _ := runCLI(t, "version"); code != 0 || cmd != flag {
+		t.Errorf("version printed %q (exit %d), --version %q", cmd, code, flag)
+	}
+	code, out, _ := runCLI(t, "version", "-o", "json")
+	var v VersionInfo
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.Version == "" || v.GoVersion == "" || v.Platform == "" {
+		t.Errorf("version -o json: exit %d, %v, %q", code, err, out)
+	}
+	if v.String()+"\n" != flag {
+		t.Errorf("version -o json %+v does not match --version %q", v, flag)
+	}
+	if code, _, stderr := runCLI(t, "version", "-o", "yaml"); code != exitUsage || !strings.Contains(stderr, `-o "yaml": want text or json`) {
+		t.Errorf("version -o yaml: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	bi := &debug.BuildInfo{
+		GoVersion: "go1.26.0",
+		Main:      debug.Module{Path: "github.com/agent-sandbox/agent-sandbox", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-12-01T10:00:00Z"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	for _, tc := range []struct {
+		name     string
+		bi       *debug.BuildInfo
+		override string
+		want     string
+	}{
+		{"go install @version", bi, "", "agent-sandbox v1.2.3 (commit 0123456789ab-dirty, 2026-12-01T10:00:00Z, go1.26.0, "},
+		{"ldflags override", bi, "v9.9.9", "agent-sandbox v9.9.9 (commit 0123456789ab-dirty, "},
+		{"go build in a checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}, "", "agent-sandbox devel (go1.26.0, "},
+		{"no build info", nil, "", "agent-sandbox devel (go"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := buildVersion(tc.bi, tc.override).String(); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %q, want prefix %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseLogLevel(t *testing.T) {
+	for _, ok := range []string{"debug", "info", "warn", "warning", "error", "INFO"} {
+		if _, err := parseLogLevel(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "verbose", "inf", "info+4", "DEBUG-2", "trace"} {
+		if _, err := parseLogLevel(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	// The webhook refuses an unknown level as a usage error too, before it touches a cluster.
+	if code, _, stderr := runCLI(t, "webhook", "--log-level", "verbose"); code != exitUsage || !strings.Contains(stderr, `--log-level "verbose": want debug, info, warn or error`) {
+		t.Errorf("webhook --log-level verbose: exit %d, stderr %q", code, stderr)
+	}
+}

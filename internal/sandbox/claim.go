@@ -1,0 +1,238 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
+)
+
+// errNoWarmPod means no warm Pod could be claimed; the call runs as a cold Job instead.
+var errNoWarmPod = errors.New("no warm Pod could be claimed")
+
+// RunCall runs one call: on a warm Pod of the Job's tool when claim is set and one can be claimed, as the
+// cold Job otherwise. progress receives each stage and the name of the Job that serves the call.
+func (r *Runner) RunCall(ctx context.Context, job *batchv1.Job, claim string, progress func(Stage, string)) (*Result, error) {
+	if progress == nil {
+		progress = func(Stage, string) {}
+	}
+	if claim != "" {
+		res, err := r.runWarm(ctx, job.Labels[contract.LabelTool], claim, job.Spec.ActiveDeadlineSeconds, progress)
+		if !errors.Is(err, errNoWarmPod) {
+			return res, err
+		}
+	}
+	return r.Run(ctx, job, func(st Stage) { progress(st, job.Name) })
+}
+
+// claimCandidates is how many warm Pods a call tries before it goes cold (others may claim them first).
+const claimCandidates = 3
+
+// runWarm claims a ready warm Pod of tool with claim and follows the call to its result on the credential
+// agent's log stream, which carries the result the moment the agent has revoked the credential: no
+// polling, and no waiting for the kubelet to notice that the tool exited. The warm Job is always deleted.
+func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSeconds *int64, progress func(Stage, string)) (*Result, error) {
+	progress(StageQueued, "")
+	select {
+	case r.sem <- struct{}{}:
+		defer func() { <-r.sem }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	pod, err := r.claim(ctx, tool, claim)
+	if err != nil {
+		return nil, err
+	}
+	jobName := pod.Labels[batchv1.JobNameLabel]
+	res := &Result{JobName: jobName, ExitCode: -1, Warm: true}
+	res.Timings.Admission = time.Since(start)
+	progress(StageAdmitted, jobName)
+	defer func() {
+		c := time.Now()
+		r.delete(jobName)
+		res.Timings.Cleanup += time.Since(c)
+		res.Timings.Total = time.Since(start)
+	}()
+
+	limit := 2 * time.Minute
+	if deadlineSeconds != nil {
+		limit = time.Duration(*deadlineSeconds)*time.Second + time.Minute
+	}
+	fctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := r.followWarm(fctx, pod.Name, res, progress, jobName); err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		if errors.Is(fctx.Err(), context.DeadlineExceeded) {
+			return res, fmt.Errorf("%w (warm Pod %s)", ErrDeadline, pod.Name)
+		}
+		return res, err
+	}
+	c := time.Now()
+	res.ToolLog, _ = r.logs(ctx, pod.Name, contract.ToolContainer)
+	res.Timings.Cleanup = time.Since(c)
+	return res, nil
+}
+
+// claim patches the claim onto one ready, unclaimed warm Pod of tool. A Pod someone else claimed first
+// (a conflict) or that the webhook refuses (it finished, say) is skipped; after claimCandidates the call
+// goes cold, where the webhook checks the same things again and explains a refusal.
+func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, error) {
+	sel := labels.Set{contract.LabelTool: tool, contract.LabelWarm: "true"}.String()
+	pods, err := r.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, errNoWarmPod
+	}
+	var ready []*corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; Claimable(p) {
+			ready = append(ready, p)
+		}
+	}
+	rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+	for i, p := range ready {
+		if i == claimCandidates {
+			break
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": p.ResourceVersion,
+			"annotations":     map[string]string{contract.AnnotationClaim: claim},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		claimed, err := r.Client.CoreV1().Pods(r.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			return claimed, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+			continue
+		case isConnectionError(err) || strings.Contains(err.Error(), "failed calling webhook"):
+			return nil, classifyCreate(err)
+		}
+	}
+	return nil, errNoWarmPod
+}
+
+// Claimable is a warm Pod that is running, with its tool and agent started, not claimed and not going away.
+func Claimable(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Annotations[contract.AnnotationClaim] != "" {
+		return false
+	}
+	running := func(list []corev1.ContainerStatus, name string) bool {
+		for _, s := range list {
+			if s.Name == name {
+				return s.State.Running != nil
+			}
+		}
+		return false
+	}
+	return running(p.Status.ContainerStatuses, contract.ToolContainer) && running(p.Status.InitContainerStatuses, contract.CredentialAgentContainer)
+}
+
+// errStreamBroken means the log stream ended or failed before the result; it is opened again.
+var errStreamBroken = errors.New("the log stream broke")
+
+// followWarm reads the claimed Pod's credential-agent log as a stream until the tool.result event. A stream
+// that breaks before it (an API server or kubelet hiccup) is opened again, from the start of the log.
+func (r *Runner) followWarm(ctx context.Context, pod string, res *Result, progress func(Stage, string), job string) error {
+	claimed := time.Now()
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		if err = r.followOnce(ctx, pod, res, progress, job, claimed); !errors.Is(err, errStreamBroken) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneLine(scrub.String(err.Error())))
+}
+
+func (r *Runner) followOnce(ctx context.Context, pod string, res *Result, progress func(Stage, string), job string, claimed time.Time) error {
+	streams := r.Streams
+	if streams == nil {
+		streams = r.Client
+	}
+	rc, err := streams.CoreV1().Pods(r.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: contract.CredentialAgentContainer, Follow: true}).Stream(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneLine(scrub.String(err.Error())))
+	}
+	defer rc.Close()
+	var issued time.Time
+	var log strings.Builder
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), maxLogBytes)
+	for sc.Scan() {
+		line := sc.Text()
+		if log.Len()+len(line) > maxLogBytes {
+			return fmt.Errorf("%w: the credential agent's log exceeds %d bytes", ErrSandboxFailed, maxLogBytes)
+		}
+		log.WriteString(line)
+		log.WriteByte('\n')
+		var ev struct {
+			Event    string `json:"event"`
+			Error    string `json:"error"`
+			ExitCode *int32 `json:"exit_code"`
+		}
+		if !strings.HasPrefix(strings.TrimSpace(line), "{") || json.Unmarshal([]byte(line), &ev) != nil {
+			continue
+		}
+		switch ev.Event {
+		case "credential.issued":
+			issued = time.Now()
+			res.Timings.Credentials = issued.Sub(claimed)
+			progress(StageCredentials, job)
+			progress(StageRunning, job)
+		case "credential.failed":
+			res.CredentialEvents, _, _ = parseEvents([]byte(log.String()))
+			return fmt.Errorf("%w; the agent said: %s", ErrCredentials, oneLine(scrub.String(ev.Error)))
+		case toolResultEvent:
+			if !issued.IsZero() {
+				res.Timings.Run = time.Since(issued)
+			}
+			res.CredentialEvents, res.Output, res.ResultError = parseEvents([]byte(log.String()))
+			if ev.ExitCode != nil {
+				res.ExitCode = *ev.ExitCode
+			}
+			progress(StageDone, job)
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %s", errStreamBroken, oneLine(scrub.String(err.Error())))
+	}
+	// The stream ended cleanly: the container exited without a result, or the kubelet closed it.
+	if p, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, pod, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		return fmt.Errorf("%w: the stream ended while the Pod runs", errStreamBroken)
+	}
+	return fmt.Errorf("%w: the warm Pod's credential agent stopped before reporting a result", ErrSandboxFailed)
+}

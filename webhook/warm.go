@@ -1,0 +1,268 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+// The warm pool (docs/design/warm-pool.md). A warm Job is admitted only as the exact warm rendering of a
+// tool that has a pool; its Pod only as that rendering's template, once; and a warm Pod changes only by
+// one claim, which is validated like a call's Job: typed parameters, namespace, the policy's argv, a
+// request ID never seen before, and for a tool that needs one, the approval, consumed in the shared ledger.
+
+// ClaimLedger records the request IDs of admitted claims, shared by every webhook replica, so a claim cannot
+// be replayed onto another warm Pod.
+type ClaimLedger interface {
+	// RecordClaim stores requestID, or returns ErrClaimReplayed.
+	RecordClaim(ctx context.Context, requestID string, expires time.Time) error
+}
+
+// ErrClaimReplayed means a claim with this request ID was admitted before.
+var ErrClaimReplayed = errors.New("a claim with this request ID was admitted before")
+
+// claimLedgerLife keeps a claim's request ID long past any call that could carry it.
+const claimLedgerLife = 24 * time.Hour
+
+// isWarm reports whether labels declare a warm object (whatever the value: only "true" renders).
+func isWarm(labels map[string]string) bool {
+	_, ok := labels[contract.LabelWarm]
+	return ok
+}
+
+// warmTool returns the policy tool a warm object declares, if it has a pool.
+func warmTool(p *policy.Compiled, labels map[string]string) (*policy.Tool, error) {
+	t, err := p.Tool(labels[contract.LabelTool])
+	if err != nil {
+		return nil, deny("unknown-tool", "tool %q is not in the policy (default deny)", labels[contract.LabelTool])
+	}
+	if t.WarmPool == nil {
+		return nil, deny("warm-pool", "tool %s has no warm pool in the policy", t.Name)
+	}
+	return t, nil
+}
+
+// expectedWarmJob renders the warm Job name must be: the policy's warm rendering of tool t, with the
+// webhook's injection and the API server's defaults.
+func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name string) (*batchv1.Job, error) {
+	suffix, ok := sandbox.WarmSuffix(t.Name, name)
+	if !ok {
+		return nil, deny("exact-metadata", "a warm Job of %s is named %s followed by w and 11 base32hex characters, not %q", t.Name, sandbox.JobNamePrefix(t.Name), name)
+	}
+	job, err := sandbox.RenderWarmJob(p, t, suffix)
+	if err != nil {
+		return nil, deny("render", "%v", err)
+	}
+	InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t)
+	applyJobDefaults(job)
+	return job, nil
+}
+
+// checkWarmJob decides on a new warm Job: exactly the warm rendering of its tool, nothing else.
+func (c *Checker) checkWarmJob(ctx context.Context, p *policy.Compiled, req Request, obj object) (*Decision, error) {
+	if !contains(c.Identities.PoolUsers, req.User) {
+		return nil, deny("warm-pool", "warm Jobs are created only by the webhook's pool controller, not by %s", req.User)
+	}
+	t, err := warmTool(p, obj.labels())
+	if err != nil {
+		return nil, err
+	}
+	name, _ := obj.meta()["name"].(string)
+	want, err := expectedWarmJob(p, t, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil {
+		return nil, err
+	}
+	if err := exactJob(obj, want); err != nil {
+		return nil, err
+	}
+	return &Decision{Tool: t.Name}, nil
+}
+
+// checkClaim decides on an UPDATE of a warm Pod that adds its claim.
+func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Request, obj, old object) (*Decision, error) {
+	t, err := warmTool(p, old.labels())
+	if err != nil {
+		return nil, err
+	}
+	if old.labels()[contract.LabelWarm] != "true" {
+		return nil, deny("claim", "only a warm Pod can be claimed")
+	}
+	owner, _, ok := controllerJob(old)
+	if _, warm := sandbox.WarmSuffix(t.Name, owner); !ok || !warm {
+		return nil, deny("claim", "the Pod is not the Pod of a warm Job of %s", t.Name)
+	}
+	if old.meta()["deletionTimestamp"] != nil {
+		return nil, deny("claim", "the warm Pod is being deleted")
+	}
+	// The Pod must still be what the policy in force renders: a Pod started under an older policy (another
+	// image, scope or Vault role) is not claimed but replaced by the pool.
+	if err := c.stillRendered(ctx, p, t, req.Namespace, owner, old); err != nil {
+		return nil, err
+	}
+	if st, _ := old["status"].(map[string]any); st != nil && (st["phase"] == string(corev1.PodSucceeded) || st["phase"] == string(corev1.PodFailed)) {
+		return nil, deny("claim", "the warm Pod has finished (%v)", st["phase"])
+	}
+	// Everything but the one new annotation must stay as it was admitted.
+	raw := obj.annotations()[contract.AnnotationClaim]
+	if _, err := checkUpdate("Pod", withoutAnnotation(obj, contract.AnnotationClaim), old); err != nil {
+		var d *Denial
+		if errors.As(err, &d) {
+			return nil, deny("claim-exact", "a claim adds the annotation %s and changes nothing else: %s", contract.AnnotationClaim, d.Reason)
+		}
+		return nil, err
+	}
+	claim, err := sandbox.ParseClaim(raw)
+	if err != nil {
+		return nil, deny("claim", "%v", err)
+	}
+	if claim.Tool != t.Name {
+		return nil, deny("claim", "the claim is for tool %q, but this warm Pod runs %s", claim.Tool, t.Name)
+	}
+	inv, err := invocation(p, map[string]string{contract.LabelTool: t.Name}, map[string]string{contract.AnnotationParams: string(claim.Params)})
+	if err != nil {
+		return nil, err
+	}
+	if !approval.ValidRequestID(claim.RequestID) {
+		return nil, deny("claim", "the claim's request ID must be the call's (req-…), not %q", claim.RequestID)
+	}
+	if claim.ApprovalToken != "" && !t.RequiresApproval {
+		return nil, deny("claim", "tool %s takes no approval token", t.Name)
+	}
+	want, err := sandbox.RenderClaim(inv, claim.RequestID, claim.ApprovalToken)
+	if err != nil {
+		return nil, deny("render", "%v", err)
+	}
+	if raw != want {
+		return nil, deny("claim-exact", "%s", claimDifference(claim, inv))
+	}
+	if err := c.evaluate(ctx, p, obj, "Pod", req.Operation); err != nil {
+		return nil, err
+	}
+	d := &Decision{Tool: t.Name}
+	if !req.DryRun {
+		if c.Claims == nil {
+			return nil, deny("claim-ledger", "the webhook has no claim ledger, so it cannot guarantee that a claim is used once")
+		}
+		err := c.Claims.RecordClaim(ctx, claim.RequestID, c.now().Add(claimLedgerLife))
+		switch {
+		case errors.Is(err, ErrClaimReplayed):
+			return nil, deny("claim-replayed", "request %s was already claimed; every call claims one warm Pod, once", claim.RequestID)
+		case err != nil:
+			return nil, deny("claim-ledger", "cannot record the claim: %v", err)
+		}
+	}
+	if t.RequiresApproval {
+		id, warn, err := c.checkApproval(ctx, p, inv, claim.ApprovalToken, req.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		d.ApprovalTokenID = id
+		d.Warnings = append(d.Warnings, warn...)
+	}
+	return d, nil
+}
+
+// stillRendered checks that a warm Pod's owner Job exists, is running, and that the Pod, as it is now, is
+// exactly the current policy's warm rendering of its tool (after its admission only the scheduler's node
+// name and the server's own fields were added).
+func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *policy.Tool, namespace, owner string, old object) error {
+	if c.Cluster == nil {
+		return deny("owner-job", "the webhook cannot read Jobs to check this warm Pod's owner")
+	}
+	job, err := c.Cluster.GetJob(ctx, namespace, owner)
+	if err != nil {
+		return deny("owner-job", "cannot read the warm Pod's Job %s: %v", owner, err)
+	}
+	if uid := old.meta()["ownerReferences"]; !ownedBy(uid, string(job.UID)) {
+		return deny("owner-job", "the warm Pod's owner reference does not name Job %s (UID %s)", owner, job.UID)
+	}
+	if err := runnable(job); err != nil {
+		return err
+	}
+	want, err := expectedWarmJob(p, t, job.Name)
+	if err != nil {
+		return err
+	}
+	pod := withoutServerFields(old)
+	if spec, ok := pod["spec"].(map[string]any); ok {
+		s := make(map[string]any, len(spec))
+		for k, v := range spec {
+			if k != "nodeName" {
+				s[k] = v
+			}
+		}
+		pod["spec"] = s
+	}
+	delete(pod, "status")
+	if err := exactPod(pod, want, job); err != nil {
+		var d *Denial
+		if errors.As(err, &d) {
+			return deny("claim-stale", "the warm Pod is not what the policy in force renders for %s; the pool replaces it: %s", t.Name, d.Reason)
+		}
+		return err
+	}
+	return nil
+}
+
+// ownedBy reports whether the controlling owner reference in refs has uid.
+func ownedBy(refs any, uid string) bool {
+	list, _ := refs.([]any)
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		if c, _ := m["controller"].(bool); c {
+			return m["uid"] == uid
+		}
+	}
+	return false
+}
+
+// claimDifference says how a claim differs from the policy's rendering of its own parameters.
+func claimDifference(c *sandbox.Claim, inv *policy.Invocation) string {
+	switch {
+	case c.Namespace != inv.TargetNamespace:
+		return fmt.Sprintf("the claim targets namespace %q; its parameters target %q", c.Namespace, inv.TargetNamespace)
+	case !slices.Equal(c.Argv, inv.Argv):
+		return fmt.Sprintf("the claim's argv %q is not the policy's rendering %q", c.Argv, inv.Argv)
+	}
+	return "the claim is not in its canonical form (parameters canonical, fields in order, nothing else)"
+}
+
+// withoutAnnotation returns obj without one annotation, sharing nothing that it changes.
+func withoutAnnotation(obj object, key string) object {
+	out := make(object, len(obj))
+	for k, v := range obj {
+		out[k] = v
+	}
+	meta := make(map[string]any, len(obj.meta()))
+	for k, v := range obj.meta() {
+		meta[k] = v
+	}
+	if a, ok := meta["annotations"].(map[string]any); ok {
+		b := make(map[string]any, len(a))
+		for k, v := range a {
+			if k != key {
+				b[k] = v
+			}
+		}
+		if len(b) == 0 {
+			delete(meta, "annotations")
+		} else {
+			meta["annotations"] = b
+		}
+	}
+	out["metadata"] = meta
+	return out
+}
