@@ -453,8 +453,9 @@ func exactScrubber(values ...[]byte) *scrub.Scrubber {
 	return s
 }
 
-// KubeconfigReady reports whether the kubeconfig at path exists and is not empty: the sidecar's startup
-// probe, which holds the tool container back until the credential is in place.
+// KubeconfigReady reports whether the kubeconfig at path exists and is not empty: what the sidecar's
+// postStart hook (`cred-agent ready`) waits for, which holds the tool container back until the credential
+// is in place.
 func KubeconfigReady(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {

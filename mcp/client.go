@@ -99,6 +99,24 @@ func (c *Client) ToolNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+// OutputSchemas lists the output schema of every tool that declares one, JSON-encoded, by tool name.
+func (c *Client) OutputSchemas(ctx context.Context) (map[string]json.RawMessage, error) {
+	res, err := c.session.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	for _, t := range res.Tools {
+		if t.OutputSchema == nil {
+			continue
+		}
+		if out[t.Name], err = json.Marshal(t.OutputSchema); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // Call calls a tool with progress notifications requested.
 func (c *Client) Call(ctx context.Context, name string, args map[string]any) (*Result, error) {
 	p := &sdk.CallToolParams{Name: name, Arguments: args}

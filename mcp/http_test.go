@@ -30,7 +30,11 @@ func httpServer(t *testing.T, allowedOrigins ...string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := HTTPHandler(NewServer(Instrument(&fakeService{}, m), p, "test", nil),
+	server, err := NewServer(Instrument(&fakeService{p: p}, m), "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := HTTPHandler(server,
 		HTTPOptions{Token: testToken, AllowedOrigins: allowedOrigins, Gatherer: reg, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

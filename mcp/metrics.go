@@ -88,30 +88,23 @@ func outcomeOf(err error) string {
 		switch se.Kind {
 		case service.KindDenied, service.KindInvalid, service.KindFailed, service.KindApproval:
 			return string(se.Kind)
+		case service.KindApprovalRequired:
+			return OutcomeApprovalRequired
 		}
 	}
 	return OutcomeError
 }
 
-func (s *instrumented) PodStatus(ctx context.Context, in service.PodStatusInput, p service.Progress) (*service.PodStatusOutput, error) {
-	done := s.observe(service.ToolPodStatus)
-	out, err := s.svc.PodStatus(ctx, in, p)
-	done(outcomeOf(err))
-	return out, err
-}
+// Tools is the service's catalogue, unchanged.
+func (s *instrumented) Tools() ([]service.ToolInfo, error) { return s.svc.Tools() }
 
-func (s *instrumented) Plan(ctx context.Context, in service.PlanInput, p service.Progress) (*service.PlanOutput, error) {
-	done := s.observe(service.ToolPlan)
-	out, err := s.svc.Plan(ctx, in, p)
-	done(outcomeOf(err))
-	return out, err
-}
-
-func (s *instrumented) Apply(ctx context.Context, in service.ApplyInput, p service.Progress) (*service.ApplyOutput, error) {
-	done := s.observe(service.ToolApply)
-	out, err := s.svc.Apply(ctx, in, p)
+// Call counts and times one policy tool call. The tool label stays a small, fixed set: the server registers
+// a handler only for the policy's tools, so no other name reaches here.
+func (s *instrumented) Call(ctx context.Context, tool string, args map[string]any, p service.Progress) (any, error) {
+	done := s.observe(tool)
+	out, err := s.svc.Call(ctx, tool, args, p)
 	outcome := outcomeOf(err)
-	if err == nil && out != nil && out.Status == service.StatusApprovalRequired {
+	if a, ok := out.(*service.ApplyOutput); ok && err == nil && a.Status == service.StatusApprovalRequired {
 		outcome = OutcomeApprovalRequired
 	}
 	done(outcome)

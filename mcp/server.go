@@ -11,6 +11,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,11 +22,11 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 )
 
-// Service is what the MCP tools call (service.Service).
+// Service is what the MCP tools call (service.Service): the policy's tools, all through one call path, and
+// the read-only approval_status.
 type Service interface {
-	PodStatus(ctx context.Context, in service.PodStatusInput, p service.Progress) (*service.PodStatusOutput, error)
-	Plan(ctx context.Context, in service.PlanInput, p service.Progress) (*service.PlanOutput, error)
-	Apply(ctx context.Context, in service.ApplyInput, p service.Progress) (*service.ApplyOutput, error)
+	Tools() ([]service.ToolInfo, error)
+	Call(ctx context.Context, tool string, args map[string]any, p service.Progress) (any, error)
 	ApprovalStatus(ctx context.Context, in service.ApprovalStatusInput) (*service.ApprovalStatusOutput, error)
 }
 
@@ -33,80 +34,85 @@ var _ Service = (*service.Service)(nil)
 
 // Instructions tell the agent how the server works; clients show them to the model.
 const Instructions = `agent-sandbox runs each tool call in a throwaway gVisor sandbox on Kubernetes with a short-lived,
-narrowly scoped credential. Read-only tools run immediately. terraform_apply applies only a saved plan from
-terraform_plan and only after a human approves that exact plan in a terminal: when it returns
-approval_required, show the user the approval request and the command, wait for them, then call
-terraform_apply again with the same arguments. You cannot approve anything yourself.`
+narrowly scoped credential. The tools and what each may touch come from the policy. Read-only tools run
+immediately. A tool that needs approval (terraform_apply applies only a saved plan from terraform_plan) runs
+only after a human approves that exact call in a terminal: when it returns approval_required, show the user
+the approval request and the command, wait for them, then call the tool again with the same arguments. You
+cannot approve anything yourself.`
 
-// NewServer builds the MCP server over svc. Tool descriptions come from the policy.
-func NewServer(svc Service, p *policy.Compiled, version string, log *slog.Logger) *sdk.Server {
+// NewServer builds the MCP server over svc: one tool per policy tool, as the service's catalogue describes
+// it (schemas, title, annotations), each served by the same handler, plus approval_status.
+func NewServer(svc Service, version string, log *slog.Logger) (*sdk.Server, error) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "agent-sandbox", Title: "agent-sandbox", Version: version},
 		&sdk.ServerOptions{Instructions: Instructions, Logger: log, Capabilities: &sdk.ServerCapabilities{}})
-	describe := func(name, fallback string) string {
-		if t, err := p.Tool(name); err == nil {
-			return t.Description
-		}
-		return fallback
+	tools, err := svc.Tools()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		s.AddTool(&sdk.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
+			OutputSchema: t.OutputSchema, Annotations: annotations(t)}, callHandler(svc, t.Name))
 	}
 	f := false
-	if _, err := p.Tool(service.ToolPodStatus); err == nil {
-		sdk.AddTool(s, &sdk.Tool{
-			Name: service.ToolPodStatus, Title: "Kubernetes pod status",
-			Description: describe(service.ToolPodStatus, ""),
-			Annotations: &sdk.ToolAnnotations{Title: "Kubernetes pod status", ReadOnlyHint: true, OpenWorldHint: &f},
-		}, func(ctx context.Context, req *sdk.CallToolRequest, in service.PodStatusInput) (*sdk.CallToolResult, service.PodStatusOutput, error) {
-			out, err := svc.PodStatus(ctx, in, progress(ctx, req))
-			return result(out, err)
-		})
-	}
-	if _, err := p.Tool(service.ToolPlan); err == nil {
-		sdk.AddTool(s, &sdk.Tool{
-			Name: service.ToolPlan, Title: "Terraform plan",
-			Description: describe(service.ToolPlan, ""),
-			// It saves a plan and takes Terraform's state lock, but changes no managed infrastructure.
-			Annotations: &sdk.ToolAnnotations{Title: "Terraform plan", ReadOnlyHint: true, OpenWorldHint: &f},
-		}, func(ctx context.Context, req *sdk.CallToolRequest, in service.PlanInput) (*sdk.CallToolResult, service.PlanOutput, error) {
-			out, err := svc.Plan(ctx, in, progress(ctx, req))
-			return result(out, err)
-		})
-	}
-	if _, err := p.Tool(service.ToolApply); err == nil {
-		t := true
-		sdk.AddTool(s, &sdk.Tool{
-			Name: service.ToolApply, Title: "Terraform apply (needs human approval)",
-			Description: describe(service.ToolApply, ""),
-			Annotations: &sdk.ToolAnnotations{Title: "Terraform apply (needs human approval)", DestructiveHint: &t, OpenWorldHint: &f},
-		}, func(ctx context.Context, req *sdk.CallToolRequest, in service.ApplyInput) (*sdk.CallToolResult, service.ApplyOutput, error) {
-			out, err := svc.Apply(ctx, in, progress(ctx, req))
-			return result(out, err)
-		})
-	}
 	sdk.AddTool(s, &sdk.Tool{
 		Name: service.ToolApprovalStatus, Title: "Approval status",
 		Description: "Read the state of an approval request (pending, granted, denied, consumed, expired). Read-only: it cannot approve.",
-		Annotations: &sdk.ToolAnnotations{Title: "Approval status", ReadOnlyHint: true, OpenWorldHint: &f},
+		Annotations: &sdk.ToolAnnotations{Title: "Approval status", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f},
 	}, func(ctx context.Context, _ *sdk.CallToolRequest, in service.ApprovalStatusInput) (*sdk.CallToolResult, service.ApprovalStatusOutput, error) {
 		out, err := svc.ApprovalStatus(ctx, in)
-		return result(out, err)
+		if err != nil {
+			return nil, service.ApprovalStatusOutput{}, errors.New(errorText(err))
+		}
+		return nil, *out, nil
 	})
-	return s
+	return s, nil
 }
 
-// result turns the service's answer into the SDK's: a domain error becomes a tool error result whose text
-// names the request ID, so the user can find it in the audit log.
-func result[T any](out *T, err error) (*sdk.CallToolResult, T, error) {
-	var zero T
-	if err != nil {
-		var se *service.Error
-		if errors.As(err, &se) && se.RequestID != "" {
-			return nil, zero, fmt.Errorf("%s: %s (request %s)", se.Kind, se.Message, se.RequestID)
+// annotations are the policy's hints in MCP's words.
+func annotations(t service.ToolInfo) *sdk.ToolAnnotations {
+	destructive, openWorld := policy.Is(t.Hints.Destructive), policy.Is(t.Hints.OpenWorld)
+	return &sdk.ToolAnnotations{Title: t.Title, ReadOnlyHint: policy.Is(t.Hints.ReadOnly), DestructiveHint: &destructive,
+		IdempotentHint: policy.Is(t.Hints.Idempotent), OpenWorldHint: &openWorld}
+}
+
+// callHandler serves every policy tool: the arguments go to the service as they came (it checks them against
+// the policy); the structured result goes back as structured content and, for clients that read only
+// text, as its JSON. A domain failure is a tool result with isError and one line of reason.
+func callHandler(svc Service, name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		args := map[string]any{}
+		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return toolError("invalid: the arguments are not a JSON object"), nil
+			}
 		}
-		if errors.As(err, &se) {
-			return nil, zero, fmt.Errorf("%s: %s", se.Kind, se.Message)
+		out, err := svc.Call(ctx, name, args, progress(ctx, req))
+		if err != nil {
+			return toolError(errorText(err)), nil
 		}
-		return nil, zero, err
+		data, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encode the result of %s: %w", name, err)
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(data)}}, StructuredContent: json.RawMessage(data)}, nil
 	}
-	return nil, *out, nil
+}
+
+func toolError(text string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+}
+
+// errorText is a domain error's one line for the agent, naming the request ID so the user can find the
+// call in the audit log.
+func errorText(err error) string {
+	var se *service.Error
+	switch {
+	case errors.As(err, &se) && se.RequestID != "":
+		return fmt.Sprintf("%s: %s (request %s)", se.Kind, se.Message, se.RequestID)
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s: %s", se.Kind, se.Message)
+	}
+	return err.Error()
 }
 
 // progress returns a reporter that sends MCP progress notifications when the client asked for them.

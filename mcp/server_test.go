@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,17 +14,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeService answers like the real service without a cluster; the real one is driven by the stdio and
-// end-to-end tests.
+// fakeService answers like the real service without a cluster: the real catalogue and the policy's own
+// argument checks, canned results. The real one is driven by the stdio and end-to-end tests.
 type fakeService struct {
 	mu    sync.Mutex
 	calls []string
+	p     *policy.Compiled
 }
 
 func (f *fakeService) record(s string) {
@@ -32,28 +34,35 @@ func (f *fakeService) record(s string) {
 	f.calls = append(f.calls, s)
 }
 
-func (f *fakeService) PodStatus(_ context.Context, in service.PodStatusInput, p service.Progress) (*service.PodStatusOutput, error) {
-	f.record("pods " + in.Namespace)
-	if in.Namespace == "kube-system" {
-		return nil, &service.Error{Kind: service.KindDenied, RequestID: "req-aaaaaaaaaaaa", Message: "refused by policy: namespace kube-system is not allowed"}
+func (f *fakeService) Tools() ([]service.ToolInfo, error) {
+	return (&service.Service{Policy: f.p}).Tools()
+}
+
+func (f *fakeService) Call(_ context.Context, tool string, args map[string]any, p service.Progress) (any, error) {
+	f.record(tool)
+	t, err := f.p.Tool(tool)
+	if err != nil {
+		return nil, &service.Error{Kind: service.KindDenied, Message: err.Error()}
+	}
+	if _, err := t.CheckAgentParams(args); errors.Is(err, policy.ErrNamespaceDenied) {
+		return nil, &service.Error{Kind: service.KindDenied, RequestID: "req-aaaaaaaaaaaa", Message: "refused by policy: " + err.Error()}
+	} else if err != nil {
+		return nil, &service.Error{Kind: service.KindInvalid, RequestID: "req-aaaaaaaaaaaa", Message: err.Error()}
 	}
 	for i, st := range []string{"queued", "admitted", "credentials ready", "running", "done"} {
 		if p != nil {
 			p(st, i+1, 5)
 		}
 	}
-	return &service.PodStatusOutput{RequestID: "req-bbbbbbbbbbbb", PodStatusResult: runner.PodStatusResult{Namespace: in.Namespace,
-		Pods: []runner.PodStatus{{Name: "web-1", Phase: "Running", Ready: "1/1"}}}}, nil
-}
-
-func (f *fakeService) Plan(context.Context, service.PlanInput, service.Progress) (*service.PlanOutput, error) {
-	return &service.PlanOutput{RequestID: "req-cccccccccccc", DestructiveSignals: []policy.SignalMatch{}}, nil
-}
-
-func (f *fakeService) Apply(_ context.Context, in service.ApplyInput, _ service.Progress) (*service.ApplyOutput, error) {
-	f.record("apply " + in.PlanID)
-	return &service.ApplyOutput{RequestID: "req-dddddddddddd", Status: service.StatusApprovalRequired, ApprovalRequest: "req-dddddddddddd",
-		ApproveCommand: "agent-sandbox approve req-dddddddddddd", Message: "approval required"}, nil
+	switch tool {
+	case "k8s_get_pod_status":
+		return &service.PodStatusOutput{RequestID: "req-bbbbbbbbbbbb", PodStatusResult: toolrun.PodStatusResult{Namespace: args["namespace"].(string),
+			Pods: []toolrun.PodStatus{{Name: "web-1", Phase: "Running", Ready: "1/1"}}, Total: 1}}, nil
+	case "terraform_apply":
+		return &service.ApplyOutput{RequestID: "req-dddddddddddd", Status: service.StatusApprovalRequired, ApprovalRequest: "req-dddddddddddd",
+			ApproveCommand: "agent-sandbox approve req-dddddddddddd", Message: "approval required"}, nil
+	}
+	return map[string]any{"request_id": "req-cccccccccccc"}, nil
 }
 
 func (f *fakeService) ApprovalStatus(context.Context, service.ApprovalStatusInput) (*service.ApprovalStatusOutput, error) {
@@ -66,7 +75,13 @@ func connect(t *testing.T, svc Service, opts *sdk.ClientOptions) *sdk.ClientSess
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := NewServer(svc, p, "test", nil)
+	if fs, ok := svc.(*fakeService); ok {
+		fs.p = p
+	}
+	server, err := NewServer(svc, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, ct := sdk.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := server.Connect(ctx, st, nil)
@@ -125,6 +140,49 @@ func TestToolsListGolden(t *testing.T) {
 	}
 	if a := names["k8s_get_pod_status"].Annotations; a == nil || !a.ReadOnlyHint {
 		t.Errorf("k8s_get_pod_status must be marked read-only: %+v", a)
+	}
+	if a := names["terraform_plan"].Annotations; a == nil || a.ReadOnlyHint {
+		t.Errorf("terraform_plan saves a plan: it must not be marked read-only: %+v", a)
+	}
+	// The policy is the catalogue: every policy tool is offered, its input schema carries the policy's
+	// patterns, limits and allowed namespaces, and hides what the server fills in.
+	if len(res.Tools) < 9 {
+		t.Errorf("%d tools, want the default policy's 8 and approval_status", len(res.Tools))
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == "approval_status" {
+			continue
+		}
+		in, _ := json.Marshal(tl.InputSchema)
+		var schema struct {
+			Properties map[string]struct {
+				Type      string `json:"type"`
+				Pattern   string `json:"pattern"`
+				MaxLength int    `json:"maxLength"`
+				Enum      []any  `json:"enum"`
+			} `json:"properties"`
+			AdditionalProperties *bool `json:"additionalProperties"`
+		}
+		if err := json.Unmarshal(in, &schema); err != nil {
+			t.Fatal(err)
+		}
+		if schema.AdditionalProperties == nil || *schema.AdditionalProperties {
+			t.Errorf("%s accepts arguments the policy does not declare", tl.Name)
+		}
+		for name, prm := range schema.Properties {
+			if prm.Type == "string" && (!strings.HasPrefix(prm.Pattern, "^") || prm.MaxLength == 0) {
+				t.Errorf("%s.%s: no anchored pattern or no maxLength: %+v", tl.Name, name, prm)
+			}
+		}
+		if ns, ok := schema.Properties["namespace"]; ok && (len(ns.Enum) != 1 || ns.Enum[0] != "demo-app") {
+			t.Errorf("%s.namespace enum %v, want the policy's [demo-app]", tl.Name, ns.Enum)
+		}
+		if _, ok := schema.Properties["source"]; ok {
+			t.Errorf("%s shows the server-filled parameter source", tl.Name)
+		}
+		if tl.OutputSchema == nil {
+			t.Errorf("%s has no output schema", tl.Name)
+		}
 	}
 	for _, tl := range res.Tools {
 		if strings.Contains(strings.ToLower(tl.Name), "approve") && tl.Name != "approval_status" {

@@ -27,7 +27,7 @@ func (c *Checker) checkApproval(ctx context.Context, p *policy.Compiled, inv *po
 		return "", nil, deny("invalid-parameters", "%v", err)
 	}
 	want := approval.Expectation{Tool: inv.Tool.Name, ParamsHash: hash, Namespace: inv.TargetNamespace, PlanDigest: inv.PlanDigest}
-	v := approval.NewVerifier(keys, p.Spec.ClusterID, c.now)
+	v := approval.NewVerifier(keys, p.Spec.ClusterID, c.now).WithMaxLifetime(p.Spec.Approval.TokenTTL.Duration)
 	var claims *approval.Claims
 	if dryRun {
 		claims, err = v.CheckDryRun(token, want)
@@ -54,6 +54,7 @@ func approvalDenial(err error) error {
 	}{
 		{approval.ErrReplayed, "this approval was already used; every approval admits exactly one Job"},
 		{approval.ErrExpired, "the approval has expired; ask for a new one"},
+		{approval.ErrTooLong, "the approval lives longer than the policy's spec.approval.tokenTTL; approve again with a shorter --ttl"},
 		{approval.ErrNotYetValid, "the approval is not valid yet (check the clocks)"},
 		{approval.ErrWrongAudience, "the approval is addressed to another cluster"},
 		{approval.ErrWrongTool, "the approval is for another tool"},

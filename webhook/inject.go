@@ -134,7 +134,8 @@ func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace string) corev
 		// (SIGTERM, then it revokes the credential) once the tool has exited, so the Job completes. The
 		// kubelet starts the tool only after this postStart hook returns, which it does once the
 		// kubeconfig exists; a hook that fails restarts the sidecar, so the tool never runs without its
-		// credential. (A startup probe would do the same, but its one-second period delays every call.)
+		// credential. (A startup probe could hold the tool back too, but its one-second period would delay
+		// every call; the hook returns the moment the file is there.)
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
 			Command: []string{"/agent-sandbox", "cred-agent", "ready", "--file=" + contract.KubeconfigPath, "--wait=60s"}}}},

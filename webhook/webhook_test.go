@@ -625,6 +625,23 @@ func TestApproval(t *testing.T) {
 	}
 }
 
+// TestApprovalPolicyTokenTTL: spec.approval.tokenTTL governs admission. Under a policy that allows 10
+// minutes, an approval signed for the default 30 is refused, one signed for 10 is admitted.
+func TestApprovalPolicyTokenTTL(t *testing.T) {
+	f := newFixture(t)
+	short := loadPolicy(t)
+	short.Spec.Approval.TokenTTL.Duration = 10 * time.Minute
+	f.c.SetPolicy(short)
+	long := f.token(t, f.key, "terraform_apply", applyParams(), nil)
+	if _, err := f.checkJob(t, f.job(t, "terraform_apply", applyParams(), long), Request{}); !strings.Contains(fmtErr(err), "spec.approval.tokenTTL") {
+		t.Fatalf("a 30m approval under a 10m policy: %v", err)
+	}
+	ok := f.token(t, f.key, "terraform_apply", applyParams(), func(c *approval.Claims) { c.Expiry = c.IssuedAt.Add(10 * time.Minute) })
+	if _, err := f.checkJob(t, f.job(t, "terraform_apply", applyParams(), ok), Request{}); err != nil {
+		t.Fatalf("a 10m approval under a 10m policy: %v", err)
+	}
+}
+
 func TestApprovalSingleUseAndDryRun(t *testing.T) {
 	f := newFixture(t)
 	tok := f.token(t, f.key, "terraform_apply", applyParams(), nil)

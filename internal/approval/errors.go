@@ -27,6 +27,9 @@ var (
 	ErrWrongNamespace = errors.New("approval is for another namespace")
 	// ErrPlanMismatch: the approval is for another saved plan (terraform_apply).
 	ErrPlanMismatch = errors.New("approval is for another plan")
+	// ErrTooLong: the token lives longer (issue to expiry) than the verifier's policy allows
+	// (spec.approval.tokenTTL), although within MaxTokenTTL.
+	ErrTooLong = errors.New("approval token lives longer than the policy allows")
 	// ErrReplayed: the token's ID was used before.
 	ErrReplayed = errors.New("approval token already used")
 

@@ -205,6 +205,8 @@ type Verifier struct {
 	keys     *KeySet
 	audience string
 	now      func() time.Time
+	// maxLifetime is the policy's token lifetime (spec.approval.tokenTTL); MaxTokenTTL when zero.
+	maxLifetime time.Duration
 }
 
 // NewVerifier returns a Verifier trusting keys, accepting only tokens addressed to audience, and reading the
@@ -216,6 +218,15 @@ func NewVerifier(keys *KeySet, audience string, now func() time.Time) *Verifier 
 	return &Verifier{keys: keys, audience: audience, now: now}
 }
 
+// WithMaxLifetime makes v refuse (ErrTooLong) a token whose lifetime, from issue to expiry, is longer than
+// d: the policy's spec.approval.tokenTTL, which may only shorten MaxTokenTTL. It returns v.
+func (v *Verifier) WithMaxLifetime(d time.Duration) *Verifier {
+	if d > 0 && d < MaxTokenTTL {
+		v.maxLifetime = d
+	}
+	return v
+}
+
 // Consume verifies token against want and, only if every check passed, records its ID in ledger, so that the
 // token can never be accepted again. It is the only way to accept an approval: there is deliberately no
 // verify-only call for real requests.
@@ -224,7 +235,7 @@ func NewVerifier(keys *KeySet, audience string, now func() time.Time) *Verifier 
 // alg EdDSA (ErrBadSignature); kid in the key set (ErrUnknownKey); signature valid for that key
 // (ErrBadSignature); iss equal to kid and all claims present (ErrMalformed); audience (ErrWrongAudience); not
 // past exp, no skew (ErrExpired); nbf and iat not later than now plus ClockSkew (ErrNotYetValid); lifetime at
-// most MaxTokenTTL (ErrMalformed); tool (ErrWrongTool); params hash (ErrParamsMismatch); namespace
+// most MaxTokenTTL (ErrMalformed) and at most the policy's (ErrTooLong, see WithMaxLifetime); tool (ErrWrongTool); params hash (ErrParamsMismatch); namespace
 // (ErrWrongNamespace); plan digest (ErrPlanMismatch); and finally the ledger (ErrReplayed).
 func (v *Verifier) Consume(ctx context.Context, token string, want Expectation, ledger Ledger) (*Claims, error) {
 	if ledger == nil {
@@ -374,6 +385,9 @@ func (v *Verifier) verify(token string, want Expectation) (*Claims, error) {
 	}
 	if c.Audience != v.audience {
 		return nil, fmt.Errorf("%w: %q", ErrWrongAudience, c.Audience)
+	}
+	if v.maxLifetime > 0 && c.Expiry.Sub(c.IssuedAt) > v.maxLifetime {
+		return nil, fmt.Errorf("%w: %s, the policy allows %s", ErrTooLong, c.Expiry.Sub(c.IssuedAt), v.maxLifetime)
 	}
 	now := v.now()
 	if !now.Before(c.Expiry) {

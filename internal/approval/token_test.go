@@ -129,7 +129,7 @@ func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s
 // tokenSentinels are the errors a verification can end in; each case must match exactly one.
 var tokenSentinels = []error{
 	ErrMalformed, ErrBadSignature, ErrUnknownKey, ErrExpired, ErrNotYetValid, ErrWrongAudience, ErrWrongTool,
-	ErrParamsMismatch, ErrWrongNamespace, ErrPlanMismatch, ErrReplayed,
+	ErrParamsMismatch, ErrWrongNamespace, ErrPlanMismatch, ErrReplayed, ErrTooLong,
 }
 
 func TestVerifierConsume(t *testing.T) {
@@ -487,3 +487,22 @@ func bumpTrailingBits(s string) string {
 }
 
 var _ Ledger = (*memLedger)(nil)
+
+// TestVerifierPolicyLifetime: a policy's shorter spec.approval.tokenTTL governs verification; a token
+// within it passes, one beyond it fails with ErrTooLong, and a lifetime longer than MaxTokenTTL cannot be
+// configured.
+func TestVerifierPolicyLifetime(t *testing.T) {
+	f := newTokenFixture(t)
+	short := f.sign(t, func(c *Claims) { c.Expiry = c.IssuedAt.Add(5 * time.Minute) })
+	long := f.sign(t, nil) // DefaultTokenTTL
+	v := f.verifier(f.now).WithMaxLifetime(10 * time.Minute)
+	if _, err := v.CheckDryRun(short, f.want); err != nil {
+		t.Errorf("a 5m token under a 10m policy: %v", err)
+	}
+	if _, err := v.CheckDryRun(long, f.want); !errors.Is(err, ErrTooLong) {
+		t.Errorf("a 30m token under a 10m policy: %v, want ErrTooLong", err)
+	}
+	if _, err := f.verifier(f.now).WithMaxLifetime(2*MaxTokenTTL).CheckDryRun(long, f.want); err != nil {
+		t.Errorf("a policy lifetime beyond MaxTokenTTL must not loosen anything, nor refuse a valid token: %v", err)
+	}
+}

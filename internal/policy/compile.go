@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cel"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/schema"
 )
 
 // Compiled is a policy that decoded, validated and compiled: its CEL rules and signal patterns are ready
@@ -103,9 +104,16 @@ func compile(p *Policy, version string, o loadOptions) (*Compiled, error) {
 		return nil, e
 	}
 	c := &Compiled{Policy: p, Version: version, Rules: prog, tools: make(map[string]*Tool, len(p.Spec.Tools))}
+	var err error
 	for i := range p.Spec.Tools {
 		t := &p.Spec.Tools[i]
 		c.tools[t.Name] = t
+		if t.Result.Kind == ResultJSON {
+			// Validate compiled it already.
+			if t.resultSchema, err = schema.Compile(t.Result.Schema); err != nil {
+				return nil, fmt.Errorf("%s: result schema: %w", t.Name, err)
+			}
+		}
 		for j := range t.Parameters {
 			if prm := &t.Parameters[j]; prm.Type == TypeString {
 				prm.re = regexp.MustCompile(anchor(prm.Pattern)) // Validate compiled it already

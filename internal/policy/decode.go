@@ -9,15 +9,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 )
 
-// Defaults applied by Decode to fields the file leaves empty.
+// Defaults applied by Decode to fields the file leaves empty. The approval lifetimes are the approval
+// package's (approval.DefaultTokenTTL, approval.MaxTokenTTL, approval.DefaultRequestTTL): one set of
+// constants, which the policy can only shorten.
 const (
-	DefaultTokenTTL      = 30 * time.Minute
-	MaxTokenTTL          = 30 * time.Minute
-	DefaultRequestTTL    = 24 * time.Hour
-	MinCredentialTTL     = 10 * time.Minute // Kubernetes refuses shorter service-account tokens.
-	DefaultStringMaxLen  = 256
+	MinCredentialTTL    = 10 * time.Minute // Kubernetes refuses shorter service-account tokens.
+	DefaultStringMaxLen = 256
+	// DefaultResultBytes bounds a tool's result unless its policy says otherwise.
+	DefaultResultBytes = 256 << 10
+	// MaxResultBytes is the most a result may declare: what the credential agent carries (a saved plan
+	// travels in a result, base64).
+	MaxResultBytes       = 4 << 20
 	DefaultRunAsUser     = 65532
 	DefaultVaultAudience = "vault"
 	// Dedicated mount paths, so that agent-sandbox never shares (or rewrites) a mount somebody else uses.
@@ -69,10 +75,10 @@ func Decode(data []byte) (*Policy, error) {
 func (p *Policy) applyDefaults() {
 	s := &p.Spec
 	if s.Approval.TokenTTL.Duration == 0 {
-		s.Approval.TokenTTL.Duration = DefaultTokenTTL
+		s.Approval.TokenTTL.Duration = approval.DefaultTokenTTL
 	}
 	if s.Approval.RequestTTL.Duration == 0 {
-		s.Approval.RequestTTL.Duration = DefaultRequestTTL
+		s.Approval.RequestTTL.Duration = approval.DefaultRequestTTL
 	}
 	if s.Sandbox.RunAsUser == 0 {
 		s.Sandbox.RunAsUser = DefaultRunAsUser
@@ -108,6 +114,13 @@ func (p *Policy) applyDefaults() {
 		}
 		if t.Tier == TierApply {
 			t.RequiresApproval = true
+		}
+		if t.Title == "" {
+			t.Title = strings.ReplaceAll(t.Name, "_", " ")
+		}
+		t.Hints = t.Hints.withDefaults(t.Tier)
+		if t.Result.MaxBytes == 0 {
+			t.Result.MaxBytes = DefaultResultBytes
 		}
 		if w := t.WarmPool; w != nil {
 			if w.Max == 0 {

@@ -53,38 +53,14 @@ type Invocation struct {
 // (string, float64, json.Number, bool) or Go integers. Unknown, missing and malformed parameters are
 // errors; so is a target namespace the tool may not use.
 func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
-	params := make(map[string]any, len(t.Parameters))
-	for name := range raw {
-		if t.param(name) == nil {
-			return nil, &ParamError{Tool: t.Name, Param: name, Reason: "is not a parameter of this tool"}
-		}
-	}
-	for i := range t.Parameters {
-		prm := &t.Parameters[i]
-		v, ok := raw[prm.Name]
-		if !ok || v == nil {
-			if prm.Required {
-				return nil, &ParamError{Tool: t.Name, Param: prm.Name, Reason: "is required"}
-			}
-			if prm.Default == nil {
-				continue
-			}
-			v = prm.Default
-		}
-		nv, err := prm.normalize(v)
-		if err != nil {
-			return nil, &ParamError{Tool: t.Name, Param: prm.Name, Reason: err.Error()}
-		}
-		params[prm.Name] = nv
+	params, err := t.normalizeParams(raw, false)
+	if err != nil {
+		return nil, err
 	}
 	inv := &Invocation{Tool: t, Params: params, Scope: t.Scope}
 	inv.TargetNamespace = t.Namespaces[0]
 	if t.NamespaceParameter != "" {
-		ns, _ := params[t.NamespaceParameter].(string)
-		if !slices.Contains(t.Namespaces, ns) {
-			return nil, fmt.Errorf("%s: namespace %q (allowed: %s): %w", t.Name, ns, strings.Join(t.Namespaces, ", "), ErrNamespaceDenied)
-		}
-		inv.TargetNamespace = ns
+		inv.TargetNamespace, _ = params[t.NamespaceParameter].(string)
 	}
 	if t.Workspace != nil {
 		inv.Workspace, _ = params[t.Workspace.Parameter].(string)
@@ -102,6 +78,45 @@ func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
 		inv.CheckArgv = render(t.Check, params)
 	}
 	return inv, nil
+}
+
+// normalizeParams checks raw against the declared parameters and returns them typed and defaulted. In
+// agent mode the server-filled parameters are left out of the checks (the server fills them later).
+func (t *Tool) normalizeParams(raw map[string]any, agent bool) (map[string]any, error) {
+	params := make(map[string]any, len(t.Parameters))
+	for name := range raw {
+		if t.param(name) == nil {
+			return nil, &ParamError{Tool: t.Name, Param: name, Reason: "is not a parameter of this tool"}
+		}
+	}
+	for i := range t.Parameters {
+		prm := &t.Parameters[i]
+		if agent && prm.ServerFilled() {
+			continue
+		}
+		v, ok := raw[prm.Name]
+		if !ok || v == nil {
+			if prm.Required {
+				return nil, &ParamError{Tool: t.Name, Param: prm.Name, Reason: "is required"}
+			}
+			if prm.Default == nil {
+				continue
+			}
+			v = prm.Default
+		}
+		nv, err := prm.normalize(v)
+		if err != nil {
+			return nil, &ParamError{Tool: t.Name, Param: prm.Name, Reason: err.Error()}
+		}
+		params[prm.Name] = nv
+	}
+	if t.NamespaceParameter != "" {
+		ns, _ := params[t.NamespaceParameter].(string)
+		if !slices.Contains(t.Namespaces, ns) {
+			return nil, fmt.Errorf("%s: namespace %q (allowed: %s): %w", t.Name, ns, strings.Join(t.Namespaces, ", "), ErrNamespaceDenied)
+		}
+	}
+	return params, nil
 }
 
 // PlanConfigMapPrefix starts the name of a saved plan's ConfigMap; the plan ID follows.
@@ -158,23 +173,7 @@ func (prm *Parameter) normalize(v any) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("must be a string")
 		}
-		if !utf8.ValidString(s) {
-			return nil, fmt.Errorf("is not valid UTF-8")
-		}
-		if len(s) > prm.MaxLength {
-			return nil, fmt.Errorf("is longer than %d bytes", prm.MaxLength)
-		}
-		re := prm.re
-		if re == nil {
-			var err error
-			if re, err = regexp.Compile(anchor(prm.Pattern)); err != nil {
-				return nil, fmt.Errorf("has an invalid pattern in the policy: %w", err)
-			}
-		}
-		if !re.MatchString(s) {
-			return nil, fmt.Errorf("must match %s", prm.Pattern)
-		}
-		return s, nil
+		return prm.normalizeString(s, true)
 	case TypeInteger:
 		n, err := toInt64(v)
 		if err != nil {
@@ -195,6 +194,31 @@ func (prm *Parameter) normalize(v any) (any, error) {
 		return b, nil
 	}
 	return nil, fmt.Errorf("has unsupported type %q", prm.Type)
+}
+
+// normalizeString checks a string value: valid UTF-8, within MaxLength, matching the anchored Pattern and,
+// with enum set, one of Enum.
+func (prm *Parameter) normalizeString(s string, enum bool) (any, error) {
+	if !utf8.ValidString(s) {
+		return nil, fmt.Errorf("is not valid UTF-8")
+	}
+	if len(s) > prm.MaxLength {
+		return nil, fmt.Errorf("is longer than %d bytes", prm.MaxLength)
+	}
+	re := prm.re
+	if re == nil {
+		var err error
+		if re, err = regexp.Compile(anchor(prm.Pattern)); err != nil {
+			return nil, fmt.Errorf("has an invalid pattern in the policy: %w", err)
+		}
+	}
+	if !re.MatchString(s) {
+		return nil, fmt.Errorf("must match %s", prm.Pattern)
+	}
+	if enum && len(prm.Enum) > 0 && !slices.Contains(prm.Enum, s) {
+		return nil, fmt.Errorf("must be one of %s", strings.Join(prm.Enum, ", "))
+	}
+	return s, nil
 }
 
 // Reasons for refusing an integer parameter; the tests look for them.

@@ -8,11 +8,14 @@
 package policy
 
 import (
+	"encoding/json"
 	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/schema"
 )
 
 // APIVersion and Kind identify the policy document format.
@@ -118,7 +121,9 @@ type CredentialAgent struct {
 
 // Approval holds lifetimes of approval requests and tokens.
 type Approval struct {
-	// TokenTTL is how long a signed approval stays valid (default and maximum 30m).
+	// TokenTTL is the longest a signed approval may stay valid (default and maximum 30m). The admission
+	// webhook refuses a token whose lifetime (issue to expiry) is longer, and `agent-sandbox approve` signs
+	// for this long unless the approver asks for less.
 	TokenTTL metav1.Duration `json:"tokenTTL,omitempty"`
 	// RequestTTL is how long a pending request waits for a human (default 24h).
 	RequestTTL metav1.Duration `json:"requestTTL,omitempty"`
@@ -140,11 +145,18 @@ type Rule struct {
 	ResourceNames []string `json:"resourceNames,omitempty"`
 }
 
-// Tool is one command an agent may run.
+// Tool is one command an agent may run. The policy is the tool catalogue: the MCP server offers exactly these
+// tools, with input schemas, output schemas, titles and annotations derived from their declarations, and the
+// admission webhook enforces the Job each call renders to.
 type Tool struct {
-	Name        string `json:"name"`
+	Name string `json:"name"`
+	// Title is the tool's name for people (the MCP title); default: the name with spaces for '_'.
+	Title       string `json:"title,omitempty"`
 	Description string `json:"description"`
 	Tier        Tier   `json:"tier"`
+	// Hints say what the tool does to its environment, for the agent and its user (the MCP annotations).
+	// The tier sets them by default and a hint may not contradict it.
+	Hints Hints `json:"hints,omitempty"`
 	// RequiresApproval makes the tool wait for a signed human approval. Always true for the apply tier,
 	// whatever the file says.
 	RequiresApproval bool `json:"requiresApproval,omitempty"`
@@ -181,11 +193,62 @@ type Tool struct {
 	// and resources) before the credential agent starts: it inspects the tool's inputs, and if it exits
 	// non-zero the Pod stops there, before any credential exists. Its termination message is the reason.
 	Check []string `json:"check,omitempty"`
+	// Result says what the tool's one JSON result object holds and how the MCP server decodes, checks and
+	// summarises it.
+	Result Result `json:"result"`
 	// WarmPool, when set, keeps Pods of this tool started before any call (docs/design/warm-pool.md): each
 	// waits, holding no credential, for one claim the webhook validates like a call's Job, serves that one
 	// call and is replaced. Only tools whose Pod needs nothing per call (no workspace, plan or check) and
 	// that run in the agent-sandbox image (whose warm entry point executes the claimed argv) can have one.
 	WarmPool *WarmPool `json:"warmPool,omitempty"`
+
+	// resultSchema is Result.Schema, compiled by Compile (json results only).
+	resultSchema *schema.Schema
+}
+
+// Hints are the MCP tool annotations, declared in the policy so that they are reviewed with the tool. Nil
+// means the tier's default (see DefaultHints).
+type Hints struct {
+	// ReadOnly: the tool changes nothing, neither in the cluster nor anywhere else (a saved plan counts).
+	ReadOnly *bool `json:"readOnly,omitempty"`
+	// Destructive: the tool may delete or overwrite (meaningful only when not read-only).
+	Destructive *bool `json:"destructive,omitempty"`
+	// Idempotent: calling it again with the same arguments has no further effect.
+	Idempotent *bool `json:"idempotent,omitempty"`
+	// OpenWorld: the tool reaches beyond the cluster and its own sandbox (the internet, other services).
+	OpenWorld *bool `json:"openWorld,omitempty"`
+}
+
+// ResultKind names how a tool's result is decoded and summarised by the MCP server.
+type ResultKind string
+
+// The result kinds.
+const (
+	// ResultJSON is one JSON object that must validate against the tool's Result.Schema; it is returned to
+	// the agent as the structured result.
+	ResultJSON ResultKind = "json"
+	// ResultText is {"text": "..."}: the text is returned, cut to Result.MaxBytes.
+	ResultText ResultKind = "text"
+	// ResultTerraformPlan is `run terraform-plan`'s result: the saved plan is stored for terraform_apply
+	// and the plan is scanned for the policy's destructive signals.
+	ResultTerraformPlan ResultKind = "terraform-plan"
+	// ResultTerraformApply is `run terraform-apply`'s result.
+	ResultTerraformApply ResultKind = "terraform-apply"
+)
+
+// ResultKinds lists every result kind.
+var ResultKinds = []ResultKind{ResultJSON, ResultText, ResultTerraformPlan, ResultTerraformApply}
+
+// Result describes a tool's result.
+type Result struct {
+	Kind ResultKind `json:"kind"`
+	// Schema is the JSON Schema of a json result: an object schema in the vocabulary of package schema. The
+	// MCP server publishes it as the tool's outputSchema (with the call's request_id added) and refuses a
+	// result that does not validate.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// MaxBytes bounds the result (default DefaultResultBytes, at most MaxResultBytes). A json result
+	// beyond it is refused; a text result is cut.
+	MaxBytes int `json:"maxBytes,omitempty"`
 }
 
 // WarmPool sizes a tool's pool of warm Pods.
@@ -202,6 +265,9 @@ type WarmPool struct {
 type Workspace struct {
 	// Parameter names the tool parameter that carries the ConfigMap's name.
 	Parameter string `json:"parameter"`
+	// From names the parameter that picks the workspace: a folder of the MCP server's workspace directory,
+	// which the server publishes as the ConfigMap and fills Parameter with (workspaces only, not plans).
+	From string `json:"from,omitempty"`
 	// MountPath is where the files appear in the tool container.
 	MountPath string `json:"mountPath"`
 }
@@ -221,10 +287,21 @@ type Parameter struct {
 	Maximum *int64 `json:"maximum,omitempty"`
 	// Default is used when an optional parameter is not given.
 	Default any `json:"default,omitempty"`
+	// Enum lists the only values a string parameter may take (each must also match Pattern).
+	Enum []string `json:"enum,omitempty"`
+	// FilledBy marks a parameter the MCP server fills in itself; the agent never sees or gives it.
+	FilledBy FilledBy `json:"filledBy,omitempty"`
 
 	// re is Pattern, anchored and compiled once by Compile.
 	re *regexp.Regexp
 }
+
+// FilledBy names what the MCP server fills a parameter with.
+type FilledBy string
+
+// FilledByWorkspace is the name of the content-addressed ConfigMap the server publishes a workspace
+// folder as (the tool's Workspace.Parameter).
+const FilledByWorkspace FilledBy = "workspace"
 
 // Resources are CPU and memory limits; requests are set equal to them.
 type Resources struct {

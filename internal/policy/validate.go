@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 )
 
 var (
@@ -42,8 +44,8 @@ func (p *Policy) Validate() field.ErrorList {
 	}
 	errs = append(errs, s.Sandbox.validate(spec.Child("sandbox"))...)
 	ap := spec.Child("approval")
-	if d := s.Approval.TokenTTL.Duration; d <= 0 || d > MaxTokenTTL {
-		errs = append(errs, field.Invalid(ap.Child("tokenTTL"), d.String(), "must be more than 0 and at most "+MaxTokenTTL.String()))
+	if d := s.Approval.TokenTTL.Duration; d <= 0 || d > approval.MaxTokenTTL {
+		errs = append(errs, field.Invalid(ap.Child("tokenTTL"), d.String(), "must be more than 0 and at most "+approval.MaxTokenTTL.String()))
 	}
 	if s.Approval.RequestTTL.Duration <= 0 {
 		errs = append(errs, field.Invalid(ap.Child("requestTTL"), s.Approval.RequestTTL.Duration.String(), "must be more than 0"))
@@ -248,6 +250,13 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	}
 	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
 	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
+	var scope *Scope
+	for i := range s.Scopes {
+		if s.Scopes[i].Name == t.Scope {
+			scope = &s.Scopes[i]
+		}
+	}
+	errs = append(errs, t.validateCatalogue(fp, scope, params)...)
 	if t.WarmPool != nil {
 		errs = append(errs, t.validateWarmPool(fp.Child("warmPool"), s)...)
 	}

@@ -63,6 +63,8 @@ const (
 	KindInvalid  Kind = "invalid"  // the parameters are wrong
 	KindFailed   Kind = "failed"   // the sandbox ran and the tool failed, or the sandbox could not run
 	KindApproval Kind = "approval" // the approval was denied, expired or already used
+	// KindApprovalRequired: a human must approve this exact call first (the message names the command).
+	KindApprovalRequired Kind = "approval_required"
 )
 
 // Error is a call that did not produce a result: a domain failure, reported to the agent as a tool error
@@ -138,16 +140,6 @@ func (c *call) invoke(params map[string]any) (*policy.Invocation, error) {
 		return nil, c.fail(KindInvalid, err)
 	}
 	return inv, nil
-}
-
-// invokeAndRun is the path of a tool that needs no approval: the guardrails, then the sandbox.
-func (c *call) invokeAndRun(ctx context.Context, params map[string]any) (*sandbox.Result, error) {
-	inv, err := c.invoke(params)
-	if err != nil {
-		return nil, err
-	}
-	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
-	return c.run(ctx, inv, "")
 }
 
 // run renders and runs the sandbox Job, writing the sandbox and credential events of the audit chain.

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // fakeRunner stands in for the cluster in these unit tests of the service's logic; the end-to-end suite
@@ -122,10 +123,41 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	run := &fakeRunner{stdout: func(*batchv1.Job) string {
-		return `{"namespace":"demo-app","selector":"","pods":[{"name":"web-1","phase":"Running","ready":"1/1","restarts":0,"age":"1m","age_seconds":60,"node":"n"}]}`
+		return `{"namespace":"demo-app","selector":"","pods":[{"name":"web-1","phase":"Running","ready":"1/1","restarts":0,"age":"1m","age_seconds":60,"node":"n"}],"total":1,"truncated":false}`
 	}}
 	svc := &Service{Policy: p, Approvals: store, Audit: log, Runner: run, Workspaces: &fakeWorkspaces{}, WorkspaceDir: filepath.Join(dir, "workspaces")}
 	return &fixture{svc: svc, run: run, store: store, log: logPath, key: key}
+}
+
+// podStatus, plan and apply call the default policy's tools through the one call path, and read the
+// structured result back into the Go type a client would.
+func (f *fixture) podStatus(ctx context.Context, args map[string]any, p Progress) (*PodStatusOutput, error) {
+	out, err := f.svc.Call(ctx, "k8s_get_pod_status", args, p)
+	if err != nil {
+		return nil, err
+	}
+	var ps PodStatusOutput
+	data, _ := json.Marshal(out)
+	if err := json.Unmarshal(data, &ps); err != nil {
+		return nil, err
+	}
+	return &ps, nil
+}
+
+func (f *fixture) plan(ctx context.Context, workspace string) (*PlanOutput, error) {
+	out, err := f.svc.Call(ctx, "terraform_plan", map[string]any{"workspace": workspace}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.(*PlanOutput), nil
+}
+
+func (f *fixture) apply(ctx context.Context, planID string) (*ApplyOutput, error) {
+	out, err := f.svc.Call(ctx, "terraform_apply", map[string]any{"workspace": "k8s-demo", "plan_id": planID}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.(*ApplyOutput), nil
 }
 
 // chain returns the events written for one request ID, after checking that the whole log verifies.
@@ -151,7 +183,7 @@ var fullChain = []string{audit.EventToolRequest, audit.EventGuardrailDecision, a
 func TestPodStatusWritesTheFullChain(t *testing.T) {
 	f := newFixture(t)
 	var stages []string
-	out, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, func(s string, n, total int) { stages = append(stages, s) })
+	out, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, func(s string, n, total int) { stages = append(stages, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +204,7 @@ func TestPodStatusWritesTheFullChain(t *testing.T) {
 
 func TestGuardrails(t *testing.T) {
 	f := newFixture(t)
-	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "kube-system"}, nil)
+	_, err := f.podStatus(context.Background(), map[string]any{"namespace": "kube-system"}, nil)
 	var se *Error
 	if !errors.As(err, &se) || se.Kind != KindDenied || !strings.Contains(se.Message, "kube-system") {
 		t.Fatalf("kube-system: %v", err)
@@ -180,11 +212,11 @@ func TestGuardrails(t *testing.T) {
 	if got := f.chain(t, se.RequestID); !slices.Equal(got, []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventToolResult}) {
 		t.Errorf("chain of a refusal: %v", got)
 	}
-	_, err = f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app", LabelSelector: "--kubeconfig=/x"}, nil)
+	_, err = f.podStatus(context.Background(), map[string]any{"namespace": "demo-app", "label_selector": "--kubeconfig=/x"}, nil)
 	if !errors.As(err, &se) || se.Kind != KindInvalid {
 		t.Fatalf("bad selector: %v", err)
 	}
-	if _, err := f.svc.Plan(context.Background(), PlanInput{Workspace: "../etc"}, nil); !errors.As(err, &se) || se.Kind != KindInvalid {
+	if _, err := f.plan(context.Background(), "../etc"); !errors.As(err, &se) || se.Kind != KindInvalid {
 		t.Fatalf("path traversal in the workspace name: %v", err)
 	}
 	if len(f.run.jobs) != 0 {
@@ -196,14 +228,14 @@ func TestToolFailureIsReported(t *testing.T) {
 	f := newFixture(t)
 	f.run.exit = 1
 	f.run.stdout = func(*batchv1.Job) string { return `{"error":"pods is forbidden"}` }
-	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, nil)
+	_, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
 	var se *Error
 	if !errors.As(err, &se) || se.Kind != KindFailed || !strings.Contains(se.Message, "pods is forbidden") {
 		t.Fatalf("got %v", err)
 	}
 	// A zero-looking result from a tool that exited non-zero is not trusted.
 	f.run.stdout = func(*batchv1.Job) string { return `{"namespace":"demo-app","pods":[]}` }
-	if _, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, nil); !errors.As(err, &se) || !strings.Contains(se.Message, "exited with code 1") {
+	if _, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil); !errors.As(err, &se) || !strings.Contains(se.Message, "exited with code 1") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -218,14 +250,14 @@ func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
 		return `{"workspace":"k8s-demo","plan_id":"` + plan + `","applied":true,"text":"Apply complete!","summary":{"add":1,"change":0,"destroy":1,"replace":1}}`
 	}
 
-	first, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	first, err := f.apply(ctx, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Status != StatusApprovalRequired || first.ApproveCommand != "agent-sandbox approve "+first.ApprovalRequest || len(f.run.jobs) != 0 {
 		t.Fatalf("without approval: %+v (jobs %d)", first, len(f.run.jobs))
 	}
-	again, _ := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	again, _ := f.apply(ctx, plan)
 	if again.ApprovalRequest != first.ApprovalRequest {
 		t.Errorf("the same call filed a second request: %s and %s", first.ApprovalRequest, again.ApprovalRequest)
 	}
@@ -248,12 +280,12 @@ func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
 	}
 
 	// An approval for this plan does not cover another.
-	other, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: strings.Repeat("cd", 32)}, nil)
+	other, err := f.apply(ctx, strings.Repeat("cd", 32))
 	if err != nil || other.Status != StatusApprovalRequired || len(f.run.jobs) != 0 {
 		t.Fatalf("another plan: %+v, %v", other, err)
 	}
 
-	applied, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	applied, err := f.apply(ctx, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +305,7 @@ func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
 		t.Error("the approval token reached the audit log")
 	}
 
-	replay, err := f.svc.Apply(ctx, ApplyInput{Workspace: "k8s-demo", PlanID: plan}, nil)
+	replay, err := f.apply(ctx, plan)
 	if err != nil || replay.Status != StatusApprovalRequired || replay.ApprovalRequest == first.ApprovalRequest || len(f.run.jobs) != 1 {
 		t.Fatalf("the grant was used twice: %+v, %v", replay, err)
 	}
@@ -283,10 +315,10 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	f := newFixture(t)
 	text := "  # kubernetes_deployment.web must be replaced\n      ~ match_labels = { # forces replacement\nPlan: 1 to add, 0 to change, 1 to destroy."
 	saved := []byte("PK\x03\x04 the saved plan")
-	res, _ := json.Marshal(runner.PlanResult{Workspace: "k8s-demo", PlanID: runner.PlanID(saved), Text: text, Plan: saved,
-		Summary: runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}})
+	res, _ := json.Marshal(toolrun.PlanResult{Workspace: "k8s-demo", PlanID: toolrun.PlanID(saved), Text: text, Plan: saved,
+		Summary: toolrun.PlanSummary{Add: 1, Destroy: 1, Replace: 1}})
 	f.run.stdout = func(*batchv1.Job) string { return "Terraform output on stderr\n" + string(res) }
-	out, err := f.svc.Plan(context.Background(), PlanInput{Workspace: "k8s-demo"}, nil)
+	out, err := f.plan(context.Background(), "k8s-demo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +348,7 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 func TestCancelledCall(t *testing.T) {
 	f := newFixture(t)
 	f.run.err = context.Canceled
-	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: "demo-app"}, nil)
+	_, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
 	var se *Error
 	if !errors.As(err, &se) || !strings.Contains(se.Message, "cancelled") {
 		t.Fatalf("got %v", err)
@@ -328,7 +360,7 @@ func TestCancelledCall(t *testing.T) {
 func TestHugeArgumentIsBoundedInTheAudit(t *testing.T) {
 	f := newFixture(t)
 	huge := strings.Repeat("a", 16<<20)
-	_, err := f.svc.PodStatus(context.Background(), PodStatusInput{Namespace: huge}, nil)
+	_, err := f.podStatus(context.Background(), map[string]any{"namespace": huge}, nil)
 	var se *Error
 	if !errors.As(err, &se) || se.Kind != KindInvalid {
 		t.Fatalf("16 MiB namespace: %v", err)
@@ -354,5 +386,129 @@ func TestHugeArgumentIsBoundedInTheAudit(t *testing.T) {
 	sum := sha256.Sum256([]byte(huge))
 	if ns[audit.FieldTruncated] != true || ns[audit.FieldTruncatedBytes] != float64(len(huge)) || ns[audit.FieldTruncatedSHA256] != hex.EncodeToString(sum[:]) {
 		t.Errorf("namespace recorded as %v", ns)
+	}
+}
+
+func TestToolsAreThePolicysCatalogue(t *testing.T) {
+	f := newFixture(t)
+	tools, err := f.svc.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != len(f.svc.Policy.Spec.Tools) || len(tools) < 8 {
+		t.Fatalf("%d tools for %d in the policy", len(tools), len(f.svc.Policy.Spec.Tools))
+	}
+	for _, tl := range tools {
+		if tl.Name != "terraform_plan" {
+			continue
+		}
+		// The workspace folders the server found are the agent's choices; the ConfigMap parameter is hidden.
+		props := tl.InputSchema["properties"].(map[string]any)
+		if _, ok := props["source"]; ok {
+			t.Error("terraform_plan shows source")
+		}
+		if got := props["workspace"].(map[string]any)["enum"]; !slices.Equal(got.([]any), []any{"k8s-demo"}) {
+			t.Errorf("workspace enum %v", got)
+		}
+		if req := tl.OutputSchema["required"].([]any); !slices.Contains(req, any("request_id")) {
+			t.Errorf("output schema without request_id: %v", req)
+		}
+	}
+}
+
+func TestJSONResultIsCheckedAgainstThePolicysSchema(t *testing.T) {
+	f := newFixture(t)
+	// A phase outside the policy's enum: the agent never sees a result the policy did not declare.
+	f.run.stdout = func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","selector":"","pods":[{"name":"web-1","phase":"Exploded","ready":"1/1","restarts":0,"age":"1m","age_seconds":60,"node":"n"}],"total":1,"truncated":false}`
+	}
+	_, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindFailed || !strings.Contains(se.Message, "schema") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestServerFilledParametersAreNotTheAgents(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.svc.Call(context.Background(), "terraform_plan", map[string]any{"workspace": "k8s-demo", "source": "tfws-00000000000000000000"}, nil)
+	var se *Error
+	if !errors.As(err, &se) || se.Kind != KindInvalid || len(f.svc.Workspaces.(*fakeWorkspaces).names) != 0 {
+		t.Fatalf("an agent naming the workspace ConfigMap: %v (published %v)", err, f.svc.Workspaces.(*fakeWorkspaces).names)
+	}
+}
+
+func TestReadToolRunsWithoutApproval(t *testing.T) {
+	f := newFixture(t)
+	f.run.stdout = func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","kind":"deployment","name":"web","status":"complete","message":"ok","generation":2,"observed_generation":2,"replicas":1,"updated_replicas":1,"ready_replicas":1,"available_replicas":1,"conditions":[]}`
+	}
+	out, err := f.svc.Call(context.Background(), "k8s_rollout_status", map[string]any{"namespace": "demo-app", "name": "web"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := out.(map[string]any)
+	if m["status"] != "complete" || !strings.HasPrefix(m["request_id"].(string), "req-") {
+		t.Errorf("result %v", m)
+	}
+	if got := f.run.jobs[0].Spec.Template.Spec.Containers[0].Command; !slices.Contains(got, "--kind=deployment") || !slices.Contains(got, "--name=web") {
+		t.Errorf("argv %v", got)
+	}
+	if got := f.chain(t, m["request_id"].(string)); !slices.Equal(got, fullChain) {
+		t.Errorf("chain %v", got)
+	}
+}
+
+// TestCustomToolFromThePolicyFile: a tool declared only in YAML (examples/policy/custom-tool.yaml, spliced
+// into the shipped policy) is offered and runs through the same call path, its result checked against the
+// schema it declares.
+func TestCustomToolFromThePolicyFile(t *testing.T) {
+	f := newFixture(t)
+	var doc, extra map[string]any
+	for path, into := range map[string]*map[string]any{"../../policy/policy.yaml": &doc, "../../examples/policy/custom-tool.yaml": &extra} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := doc["spec"].(map[string]any)
+	for _, k := range []string{"scopes", "tools"} {
+		spec[k] = append(spec[k].([]any), extra[k].([]any)...)
+	}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.svc.Policy, err = policy.Load(data, policy.WithoutAdmissionRules()); err != nil {
+		t.Fatal(err)
+	}
+	tools, err := f.svc.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tools, func(tl ToolInfo) bool { return tl.Name == "k8s_list_services" && tl.Title == "Kubernetes services" }) {
+		t.Fatal("the custom tool is not offered")
+	}
+	f.run.stdout = func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","kind":"service","items":[{"name":"web","service":{"type":"ClusterIP"}}],"total":1,"truncated":false}`
+	}
+	out, err := f.svc.Call(context.Background(), "k8s_list_services", map[string]any{"namespace": "demo-app"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.run.jobs[0].Spec.Template.Spec.Containers[0].Command; !slices.Equal(got, []string{"/agent-sandbox", "run", "describe", "--namespace=demo-app", "--kind=service"}) {
+		t.Errorf("argv %v", got)
+	}
+	if out.(map[string]any)["total"] != float64(1) {
+		t.Errorf("result %v", out)
+	}
+	f.run.stdout = func(*batchv1.Job) string {
+		return `{"namespace":"demo-app","kind":"secret","items":[],"total":0,"truncated":false}`
+	}
+	if _, err := f.svc.Call(context.Background(), "k8s_list_services", map[string]any{"namespace": "demo-app"}, nil); err == nil {
+		t.Error("a result outside the tool's declared schema was passed on")
 	}
 }

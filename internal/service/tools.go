@@ -9,61 +9,21 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
-// Tool names the service offers (the first three are policy tools run in sandboxes).
-const (
-	ToolPodStatus      = "k8s_get_pod_status"
-	ToolPlan           = "terraform_plan"
-	ToolApply          = "terraform_apply"
-	ToolApprovalStatus = "approval_status"
-)
-
-// PodStatusInput are the arguments of k8s_get_pod_status.
-type PodStatusInput struct {
-	Namespace     string `json:"namespace" jsonschema:"the namespace to list pods in (the policy allows only some)"`
-	LabelSelector string `json:"label_selector,omitempty" jsonschema:"optional label selector, e.g. app=web"`
-}
-
-// PodStatusOutput is the result of k8s_get_pod_status.
+// PodStatusOutput is the structured result of the default policy's k8s_get_pod_status, for clients in Go
+// (the demo); the server itself treats it as any json result.
 type PodStatusOutput struct {
-	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
-	runner.PodStatusResult
+	RequestID string `json:"request_id"`
+	toolrun.PodStatusResult
 }
 
-// PodStatus lists pods of one namespace from a read-only sandbox.
-func (s *Service) PodStatus(ctx context.Context, in PodStatusInput, progress Progress) (*PodStatusOutput, error) {
-	params := map[string]any{"namespace": in.Namespace}
-	if in.LabelSelector != "" {
-		params["label_selector"] = in.LabelSelector
-	}
-	c, err := s.begin(ToolPodStatus, params, progress)
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.invokeAndRun(ctx, params)
-	if err != nil {
-		return nil, err
-	}
-	out, err := decode[runner.PodStatusResult](res)
-	if err != nil {
-		return nil, c.fail(KindFailed, fmt.Errorf("%s failed: %w", ToolPodStatus, err))
-	}
-	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "pods": len(out.Pods)})
-	return &PodStatusOutput{RequestID: c.id, PodStatusResult: out}, nil
-}
-
-// PlanInput are the arguments of terraform_plan.
-type PlanInput struct {
-	Workspace string `json:"workspace" jsonschema:"the Terraform workspace to plan (a folder the server is configured with)"`
-}
-
-// PlanOutput is the result of terraform_plan.
+// PlanOutput is the structured result of a terraform-plan tool.
 type PlanOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
-	runner.PlanResult
+	toolrun.PlanResult
 	// Plan keeps the saved plan's bytes out of the output schema: the server stores them for the apply
 	// (and empties them), the agent needs only the ID.
 	Plan []byte `json:"-"`
@@ -73,113 +33,21 @@ type PlanOutput struct {
 	Next               string               `json:"next" jsonschema:"what to do next"`
 }
 
-// Plan runs terraform plan in a sandbox, saves the plan and reports what it would change.
-func (s *Service) Plan(ctx context.Context, in PlanInput, progress Progress) (*PlanOutput, error) {
-	c, err := s.begin(ToolPlan, map[string]any{"workspace": in.Workspace}, progress)
-	if err != nil {
-		return nil, err
-	}
-	source, err := s.publishWorkspace(ctx, in.Workspace)
-	if err != nil {
-		return nil, c.fail(KindInvalid, err)
-	}
-	res, err := c.invokeAndRun(ctx, map[string]any{"workspace": in.Workspace, "source": source})
-	if err != nil {
-		return nil, err
-	}
-	plan, err := decode[runner.PlanResult](res)
-	if err != nil {
-		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan failed: %w", err))
-	}
-	// The saved plan travels in the result; store it, immutable and named by its SHA-256, where the
-	// apply Job mounts it and the approver reads it. Its bytes must be the plan ID's.
-	if runner.PlanID(plan.Plan) != plan.PlanID {
-		return nil, c.fail(KindFailed, fmt.Errorf("terraform plan returned a saved plan that does not match its plan ID %s", short(plan.PlanID)))
-	}
-	if err := s.Workspaces.EnsurePlan(ctx, plan.PlanID, plan.Plan); err != nil {
-		return nil, c.fail(KindFailed, fmt.Errorf("store the saved plan: %w", err))
-	}
-	plan.Plan = nil // stored; the agent needs only its ID
-
-	out := &PlanOutput{RequestID: c.id, PlanResult: plan, DestructiveSignals: s.Policy.DetectSignals(plan.Text)}
-	if out.DestructiveSignals == nil {
-		out.DestructiveSignals = []policy.SignalMatch{}
-	}
-	out.Destructive = len(out.DestructiveSignals) > 0 || plan.Summary.Destroy > 0 || plan.Summary.Replace > 0
-	switch {
-	case plan.NoChanges:
-		out.Next = "no changes: nothing to apply"
-	case out.Destructive:
-		out.Next = fmt.Sprintf("DESTRUCTIVE: review the signals with the user; terraform_apply(workspace=%q, plan_id=%q) will need a human's approval", in.Workspace, plan.PlanID)
-	default:
-		out.Next = fmt.Sprintf("call terraform_apply(workspace=%q, plan_id=%q); it needs a human's approval", in.Workspace, plan.PlanID)
-	}
-	s.rememberPlan(ctx, out)
-	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "plan_id": plan.PlanID, "summary": plan.Summary, "destructive": out.Destructive,
-		"signals": signalNames(out.DestructiveSignals)})
-	return out, nil
-}
-
-// ApplyInput are the arguments of terraform_apply.
-type ApplyInput struct {
-	Workspace string `json:"workspace" jsonschema:"the Terraform workspace"`
-	PlanID    string `json:"plan_id" jsonschema:"the plan_id returned by terraform_plan; exactly that saved plan is applied"`
-}
-
 // Apply statuses.
 const (
 	StatusApplied          = "applied"
 	StatusApprovalRequired = "approval_required"
 )
 
-// ApplyOutput is the result of terraform_apply.
+// ApplyOutput is the structured result of a terraform-apply tool.
 type ApplyOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
 	Status    string `json:"status" jsonschema:"applied, or approval_required"`
 	// ApprovalRequest is set when a human must approve first.
-	ApprovalRequest string              `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
-	ApproveCommand  string              `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
-	Message         string              `json:"message" jsonschema:"what happened and what to do next"`
-	Result          *runner.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
-}
-
-// Apply applies one saved plan, once a human has approved exactly this workspace and plan. Without a grant
-// it files (or finds) the approval request and returns it; nothing here can approve.
-func (s *Service) Apply(ctx context.Context, in ApplyInput, progress Progress) (*ApplyOutput, error) {
-	c, err := s.begin(ToolApply, map[string]any{"workspace": in.Workspace, "plan_id": in.PlanID}, progress)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := c.invoke(map[string]any{"workspace": in.Workspace, "plan_id": in.PlanID})
-	if err != nil {
-		return nil, err
-	}
-	// The saved plan must exist before a human is asked about it or a Job waits for it.
-	if err := s.Workspaces.PlanExists(ctx, in.PlanID); err != nil {
-		return nil, c.fail(KindInvalid, err)
-	}
-	hash, err := approval.ParamsHash(inv.Tool.Name, inv.Params)
-	if err != nil {
-		return nil, c.fail(KindInvalid, err)
-	}
-	token, req, err := s.takeGrant(ctx, c, inv, hash)
-	if err != nil {
-		return nil, err
-	}
-	if token == "" {
-		return s.requestApproval(ctx, c, inv, hash)
-	}
-	res, err := c.run(ctx, inv, token)
-	if err != nil {
-		return nil, err
-	}
-	applied, err := decode[runner.ApplyResult](res)
-	if err != nil {
-		return nil, c.fail(KindFailed, fmt.Errorf("terraform apply failed: %w", err))
-	}
-	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "applied": applied.Applied, "plan_id": in.PlanID, "approval_request": req.ID})
-	return &ApplyOutput{RequestID: c.id, Status: StatusApplied, ApprovalRequest: req.ID, Result: &applied,
-		Message: fmt.Sprintf("applied plan %s (approved by %s under %s)", short(in.PlanID), req.Approver, req.ID)}, nil
+	ApprovalRequest string               `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
+	ApproveCommand  string               `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
+	Message         string               `json:"message" jsonschema:"what happened and what to do next"`
+	Result          *toolrun.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
 }
 
 // takeGrant consumes a granted approval for exactly these parameters, if there is one. Consuming is one
@@ -208,7 +76,7 @@ func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation
 
 // requestApproval files an approval request for these exact parameters (or finds the pending one) and
 // tells the agent what the human must run.
-func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invocation, hash string) (*ApplyOutput, error) {
+func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invocation, hash string, kind resultKind) (any, error) {
 	req, err := s.Approvals.FindPending(ctx, inv.Tool.Name, hash)
 	if errors.Is(err, approval.ErrNotFound) {
 		summary, signals := s.planSummary(ctx, inv.PlanDigest)
@@ -225,8 +93,12 @@ func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invo
 	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "needs-approval", "tier": string(inv.Tool.Tier), "approval_request": req.ID})
 	c.audit(audit.EventApprovalRequested, map[string]any{"approval_request": req.ID, "plan_id": inv.PlanDigest, "signals": len(req.Signals)})
 	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "status": StatusApprovalRequired, "approval_request": req.ID})
-	return &ApplyOutput{RequestID: c.id, Status: StatusApprovalRequired, ApprovalRequest: req.ID, ApproveCommand: cmd,
-		Message: fmt.Sprintf("approval required: ask a human to review and run `%s` in a terminal, then call terraform_apply again with the same arguments", cmd)}, nil
+	msg := fmt.Sprintf("approval required: ask a human to review and run `%s` in a terminal, then call %s again with the same arguments", cmd, inv.Tool.Name)
+	if kind.approvalRequired == nil {
+		// This kind's result has no place for the request: say it as the tool's answer, one line.
+		return nil, &Error{Kind: KindApprovalRequired, RequestID: c.id, Message: msg}
+	}
+	return kind.approvalRequired(c, req.ID, cmd, msg), nil
 }
 
 // ApprovalStatusInput is the argument of approval_status.
@@ -274,7 +146,7 @@ func (s *Service) rememberPlan(ctx context.Context, p *PlanOutput) {
 	// A description that cannot be stored only makes the approval request say less; the approver
 	// computes the truth from the saved plan anyway.
 	_ = s.Approvals.RecordPlan(ctx, approval.Plan{ID: p.PlanID, Workspace: p.Workspace,
-		Description: runner.DescribePlan(p.PlanID, p.Summary, p.Changes), Signals: signals})
+		Description: toolrun.DescribePlan(p.PlanID, p.Summary, p.Changes), Signals: signals})
 }
 
 // planSummary describes a plan for the approval request, as this server recorded it when the plan ran.
@@ -313,7 +185,7 @@ func decode[T any](res *sandbox.Result) (T, error) {
 		}
 		return zero, errors.New(res.ResultError)
 	}
-	out, err := runner.DecodeResult[T](res.Output)
+	out, err := toolrun.DecodeResult[T](res.Output)
 	if err != nil {
 		return out, err
 	}

@@ -20,6 +20,27 @@ import (
 // bytes, named with [A-Za-z0-9._-]. Subfolders, links leading outside, devices, pipes and sockets
 // are refused.
 func CheckDir(dir string, opts Options) (map[string][]byte, error) {
+	return checkDir(dir, opts, func(name string, _ fs.DirEntry) bool { return !strings.HasPrefix(name, "..") })
+}
+
+// ReadWorkspace reads the workspace files of a folder that a person keeps -- the MCP server's workspace
+// folders, which may also hold a README, a .terraform folder or a state file -- and checks them exactly as
+// CheckDir does. The entries it takes are the ones Terraform would read (IsTerraformFile); every other
+// entry is passed over. Files Terraform reads but the allowlist refuses (override files, odd names) are
+// taken and refused, not passed over, so the server never publishes a workspace that means something
+// different from the folder. The files it returns are what CheckDir sees in the sandbox: one filter for the
+// server and the runner.
+func ReadWorkspace(dir string, opts Options) (map[string][]byte, error) {
+	return checkDir(dir, opts, func(name string, e fs.DirEntry) bool { return IsTerraformFile(name) && !e.IsDir() })
+}
+
+// IsTerraformFile reports whether Terraform would read a file of this name from a workspace folder:
+// configuration (*.tf, *.tf.json, overrides included), variables (*.tfvars, *.tfvars.json) and the
+// dependency lock file. IsWorkspaceFile says which of them the allowlist admits.
+func IsTerraformFile(name string) bool { return fileKindOf(name) != kindNone }
+
+// checkDir reads the entries of dir that take admits, then checks them with Check.
+func checkDir(dir string, opts Options, take func(name string, e fs.DirEntry) bool) (map[string][]byte, error) {
 	c, err := newChecker(opts)
 	if err != nil {
 		return nil, err
@@ -37,7 +58,7 @@ func CheckDir(dir string, opts Options) (map[string][]byte, error) {
 	total := 0
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, "..") {
+		if !take(name, e) {
 			continue
 		}
 		c.file = name

@@ -146,3 +146,42 @@ func mustWrite(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadWorkspaceFilter: the server reads a person's folder with the filter the sandbox checks with.
+// What Terraform would not read is passed over; what it would read is taken, so an override file or a
+// refused file is refused rather than silently dropped; and the files it returns pass CheckDir unchanged,
+// laid out as the ConfigMap the sandbox mounts.
+func TestReadWorkspaceFilter(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"main.tf": okTF, "terraform.tfvars": "x = 1\n", "README.md": "# notes\n",
+		"terraform.tfstate": "{}", ".terraform.lock.hcl": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustMkdir(t, filepath.Join(dir, ".terraform"))
+	files, err := ReadWorkspace(dir, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || files["README.md"] != nil || files["terraform.tfstate"] != nil {
+		t.Fatalf("files = %v", files)
+	}
+	cm := map[string]string{}
+	for n, d := range files {
+		cm[n] = string(d)
+	}
+	if _, err := CheckDir(configMapVolume(t, cm), testOpts); err != nil {
+		t.Errorf("what the server reads, the sandbox refuses: %v", err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "override.tf"), []byte(okTF), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadWorkspace(dir, testOpts); err == nil || !strings.Contains(err.Error(), "override") {
+		t.Errorf("an override file was passed over instead of refused: %v", err)
+	}
+	if _, err := ReadWorkspace(filepath.Join(dir, "nope"), testOpts); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing folder: %v", err)
+	}
+}

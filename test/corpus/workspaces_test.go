@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // The forged plan ForgedPlanApply submits must be refused by the same check the sandbox runs, for its
@@ -24,7 +24,7 @@ func TestForgedPlanIsRefusedForItsExec(t *testing.T) {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(b)
-		_, _, err := runner.LoadPlan(p, hex.EncodeToString(sum[:]))
+		_, _, err := toolrun.LoadPlan(p, hex.EncodeToString(sum[:]))
 		return err
 	}
 	if err := load(plan); err != nil {

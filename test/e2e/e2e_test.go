@@ -258,6 +258,21 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 	dir := env(t, "E2E_NODE_CLIENT")
 	cmd := exec.Command("node", filepath.Join(dir, "client.mjs"), cfg.Binary, "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
 		"--workspaces", cfg.Workspaces, "--db", filepath.Join(t.TempDir(), "approvals.db"), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
+	// Every read tool too: the SDK checks each structured result against the tool's outputSchema.
+	pods, err := admin(t, cfg.AdminKubeconfig).CoreV1().Pods("demo-app").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("no demo-app pod to read: %v", err)
+	}
+	calls, err := json.Marshal([]map[string]any{
+		{"name": "k8s_pod_logs", "arguments": map[string]any{"namespace": "demo-app", "pod": pods.Items[0].Name, "tail_lines": 20}},
+		{"name": "k8s_get_events", "arguments": map[string]any{"namespace": "demo-app"}},
+		{"name": "k8s_describe", "arguments": map[string]any{"namespace": "demo-app", "kind": "deployment"}},
+		{"name": "k8s_rollout_status", "arguments": map[string]any{"namespace": "demo-app", "name": "web"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "E2E_CALLS="+string(calls))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -265,6 +280,13 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 		t.Fatalf("node client: %v\n%s", err, stderr.String())
 	}
 	var res struct {
+		Calls []struct {
+			Name       string `json:"name"`
+			IsError    bool   `json:"isError"`
+			Structured bool   `json:"structured"`
+			Text       string `json:"text"`
+			Error      string `json:"error"`
+		} `json:"calls"`
 		Tools      []string `json:"tools"`
 		IsError    bool     `json:"isError"`
 		Structured struct {
@@ -280,6 +302,14 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 	}
 	if !slices.Contains(res.Tools, "k8s_get_pod_status") || res.IsError || len(res.Structured.Pods) == 0 {
 		t.Fatalf("node client result: %s", out)
+	}
+	if len(res.Calls) != 4 {
+		t.Errorf("node client made %d read calls, want 4: %s", len(res.Calls), out)
+	}
+	for _, c := range res.Calls {
+		if c.IsError || !c.Structured {
+			t.Errorf("TypeScript SDK client, %s: error %q %q (structured %v)", c.Name, c.Text, c.Error, c.Structured)
+		}
 	}
 	t.Logf("TypeScript SDK client: tools %v, %d pods, progress %v", res.Tools, len(res.Structured.Pods), res.Progress)
 }

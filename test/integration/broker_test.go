@@ -646,7 +646,7 @@ func (e *brokerEnv) testCredAgent(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The startup probe agrees.
+	// The sidecar's postStart hook (cred-agent ready) agrees.
 	var so, se bytes.Buffer
 	if code := app.Main(ctx, []string{"cred-agent", "ready", "--file", kc}, strings.NewReader(""), &so, &se); code != 0 {
 		t.Errorf("cred-agent ready: exit %d %s", code, se.String())

@@ -30,9 +30,9 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
@@ -284,14 +284,14 @@ func (e *runnerEnv) run(t *testing.T, scope string, args ...string) (int, []byte
 
 // plan runs terraform-plan and keeps the saved plan where the apply Job would mount it (the ConfigMap
 // tfplan-<plan ID> the MCP server stores).
-func (e *runnerEnv) plan(t *testing.T) runner.PlanResult {
+func (e *runnerEnv) plan(t *testing.T) toolrun.PlanResult {
 	t.Helper()
 	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace="+runnerWorkspace, "--source="+e.workspace, "--namespace="+runnerNS)
-	res, err := runner.DecodeResult[runner.PlanResult](out)
+	res, err := toolrun.DecodeResult[toolrun.PlanResult](out)
 	if code != 0 || err != nil {
 		t.Fatalf("terraform-plan: exit %d: %v", code, err)
 	}
-	if runner.PlanID(res.Plan) != res.PlanID {
+	if toolrun.PlanID(res.Plan) != res.PlanID {
 		t.Fatalf("the result's saved plan does not hash to its plan ID")
 	}
 	if err := os.WriteFile(e.planFile(res.PlanID), res.Plan, 0o444); err != nil {
@@ -305,16 +305,16 @@ func (e *runnerEnv) planFile(planID string) string {
 	return filepath.Join(e.tmp, "..", "plan-"+planID[:16])
 }
 
-func (e *runnerEnv) apply(t *testing.T, planID string) (int, runner.ApplyResult, error) {
+func (e *runnerEnv) apply(t *testing.T, planID string) (int, toolrun.ApplyResult, error) {
 	t.Helper()
 	return e.applyFile(t, e.planFile(planID), planID)
 }
 
-func (e *runnerEnv) applyFile(t *testing.T, file, planID string) (int, runner.ApplyResult, error) {
+func (e *runnerEnv) applyFile(t *testing.T, file, planID string) (int, toolrun.ApplyResult, error) {
 	t.Helper()
 	code, out := e.run(t, "terraform-apply", "terraform-apply", "--workspace="+runnerWorkspace, "--namespace="+runnerNS,
 		"--plan-file="+file, "--plan-id="+planID)
-	res, err := runner.DecodeResult[runner.ApplyResult](out)
+	res, err := toolrun.DecodeResult[toolrun.ApplyResult](out)
 	if err == nil {
 		t.Logf("apply %s: %+v, timings %+v", planID[:16], res.Summary, res.Timings)
 	}
@@ -346,7 +346,7 @@ func (e *runnerEnv) testPodStatus(t *testing.T) {
 	}
 
 	code, out := e.run(t, "pod-reader", "pod-status", "--namespace="+runnerNS, "--selector=app=probe")
-	res, err := runner.DecodeResult[runner.PodStatusResult](out)
+	res, err := toolrun.DecodeResult[toolrun.PodStatusResult](out)
 	if code != 0 || err != nil {
 		t.Fatalf("pod-status: exit %d: %v", code, err)
 	}
@@ -362,19 +362,19 @@ func (e *runnerEnv) testPodStatus(t *testing.T) {
 
 	// An empty selector (the policy renders --selector= when none is given) lists every pod.
 	code, out = e.run(t, "pod-reader", "pod-status", "--namespace="+runnerNS, "--selector=")
-	if res, err = runner.DecodeResult[runner.PodStatusResult](out); code != 0 || err != nil || len(res.Pods) != 3 {
+	if res, err = toolrun.DecodeResult[toolrun.PodStatusResult](out); code != 0 || err != nil || len(res.Pods) != 3 {
 		t.Errorf("pod-status without selector: exit %d, %v, %+v", code, err, res)
 	}
 
 	code, out = e.run(t, "pod-reader", "pod-status", "--namespace="+runnerNS, "--selector=app==(")
-	var te *runner.ToolError
-	if _, err = runner.DecodeResult[runner.PodStatusResult](out); code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "selector") {
+	var te *toolrun.ToolError
+	if _, err = toolrun.DecodeResult[toolrun.PodStatusResult](out); code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "selector") {
 		t.Errorf("bad selector: exit %d, %v", code, err)
 	}
 
 	// Another namespace is outside the credential.
 	code, out = e.run(t, "pod-reader", "pod-status", "--namespace=kube-system")
-	if _, err = runner.DecodeResult[runner.PodStatusResult](out); code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "forbidden") {
+	if _, err = toolrun.DecodeResult[toolrun.PodStatusResult](out); code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "forbidden") {
 		t.Errorf("kube-system: exit %d, %v", code, err)
 	}
 }
@@ -385,7 +385,7 @@ func (e *runnerEnv) testPlanAndApply(t *testing.T) {
 	if !regexp.MustCompile(`^[a-f0-9]{64}$`).MatchString(p.PlanID) {
 		t.Fatalf("plan id %q", p.PlanID)
 	}
-	if p.Summary != (runner.PlanSummary{Add: 2}) || len(p.Changes) != 2 || p.NoChanges || p.Workspace != runnerWorkspace {
+	if p.Summary != (toolrun.PlanSummary{Add: 2}) || len(p.Changes) != 2 || p.NoChanges || p.Workspace != runnerWorkspace {
 		t.Fatalf("first plan: %+v %+v", p.Summary, p.Changes)
 	}
 	for _, c := range p.Changes {
@@ -416,7 +416,7 @@ func (e *runnerEnv) testPlanAndApply(t *testing.T) {
 		t.Errorf("the plan credential takes a lock: %v", err)
 	}
 	// The saved plan passes the allowlist it will be checked against again before the apply.
-	if err := tfcheck.CheckPlan(p.Plan, runner.CheckOptions()); err != nil {
+	if err := tfcheck.CheckPlan(p.Plan, toolrun.CheckOptions()); err != nil {
 		t.Errorf("our own saved plan: %v", err)
 	}
 
@@ -446,13 +446,13 @@ func (e *runnerEnv) testPlanAndApply(t *testing.T) {
 
 	// Applying the same plan again: the state has moved on, Terraform refuses it as stale.
 	code, _, err = e.apply(t, p.PlanID)
-	var te *runner.ToolError
+	var te *toolrun.ToolError
 	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "stale") {
 		t.Errorf("second apply of one plan: exit %d, %v", code, err)
 	}
 
 	// Nothing changed since: the provider sees no drift in what it created.
-	if again := e.plan(t); !again.NoChanges || again.Summary != (runner.PlanSummary{}) || len(again.Changes) != 0 {
+	if again := e.plan(t); !again.NoChanges || again.Summary != (toolrun.PlanSummary{}) || len(again.Changes) != 0 {
 		t.Errorf("plan after apply: %+v %+v\n%s", again.Summary, again.Changes, again.Text)
 	}
 }
@@ -477,7 +477,7 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 	}
 
 	first := e.plan(t)
-	if first.Summary != (runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}) || len(first.Changes) != 1 {
+	if first.Summary != (toolrun.PlanSummary{Add: 1, Destroy: 1, Replace: 1}) || len(first.Changes) != 1 {
 		t.Fatalf("replacement plan: %+v %+v", first.Summary, first.Changes)
 	}
 	c := first.Changes[0]
@@ -498,8 +498,8 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 	// so is a plan file that is not there.
 	wrong := first.PlanID[:63] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", first.PlanID[63])+1)%16])
 	code, _, err := e.applyFile(t, e.planFile(first.PlanID), wrong)
-	var te *runner.ToolError
-	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, runner.ErrPlanMismatch.Error()) {
+	var te *toolrun.ToolError
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, toolrun.ErrPlanMismatch.Error()) {
 		t.Errorf("apply with a wrong plan id: exit %d, %v", code, err)
 	}
 	code, _, err = e.apply(t, strings.Repeat("ab", 32))
@@ -513,7 +513,7 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 		t.Fatal("two plans with one id")
 	}
 	code, a, err := e.apply(t, second.PlanID)
-	if code != 0 || err != nil || !a.Applied || a.Summary != (runner.PlanSummary{Add: 1, Destroy: 1, Replace: 1}) {
+	if code != 0 || err != nil || !a.Applied || a.Summary != (toolrun.PlanSummary{Add: 1, Destroy: 1, Replace: 1}) {
 		t.Fatalf("apply the second plan: exit %d, %v, %+v", code, err, a)
 	}
 	after, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
@@ -607,9 +607,9 @@ func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
 		}
 		return r
 	}
-	honest := request(runner.DescribePlan(p.PlanID, p.Summary, p.Changes), signals(p.Text))
+	honest := request(toolrun.DescribePlan(p.PlanID, p.Summary, p.Changes), signals(p.Text))
 	// What a compromised MCP server would file: the plan's ID, and a harmless story.
-	lying := request(runner.DescribePlan(p.PlanID, runner.PlanSummary{Add: 1}, []runner.ResourceChange{{Address: "kubernetes_config_map.notes", Actions: []string{"create"}}}), nil)
+	lying := request(toolrun.DescribePlan(p.PlanID, toolrun.PlanSummary{Add: 1}, []toolrun.ResourceChange{{Address: "kubernetes_config_map.notes", Actions: []string{"create"}}}), nil)
 
 	approve := func(id string) (int, string) {
 		ptmx, tty, err := pty.Open()
@@ -693,8 +693,8 @@ func (e *runnerEnv) testWorkspaceBackendRefused(t *testing.T) {
 		"backend.tf":     "terraform {\n  backend \"local\" {\n    path = \"" + stolen + "\"\n  }\n}\n",
 	})
 	code, out := e.run(t, "terraform-plan", "terraform-plan", "--workspace="+runnerWorkspace, "--source="+ws, "--namespace="+runnerNS)
-	_, err := runner.DecodeResult[runner.PlanResult](out)
-	var te *runner.ToolError
+	_, err := toolrun.DecodeResult[toolrun.PlanResult](out)
+	var te *toolrun.ToolError
 	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "backend") {
 		t.Fatalf("plan with a workspace backend: exit %d, %v", code, err)
 	}
@@ -729,8 +729,8 @@ func (e *runnerEnv) testMaliciousWorkspaces(t *testing.T) {
 		e.use(t, "terraform-plan")
 		code := app.Main(context.Background(), []string{"run", "terraform-plan", "--workspace=" + runnerWorkspace, "--source=" + ws, "--namespace=" + runnerNS},
 			strings.NewReader(""), &stdout, &stderr)
-		_, derr := runner.DecodeResult[runner.PlanResult](stdout.Bytes())
-		var te *runner.ToolError
+		_, derr := toolrun.DecodeResult[toolrun.PlanResult](stdout.Bytes())
+		var te *toolrun.ToolError
 		if code != 1 || !errors.As(derr, &te) || !strings.Contains(te.Message, "refused") {
 			t.Errorf("%s: exit %d, %v", c.Name, code, derr)
 		}
@@ -756,7 +756,7 @@ func (e *runnerEnv) clientFor(t *testing.T, scope string) kubernetes.Interface {
 	if err := os.WriteFile(path, e.creds[scope], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := runner.NewClient(path)
+	c, err := toolrun.NewClient(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -386,6 +386,7 @@ func TestApproveValidation(t *testing.T) {
 	}{
 		{"no audience", []string{"--key", e.keyPath}, "--audience"},
 		{"ttl too long", []string{"--key", e.keyPath, "--audience", "c", "--ttl", "31m"}, "--ttl"},
+		{"ttl longer than the policy's", []string{"--key", e.keyPath, "--policy", shortTTLPolicy(t, e.dir), "--ttl", "20m"}, "spec.approval.tokenTTL (10m0s)"},
 		{"missing key", []string{"--key", filepath.Join(e.dir, "nope"), "--audience", "c"}, "agent-sandbox keygen"},
 	}
 	for _, tt := range tests {
@@ -598,4 +599,44 @@ func (l *mapLedger) Record(_ context.Context, id string, _ time.Time) error {
 	}
 	l.seen[id] = true
 	return nil
+}
+
+// shortTTLPolicy writes the shipped policy with spec.approval.tokenTTL set to 10m into dir.
+func shortTTLPolicy(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := strings.Replace(string(data), "tokenTTL: 30m", "tokenTTL: 10m", 1)
+	if short == string(data) {
+		t.Fatal("the shipped policy has no tokenTTL: 30m to shorten")
+	}
+	path := filepath.Join(dir, "short-ttl-policy.yaml")
+	if err := os.WriteFile(path, []byte(short), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestApprovePolicyTokenTTLGoverns: without --ttl, approve signs for the policy's spec.approval.tokenTTL,
+// the lifetime the webhook enforces.
+func TestApprovePolicyTokenTTLGoverns(t *testing.T) {
+	e := newApprovalEnv(t)
+	r := e.createRequest(t, nil)
+	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--policy", shortTTLPolicy(t, e.dir))
+	s.expect("expires 10m0s after you confirm")
+	s.send("yes\n")
+	s.expect("Passphrase for approver key")
+	s.send(approvePassphrase + "\n")
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit code = %d; terminal:\n%s", code, s.output())
+	}
+	got, err := e.store.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if life := got.TokenExpiry.Sub(got.DecidedAt); life > 10*time.Minute+time.Second || life < 9*time.Minute {
+		t.Errorf("the approval lives %s, want the policy's 10m", life)
+	}
 }

@@ -23,6 +23,8 @@ type approveOptions struct {
 	Audience   string
 	PolicyFile string
 	TTL        time.Duration
+	// ttlSet is true when --ttl was given; otherwise the policy's spec.approval.tokenTTL is the lifetime.
+	ttlSet bool
 	// Plan verification: the approver's own access to the saved plan and to Terraform.
 	Kubeconfig       string
 	SandboxNamespace string
@@ -61,6 +63,11 @@ func (o *approveOptions) Complete(args []string) error {
 	if o.Audience == "" && o.policy != nil {
 		o.Audience = o.policy.Spec.ClusterID
 	}
+	// The policy's token lifetime governs: it is what the webhook enforces, so an approval signed for longer
+	// would be refused when it is used.
+	if !o.ttlSet && o.policy != nil {
+		o.TTL = o.policy.Spec.Approval.TokenTTL.Duration
+	}
 	if o.SandboxNamespace == "" && o.policy != nil {
 		o.SandboxNamespace = o.policy.Spec.Sandbox.Namespace
 	}
@@ -80,6 +87,9 @@ func (o *approveOptions) Validate() error {
 	}
 	if o.TTL <= 0 || o.TTL > approval.MaxTokenTTL {
 		errs = append(errs, fmt.Errorf("--ttl must be more than 0 and at most %s", approval.MaxTokenTTL))
+	} else if o.policy != nil && o.TTL > o.policy.Spec.Approval.TokenTTL.Duration {
+		errs = append(errs, fmt.Errorf("--ttl %s is longer than the policy's spec.approval.tokenTTL (%s): the webhook would refuse the approval",
+			o.TTL, o.policy.Spec.Approval.TokenTTL.Duration))
 	}
 	if _, err := os.Stat(o.KeyPath); err != nil {
 		errs = append(errs, fmt.Errorf("approver key %s: %w (create one with 'agent-sandbox keygen')", o.KeyPath, err))
@@ -168,7 +178,8 @@ func newApproveCommand(streams IO) *cobra.Command {
 		Long: `Approve shows a pending request (tool, target namespace, parameters, plan digest and summary, and
 every destructive signal), asks you to type its ID (or "yes") to confirm, asks for your approver key's
 passphrase without echo, and stores a signed approval token that the admission webhook accepts once, for
-this exact call, until it expires (--ttl, at most 30m).
+this exact call, until it expires: after the policy's spec.approval.tokenTTL (at most 30m), or sooner
+with --ttl.
 
 For a request bound to a saved Terraform plan, the summary in the request is the MCP server's, and the MCP
 server is not trusted. So approve reads the saved plan itself, with your kubeconfig, from the ConfigMap
@@ -190,6 +201,7 @@ terminal; 3 no such request; 4 the request or its saved plan does not match (tam
 				fmt.Fprintln(streams.ErrOut, noTerminalMessage)
 				return exitError{code: 2}
 			}
+			o.ttlSet = cmd.Flags().Changed("ttl")
 			if err := o.Complete(args); err != nil {
 				return err
 			}
@@ -203,7 +215,7 @@ terminal; 3 no such request; 4 the request or its saved plan does not match (tam
 	cmd.Flags().StringVar(&o.KeyPath, "key", "", "approver private key (default $"+approval.EnvApproverKey+", else ~/.config/agent-sandbox/approver.key)")
 	cmd.Flags().StringVar(&o.Audience, "audience", "", "cluster ID the approval is for, as the webhook's policy names it [$AGENT_SANDBOX_CLUSTER_ID, else the --policy file's spec.clusterID]")
 	cmd.Flags().StringVar(&o.PolicyFile, "policy", envOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"), "your copy of the policy, for its cluster ID when --audience is not given [$AGENT_SANDBOX_POLICY]")
-	cmd.Flags().DurationVar(&o.TTL, "ttl", approval.DefaultTokenTTL, "how long the approval stays valid (at most 30m)")
+	cmd.Flags().DurationVar(&o.TTL, "ttl", approval.DefaultTokenTTL, "how long the approval stays valid (default: the --policy file's spec.approval.tokenTTL; at most that)")
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "your kubeconfig, to read the saved plan a Terraform request is bound to [$KUBECONFIG, else ~/.kube/config]")
 	cmd.Flags().StringVar(&o.SandboxNamespace, "sandbox-namespace", "", "where saved plans are stored (default: the --policy file's spec.sandbox.namespace, else agent-sandbox)")
 	cmd.Flags().StringVar(&o.Terraform, "terraform", "terraform", "the terraform binary that describes the saved plan")

@@ -15,13 +15,13 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // verifiedPlan is what approve computed itself from the saved plan a request is bound to.
 type verifiedPlan struct {
-	changes     runner.PlanChanges
+	changes     toolrun.PlanChanges
 	text        string
 	signals     []policy.SignalMatch
 	description string
@@ -39,18 +39,18 @@ type planVerifier struct {
 }
 
 func (v *planVerifier) verify(ctx context.Context, planID string, log io.Writer) (*verifiedPlan, error) {
-	if err := runner.ValidatePlanID(planID); err != nil {
+	if err := toolrun.ValidatePlanID(planID); err != nil {
 		return nil, err
 	}
 	plan, err := v.fetch(ctx, planID)
 	if err != nil {
 		return nil, err
 	}
-	changes, text, err := runner.ShowPlan(ctx, plan, runner.ShowOptions{Terraform: v.Terraform, ProviderMirror: v.ProviderMirror, Stderr: log})
+	changes, text, err := toolrun.ShowPlan(ctx, plan, toolrun.ShowOptions{Terraform: v.Terraform, ProviderMirror: v.ProviderMirror, Stderr: log})
 	if err != nil {
 		return nil, fmt.Errorf("describe the saved plan with terraform: %w", err)
 	}
-	vp := &verifiedPlan{changes: changes, text: text, description: runner.DescribePlan(planID, changes.Summary, changes.Changes)}
+	vp := &verifiedPlan{changes: changes, text: text, description: toolrun.DescribePlan(planID, changes.Summary, changes.Changes)}
 	if v.Policy != nil {
 		vp.signals = v.Policy.DetectSignals(text)
 	}

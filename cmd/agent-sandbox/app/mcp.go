@@ -277,7 +277,11 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	}
 	if o.HTTPAddr == "" {
 		ready()
-		return mcp.RunStdio(ctx, mcp.NewServer(svc, p, versionInfo().Version, log))
+		server, err := mcp.NewServer(svc, versionInfo().Version, log)
+		if err != nil {
+			return err
+		}
+		return mcp.RunStdio(ctx, server)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -286,7 +290,11 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return err
 	}
-	handler, err := mcp.HTTPHandler(mcp.NewServer(mcp.Instrument(svc, metrics), p, versionInfo().Version, log),
+	server, err := mcp.NewServer(mcp.Instrument(svc, metrics), versionInfo().Version, log)
+	if err != nil {
+		return err
+	}
+	handler, err := mcp.HTTPHandler(server,
 		mcp.HTTPOptions{Token: o.httpToken, AllowedOrigins: o.AllowedOrigins, Gatherer: reg, Log: log})
 	if err != nil {
 		return err

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // newRunCommand builds `agent-sandbox run`, the tool entry points a sandbox Job's container runs.
@@ -35,7 +35,8 @@ against the allowlist and, if it refuses, writes the reason to its termination m
 	// A flag the tool does not know is a failure like any other: report it on the result line.
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return runFail(streams, nil, err) })
 	cmd.AddCommand(newRunPodStatusCommand(streams), newRunTerraformPlanCommand(streams), newRunTerraformApplyCommand(streams),
-		newRunTFCheckCommand(streams), newRunWarmCommand(streams))
+		newRunTFCheckCommand(streams), newRunWarmCommand(streams), newRunPodLogsCommand(streams), newRunEventsCommand(streams),
+		newRunDescribeCommand(streams), newRunRolloutStatusCommand(streams), newRunTerraformShowCommand(streams))
 	return cmd
 }
 
@@ -54,11 +55,11 @@ func resultWriter(streams IO) (io.Writer, func() error, error) {
 // runFail reports err as the {"error": ...} result and makes the process exit 1.
 func runFail(streams IO, log *slog.Logger, err error) error {
 	if log != nil {
-		log.Error("run failed", "err", runner.ErrorLine(err))
+		log.Error("run failed", "err", toolrun.ErrorLine(err))
 	}
 	w, done, werr := resultWriter(streams)
 	if werr == nil {
-		werr = runner.WriteError(w, err)
+		werr = toolrun.WriteError(w, err)
 		werr = errors.Join(werr, done())
 	}
 	if werr != nil {
@@ -71,7 +72,7 @@ func runFail(streams IO, log *slog.Logger, err error) error {
 func runSucceed(streams IO, log *slog.Logger, v any) error {
 	w, done, err := resultWriter(streams)
 	if err == nil {
-		err = errors.Join(runner.WriteResult(w, v), done())
+		err = errors.Join(toolrun.WriteResult(w, v), done())
 	}
 	if err != nil {
 		return runFail(streams, log, err)
@@ -95,9 +96,9 @@ func runLogger(streams IO) *slog.Logger {
 	return slog.New(slog.NewTextHandler(streams.ErrOut, nil))
 }
 
-// runProtect keeps code that a tool runs from forging the tool's result line (see runner.ProtectProcess).
+// runProtect keeps code that a tool runs from forging the tool's result line (see toolrun.ProtectProcess).
 func runProtect(log *slog.Logger) {
-	if err := runner.ProtectProcess(); err != nil {
+	if err := toolrun.ProtectProcess(); err != nil {
 		log.Warn("process not protected", "err", err)
 	}
 }
@@ -145,7 +146,7 @@ func (o *runPodStatusOptions) Validate() error {
 	if e := validation.IsDNS1123Label(o.Namespace); len(e) > 0 {
 		errs = append(errs, fmt.Errorf("--namespace %q: not a valid namespace name", o.Namespace))
 	}
-	if _, err := runner.ParseSelector(o.Selector); err != nil {
+	if _, err := toolrun.ParseSelector(o.Selector); err != nil {
 		errs = append(errs, fmt.Errorf("--selector: %w", err))
 	}
 	return errors.Join(errs...)
@@ -154,11 +155,11 @@ func (o *runPodStatusOptions) Validate() error {
 // Run lists the pods and prints the result.
 func (o *runPodStatusOptions) Run(ctx context.Context) error {
 	runProtect(o.log)
-	client, err := runner.NewClient(o.Kubeconfig)
+	client, err := toolrun.NewClient(o.Kubeconfig)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
-	res, err := runner.ListPodStatus(ctx, client, runner.PodStatusOptions{Namespace: o.Namespace, Selector: o.Selector})
+	res, err := toolrun.ListPodStatus(ctx, client, toolrun.PodStatusOptions{Namespace: o.Namespace, Selector: o.Selector})
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
@@ -196,8 +197,8 @@ func (o *runTerraformOptions) Validate() error {
 	return opts.Validate()
 }
 
-func (o *runTerraformOptions) runnerOptions() runner.TerraformOptions {
-	return runner.TerraformOptions{
+func (o *runTerraformOptions) runnerOptions() toolrun.TerraformOptions {
+	return toolrun.TerraformOptions{
 		Workspace: o.Workspace, Source: o.Source, Namespace: o.Namespace, Kubeconfig: o.Kubeconfig,
 		Stderr: o.streams.ErrOut, Log: o.log,
 	}
@@ -229,11 +230,11 @@ changes per resource, the plan as text and the saved plan itself. Terraform's ow
 // RunPlan plans and prints the PlanResult.
 func (o *runTerraformOptions) RunPlan(ctx context.Context) error {
 	runProtect(o.log)
-	client, err := runner.NewClient(o.Kubeconfig)
+	client, err := toolrun.NewClient(o.Kubeconfig)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
-	res, err := runner.Plan(ctx, client, o.runnerOptions())
+	res, err := toolrun.Plan(ctx, client, o.runnerOptions())
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
@@ -274,17 +275,17 @@ changed since (a stale plan). The new state is written back to Secret tfstate-de
 
 // Validate checks every flag.
 func (o *runTerraformApplyOptions) Validate() error {
-	return errors.Join(o.runTerraformOptions.Validate(), runner.ValidatePlanID(o.PlanID))
+	return errors.Join(o.runTerraformOptions.Validate(), toolrun.ValidatePlanID(o.PlanID))
 }
 
 // Run applies the plan and prints the ApplyResult.
 func (o *runTerraformApplyOptions) Run(ctx context.Context) error {
 	runProtect(o.log)
-	client, err := runner.NewClient(o.Kubeconfig)
+	client, err := toolrun.NewClient(o.Kubeconfig)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
-	res, err := runner.Apply(ctx, client, o.runnerOptions(), o.PlanFile, o.PlanID)
+	res, err := toolrun.Apply(ctx, client, o.runnerOptions(), o.PlanFile, o.PlanID)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
@@ -328,9 +329,9 @@ func (o *runTFCheckOptions) Run() error {
 	case (o.Source == "") == (o.PlanFile == ""):
 		err = errors.New("give exactly one of --source and --plan-file")
 	case o.Source != "":
-		_, err = tfcheck.CheckDir(o.Source, runner.CheckOptions())
+		_, err = tfcheck.CheckDir(o.Source, toolrun.CheckOptions())
 	default:
-		_, _, err = runner.LoadPlan(o.PlanFile, o.PlanID)
+		_, _, err = toolrun.LoadPlan(o.PlanFile, o.PlanID)
 	}
 	if err == nil {
 		fmt.Fprintln(o.streams.ErrOut, "tf-check: admitted")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/runner"
+	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
 // runTool runs `agent-sandbox run ...` and checks the output contract: stdout is exactly one JSON line.
@@ -23,8 +23,8 @@ func runTool(t *testing.T, args ...string) (int, string, string) {
 // toolError decodes the error line and returns its message.
 func toolError(t *testing.T, stdout string) string {
 	t.Helper()
-	_, err := runner.DecodeResult[runner.PlanResult]([]byte(stdout))
-	var te *runner.ToolError
+	_, err := toolrun.DecodeResult[toolrun.PlanResult]([]byte(stdout))
+	var te *toolrun.ToolError
 	if !errors.As(err, &te) {
 		t.Fatalf("not an error line: %q (%v)", stdout, err)
 	}

@@ -1,5 +1,8 @@
 // Drives `agent-sandbox mcp` with the official TypeScript MCP SDK's client: list the tools, then call
-// k8s_get_pod_status. Prints one JSON object on stdout for the Go end-to-end test to check.
+// k8s_get_pod_status, then every call in $E2E_CALLS (a JSON list of {name, arguments}). Having listed the
+// tools, the SDK checks each structured result against the tool's outputSchema (Ajv) and throws when one
+// does not match: such a call is reported with its error. Prints one JSON object on stdout for the Go
+// end-to-end test to check.
 //   node client.mjs <agent-sandbox binary> <mcp args...>
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -15,7 +18,18 @@ const result = await client.callTool(
   undefined,
   { onprogress: (p) => progress.push(p.message), timeout: 120000 },
 );
+const calls = [];
+for (const call of JSON.parse(process.env.E2E_CALLS ?? "[]")) {
+  try {
+    const r = await client.callTool({ name: call.name, arguments: call.arguments }, undefined, { timeout: 180000 });
+    const text = (r.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
+    calls.push({ name: call.name, isError: r.isError ?? false, structured: r.structuredContent !== undefined, text: r.isError ? text : "" });
+  } catch (e) {
+    calls.push({ name: call.name, isError: true, error: String(e) });
+  }
+}
 console.log(JSON.stringify({
+  calls,
   server: client.getServerVersion(),
   tools: tools.map((t) => t.name),
   isError: result.isError ?? false,

@@ -1,4 +1,4 @@
-package runner
+package toolrun
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ type workdir struct {
 // (the provider comes from the image's mirror; the backend is the implicit local one). Terraform's output
 // is scrubbed by the per-action credential's exact values as it streams. The caller removes the directory.
 func prepare(ctx context.Context, o *TerraformOptions, files map[string][]byte, state []byte) (*workdir, error) {
-	sc, err := kubeconfigScrubber(o.Kubeconfig)
+	sc, err := KubeconfigScrubber(o.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package runner
+package toolrun
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 )
+
+// MaxPods is the most pods `run pod-status` reports.
+const MaxPods = 500
 
 // PodStatusOptions are the inputs of ListPodStatus.
 type PodStatusOptions struct {
@@ -51,6 +54,10 @@ func ListPodStatus(ctx context.Context, client kubernetes.Interface, o PodStatus
 		res.Pods = append(res.Pods, summarizePod(&list.Items[i], t))
 	}
 	sort.Slice(res.Pods, func(i, j int) bool { return res.Pods[i].Name < res.Pods[j].Name })
+	res.Total = len(res.Pods)
+	if len(res.Pods) > MaxPods {
+		res.Pods, res.Truncated = res.Pods[:MaxPods], true
+	}
 	return res, nil
 }
 

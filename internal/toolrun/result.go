@@ -1,4 +1,4 @@
-package runner
+package toolrun
 
 import (
 	"bytes"
@@ -16,8 +16,11 @@ type PodStatusResult struct {
 	Namespace string `json:"namespace"`
 	// Selector is the label selector the pods were listed with, "" for all pods.
 	Selector string `json:"selector"`
-	// Pods are sorted by name; empty (never null) when nothing matched.
+	// Pods are sorted by name; empty (never null) when nothing matched; at most MaxPods.
 	Pods []PodStatus `json:"pods"`
+	// Total is how many pods matched; Truncated is true when more matched than MaxPods.
+	Total     int  `json:"total"`
+	Truncated bool `json:"truncated"`
 }
 
 // PodStatus is one pod, with the columns `kubectl get pods -o wide` shows.

@@ -1,4 +1,4 @@
-package runner
+package toolrun
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func TestTerraformOutputIsScrubbedByTheIssuedToken(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := kubeconfigScrubber(kubeconfig)
+	sc, err := KubeconfigScrubber(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,10 +151,10 @@ func TestKubeconfigScrubberRefusesAnUnreadableCredential(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("users: [{name: u, user: {token: short}}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubeconfigScrubber(bad); err == nil {
+	if _, err := KubeconfigScrubber(bad); err == nil {
 		t.Error("a token too short to scrub by value was accepted")
 	}
-	if _, err := kubeconfigScrubber(filepath.Join(dir, "missing")); err == nil {
+	if _, err := KubeconfigScrubber(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing kubeconfig was accepted")
 	}
 }

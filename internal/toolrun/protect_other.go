@@ -1,6 +1,6 @@
 //go:build !linux
 
-package runner
+package toolrun
 
 // ProtectProcess does nothing outside Linux; the runner only runs in Linux containers.
 func ProtectProcess() error { return nil }

@@ -1,4 +1,4 @@
-package runner
+package toolrun
 
 import (
 	"errors"
@@ -51,11 +51,11 @@ func checkKubeconfig(path string) error {
 	return nil
 }
 
-// kubeconfigScrubber returns a Scrubber for the secrets in the per-action kubeconfig (tokens and
+// KubeconfigScrubber returns a Scrubber for the secrets in the per-action kubeconfig (tokens and
 // passwords; client keys are PEM blocks, which the patterns cover), so that Terraform's output is
 // scrubbed by the exact value issued (invariant 6). A secret that cannot be scrubbed by value is an
 // error: Terraform does not run with a credential whose value could leak unrecognised.
-func kubeconfigScrubber(path string) (*scrub.Scrubber, error) {
+func KubeconfigScrubber(path string) (*scrub.Scrubber, error) {
 	cfg, err := clientcmd.LoadFromFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the kubeconfig file %s to scrub by its credential (%w)", path, err)
