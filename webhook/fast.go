@@ -39,7 +39,7 @@ import (
 // is off and every Job is evaluated.
 
 // Placeholders in the expected spec JSON where per-Job values go. They cannot occur in a rendering
-// otherwise: no policy value contains "\u0001".
+// otherwise: no policy value contains "\u0001", and expect refuses parameters that do.
 const (
 	slotUID       = "\x01uid\x01"
 	slotName      = "\x01name\x01"
@@ -159,6 +159,13 @@ func (c *Checker) expect(ctx context.Context, p *policy.Compiled, tool, params, 
 	if token != "" && !inv.Tool.RequiresApproval {
 		return nil, errNotFast
 	}
+	// The slots must be where the request ID and the API server's fields go, and nowhere else. A parameter
+	// is the caller's, limited only by the policy's pattern: one that holds a marker (JSON can carry
+	// "\u0001" in a string) would put a slot where the rendering has a literal value. (A token with one
+	// never verifies.)
+	if strings.Contains(params, `\u0001`) {
+		return nil, errNotFast
+	}
 	want, err := expectedJob(p, inv, slotRequestID, token)
 	if err != nil {
 		return nil, err
@@ -260,12 +267,15 @@ func matchSlots(got []byte, frags [][]byte, slots []string, values map[string]st
 		if i == len(slots) {
 			break
 		}
-		v := values[slots[i]]
-		// The values are UIDs, DNS names and request IDs: no character JSON would escape.
-		if len(got) < len(v)+2 || got[0] != '"' || string(got[1:1+len(v)]) != v || got[1+len(v)] != '"' {
+		// The slot holds the value's JSON string, so that the spec decodes to exactly this value. (The
+		// values are UIDs, DNS names and request IDs, which JSON does not escape; but the UID comes from the
+		// object's metadata, and a raw comparison would let one with a quote close the string and add
+		// members to the spec that the slow path sees.)
+		q, err := json.Marshal(values[slots[i]])
+		if err != nil || !bytes.HasPrefix(got, q) {
 			return false
 		}
-		got = got[len(v)+2:]
+		got = got[len(q):]
 	}
 	return len(got) == 0
 }
