@@ -1,11 +1,14 @@
 package toolrun
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"slices"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,11 +29,37 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("load the kubeconfig file %s (%w)", kubeconfig, err)
 	}
 	cfg.UserAgent = userAgent
+	cfg.Dial = retryingDial
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return cs, nil
+}
+
+// dialAttempts and dialTimeout bound connecting to the API server: a connection whose SYN goes unanswered
+// is abandoned after dialTimeout and tried again from a new source port. (On the local cluster a SYN from a
+// sandbox to the API server is, rarely, never answered; a fresh connection is.) Nothing has been sent on a
+// connection that was not established, so retrying is safe for every request.
+const (
+	dialAttempts = 4
+	dialTimeout  = 5 * time.Second
+)
+
+func retryingDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var err error
+	for i := 0; i < dialAttempts; i++ {
+		var c net.Conn
+		d := net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+		if c, err = d.DialContext(ctx, network, addr); err == nil {
+			return c, nil
+		}
+		var ne net.Error
+		if ctx.Err() != nil || !errors.As(err, &ne) || !ne.Timeout() {
+			return nil, err
+		}
+	}
+	return nil, err
 }
 
 // checkKubeconfig says clearly when the credential is missing. Its wording keeps the path away from a
