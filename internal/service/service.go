@@ -154,6 +154,39 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*
 			return nil, c.fail(KindFailed, err)
 		}
 	}
+	res, err := c.runOnce(ctx, inv, job, claim)
+	if claim != "" && err == nil && res != nil && res.Warm && inv.Tool.Tier == policy.TierRead && unreachableAPI(res) {
+		// A read tool on a warm Pod that could not reach the API server had no effect: run it once more, cold,
+		// in a new Pod (on the local cluster a Pod's connections to the API server are, rarely, never answered).
+		c.audit(EventSandboxRetried, map[string]any{"job": res.JobName, "reason": "the warm Pod's tool could not reach the API server; running once more as a cold Job"})
+		res, err = c.runOnce(ctx, inv, job, "")
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
+		}
+		kind := KindFailed
+		if errors.Is(err, sandbox.ErrDenied) || errors.Is(err, sandbox.ErrInputRefused) {
+			kind = KindDenied
+		}
+		return nil, c.fail(kind, err)
+	}
+	return res, nil
+}
+
+// EventSandboxRetried records that a call's sandbox run is repeated (a read tool that could not reach the
+// API server from a warm Pod).
+const EventSandboxRetried = "sandbox.retried"
+
+// unreachableAPI reports whether a run's tool failed to connect to the API server.
+func unreachableAPI(res *sandbox.Result) bool {
+	e := res.ResultError
+	return strings.Contains(e, "dial tcp") && (strings.Contains(e, "i/o timeout") || strings.Contains(e, "connect: connection refused"))
+}
+
+// runOnce runs the call's sandbox once (warm when claim is set and a warm Pod is claimed) and writes its
+// sandbox and credential events into the audit chain.
+func (c *call) runOnce(ctx context.Context, inv *policy.Invocation, job *batchv1.Job, claim string) (*sandbox.Result, error) {
 	total := len(sandbox.Stages)
 	res, err := c.s.Runner.RunCall(ctx, job, claim, func(st sandbox.Stage, jobName string) {
 		for i, s := range sandbox.Stages {
@@ -172,17 +205,7 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*
 			"timings_ms": timingsMS(res.Timings)})
 		c.credentialEvents(res, audit.EventCredentialRevoked)
 	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
-		}
-		kind := KindFailed
-		if errors.Is(err, sandbox.ErrDenied) || errors.Is(err, sandbox.ErrInputRefused) {
-			kind = KindDenied
-		}
-		return nil, c.fail(kind, err)
-	}
-	return res, nil
+	return res, err
 }
 
 // credentialEvents copies the credential agent's events of one kind into the audit chain.

@@ -36,6 +36,8 @@ type fakeRunner struct {
 	stdout func(job *batchv1.Job) string
 	exit   int32
 	err    error
+	// warmError, when set, is the tool error of every run on a warm Pod (claim set).
+	warmError string
 }
 
 func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string, progress func(sandbox.Stage, string)) (*sandbox.Result, error) {
@@ -53,6 +55,10 @@ func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string
 		{"event": audit.EventCredentialIssued, "scope": "pod-reader", "lease_id": "kubernetes/creds/x/abc", "ttl_seconds": 600.0},
 		{"event": audit.EventCredentialRevoked, "lease_id": "kubernetes/creds/x/abc"},
 	}}
+	if claim != "" && f.warmError != "" {
+		res.JobName, res.Warm, res.ExitCode, res.ResultError = "as-k8s-get-pod-status-w0123456789a", true, 1, f.warmError
+		return res, nil
+	}
 	// The tool's result travels as the credential agent's tool.result event: one JSON object.
 	if out := strings.TrimSpace(f.stdout(job)); out != "" {
 		res.Output, res.ResultError = []byte(out[strings.LastIndex(out, "\n")+1:]), ""
@@ -510,5 +516,33 @@ func TestCustomToolFromThePolicyFile(t *testing.T) {
 	}
 	if _, err := f.svc.Call(context.Background(), "k8s_list_services", map[string]any{"namespace": "demo-app"}, nil); err == nil {
 		t.Error("a result outside the tool's declared schema was passed on")
+	}
+}
+
+// A read tool whose warm Pod could not reach the API server runs once more, cold; the audit says so. Any
+// other failure on a warm Pod is the call's answer.
+func TestWarmUnreachableAPIRunsOnceMoreCold(t *testing.T) {
+	f := newFixture(t)
+	f.svc.Warm = true
+	f.run.warmError = `k8s_get_pod_status failed: list pods in demo-app: Get "https://192.0.2.2:6443/api/v1/namespaces/demo-app/pods": dial tcp 192.0.2.2:6443: i/o timeout`
+	out, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.run.claims) != 2 || f.run.claims[0] == "" || f.run.claims[1] != "" {
+		t.Fatalf("runs %d, claims %q: want a warm run, then a cold one", len(f.run.claims), f.run.claims)
+	}
+	if got := f.chain(t, out.RequestID); !slices.Contains(got, EventSandboxRetried) || got[len(got)-1] != audit.EventToolResult {
+		t.Errorf("audit chain %v lacks %s or does not end in the result", got, EventSandboxRetried)
+	}
+
+	f = newFixture(t)
+	f.svc.Warm = true
+	f.run.warmError = "k8s_get_pod_status failed: pods is forbidden"
+	if _, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("a warm run's own failure: %v", err)
+	}
+	if len(f.run.claims) != 1 {
+		t.Errorf("a failure other than an unreachable API server was retried (%d runs)", len(f.run.claims))
 	}
 }
