@@ -280,6 +280,15 @@ route_kubernetes_service() {
 
 ipt_ensure() { local t=$1 c=$2; shift 2; iptables -t "$t" -C "$c" "$@" 2>/dev/null || iptables -t "$t" -I "$c" "$@"; }
 
+# A Linux bridge whose MAC address was never set takes the lowest MAC of its ports, so it changes whenever
+# a Pod's veth comes or goes; running Pods still send to the gateway's old MAC and their packets are lost
+# (seen as a sandbox's SYNs to the API server never answered). Setting the address, to its current value,
+# pins it.
+pin_bridge_mac() {
+  [ "$(cat "/sys/class/net/$BRIDGE/addr_assign_type" 2>/dev/null)" = 3 ] && return 0
+  ip link set "$BRIDGE" address "$(cat "/sys/class/net/$BRIDGE/address")"
+}
+
 # A Vault dev server: in memory, unsealed, root token generated here and kept in a 0600 file (never on a
 # command line). It listens on loopback for the host and on the pod bridge's gateway for sandbox Pods.
 start_vault() {
@@ -291,6 +300,7 @@ start_vault() {
     check_ports vault 8200 8201
     (umask 077; openssl rand -hex 24 > "$tf")
   fi
+  pin_bridge_mac
   # Through the environment, not argv: a command line is visible to every user in ps.
   VAULT_DEV_ROOT_TOKEN_ID=$(cat "$tf"); export VAULT_DEV_ROOT_TOKEN_ID
   start vault vault_ok 60 -- env HOME="$AS_STATE/vault" \
