@@ -134,9 +134,10 @@ func run(policyFile string, requests int) error {
 }
 
 func createDryRun(ctx context.Context, cs kubernetes.Interface, ns string, j *batchv1.Job) error {
+	// The rendered name: the webhook admits only what the policy renders (a dry run stores nothing, so
+	// every request may use it).
 	c := j.DeepCopy()
-	c.Namespace, c.Name = ns, ""
-	c.GenerateName = "bench-"
+	c.Namespace = ns
 	_, err := cs.BatchV1().Jobs(ns).Create(ctx, c, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	return err
 }
@@ -201,10 +202,10 @@ func startWebhook(cs kubernetes.Interface, p *policy.Compiled) (func(), error) {
 	return func() { w.Stop(); os.RemoveAll(dir) }, nil
 }
 
-var varRE = regexp.MustCompile(`(^|[^.\w])(podSpec|containers|settings|kind)\b`)
+var varRE = regexp.MustCompile(`(^|[^.\w])(podSpec|podMetadata|containers|settings|kind)\b`)
 
 // installVAP expresses the policy's isolation rules as one native ValidatingAdmissionPolicy: the same CEL,
-// with podSpec, containers and settings as VAP variables.
+// with podSpec, podMetadata, containers and settings as VAP variables.
 func installVAP(ctx context.Context, cs kubernetes.Interface, p *policy.Compiled) error {
 	// A CEL map literal needs values of one type: dyn() makes them so.
 	settings := fmt.Sprintf(`{"runtimeClassName": dyn(%q), "maxDeadlineSeconds": dyn(%d), "vaultAudience": dyn(%q), "credentialVolume": dyn("agent-sandbox-credentials"), "vaultTokenVolume": dyn("agent-sandbox-vault-token"), "credentialAgentContainer": dyn("cred-agent"), "nodeSelector": dyn({}), "tolerations": dyn([])}`,
@@ -218,6 +219,7 @@ func installVAP(ctx context.Context, cs kubernetes.Interface, p *policy.Compiled
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}}}},
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "podSpec", Expression: "object.spec.template.spec"},
+				{Name: "podMetadata", Expression: "object.spec.template.metadata"},
 				{Name: "containers", Expression: "object.spec.template.spec.?initContainers.orValue([]) + object.spec.template.spec.containers + object.spec.template.spec.?ephemeralContainers.orValue([])"},
 				{Name: "settings", Expression: settings},
 				{Name: "kind", Expression: "'Job'"},
