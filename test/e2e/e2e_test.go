@@ -260,12 +260,25 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 	cmd := exec.Command("node", filepath.Join(dir, "client.mjs"), cfg.Binary, "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
 		"--workspaces", cfg.Workspaces, "--db", filepath.Join(t.TempDir(), "approvals.db"), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
 	// Every read tool too: the SDK checks each structured result against the tool's outputSchema.
-	pods, err := admin(t, cfg.AdminKubeconfig).CoreV1().Pods("demo-app").List(context.Background(), metav1.ListOptions{})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("no demo-app pod to read: %v", err)
+	// A Pod that stays: the scenario just replaced the Deployment, and its old Pods are going away.
+	var logPod string
+	for end := time.Now().Add(time.Minute); logPod == "" && time.Now().Before(end); time.Sleep(time.Second) {
+		pods, err := admin(t, cfg.AdminKubeconfig).CoreV1().Pods("demo-app").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				logPod = p.Name
+				break
+			}
+		}
+	}
+	if logPod == "" {
+		t.Fatal("no running demo-app Pod to read the logs of")
 	}
 	calls, err := json.Marshal([]map[string]any{
-		{"name": "k8s_pod_logs", "arguments": map[string]any{"namespace": "demo-app", "pod": pods.Items[0].Name, "tail_lines": 20}},
+		{"name": "k8s_pod_logs", "arguments": map[string]any{"namespace": "demo-app", "pod": logPod, "tail_lines": 20}},
 		{"name": "k8s_get_events", "arguments": map[string]any{"namespace": "demo-app"}},
 		{"name": "k8s_describe", "arguments": map[string]any{"namespace": "demo-app", "kind": "deployment"}},
 		{"name": "k8s_rollout_status", "arguments": map[string]any{"namespace": "demo-app", "name": "web"}},
