@@ -82,7 +82,29 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	sb := &p.Spec.Sandbox
 	deadline := int64(t.Deadline.Seconds())
 
-	podSpec := corev1.PodSpec{
+	podSpec := toolPodSpec(sb, t, inv.Argv, ToolVolumeMounts(t), ToolVolumes(t, inv))
+	if len(inv.CheckArgv) > 0 {
+		// The check runs before the credential agent (which the webhook appends to the init containers):
+		// an input it refuses never gets a credential. It sees the inputs, never the credential or the
+		// result volume; its reason is its termination message.
+		podSpec.InitContainers = []corev1.Container{{
+			Name:                     contract.CheckContainer,
+			Image:                    t.Image,
+			ImagePullPolicy:          corev1.PullIfNotPresent,
+			Command:                  inv.CheckArgv,
+			Resources:                Resources(t.Resources),
+			SecurityContext:          HardenedContainerSecurityContext(),
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			VolumeMounts:             inputMounts(t),
+		}}
+	}
+	return toolJob(name, sb.Namespace, labels, annotations, deadline, podSpec), nil
+}
+
+// toolPodSpec is the Pod of a tool's Job, cold or warm, before the webhook injects the credential agent: the
+// isolation every sandbox Pod has, and one tool container running command.
+func toolPodSpec(sb *policy.Sandbox, t *policy.Tool, command []string, mounts []corev1.VolumeMount, volumes []corev1.Volume) corev1.PodSpec {
+	return corev1.PodSpec{
 		RuntimeClassName:             ptr.To(sb.RuntimeClassName),
 		RestartPolicy:                corev1.RestartPolicyNever,
 		ServiceAccountName:           t.ServiceAccount,
@@ -100,34 +122,27 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 			Name:                     contract.ToolContainer,
 			Image:                    t.Image,
 			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  inv.Argv,
+			Command:                  command,
 			Resources:                Resources(t.Resources),
 			SecurityContext:          HardenedContainerSecurityContext(),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			VolumeMounts:             ToolVolumeMounts(t),
+			VolumeMounts:             mounts,
 		}},
-		Volumes: ToolVolumes(t, inv),
+		Volumes: volumes,
 	}
-	if len(inv.CheckArgv) > 0 {
-		// The check runs before the credential agent (which the webhook appends to the init containers):
-		// an input it refuses never gets a credential. It sees the inputs, never the credential or the
-		// result volume; its reason is its termination message.
-		podSpec.InitContainers = []corev1.Container{{
-			Name:                     contract.CheckContainer,
-			Image:                    t.Image,
-			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  inv.CheckArgv,
-			Resources:                Resources(t.Resources),
-			SecurityContext:          HardenedContainerSecurityContext(),
-			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-			VolumeMounts:             inputMounts(t),
-		}}
+}
+
+// toolJob wraps a tool's Pod in its Job: one run, never retried, never parallel, gone an hour after it ends.
+func toolJob(name, namespace string, labels, annotations map[string]string, deadline int64, pod corev1.PodSpec) *batchv1.Job {
+	var podAnnotations map[string]string
+	if annotations != nil {
+		podAnnotations = copyMap(annotations)
 	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
-			Namespace:   sb.Namespace,
+			Namespace:   namespace,
 			Labels:      labels,
 			Annotations: annotations,
 		},
@@ -139,11 +154,11 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 			ActiveDeadlineSeconds:   &deadline,
 			TTLSecondsAfterFinished: ptr.To(ttlAfterFinished),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels), Annotations: copyMap(annotations)},
-				Spec:       podSpec,
+				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels), Annotations: podAnnotations},
+				Spec:       pod,
 			},
 		},
-	}, nil
+	}
 }
 
 // ToolVolumeMounts are the tool container's mounts before injection: scratch space, the result volume it

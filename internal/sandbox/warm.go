@@ -11,7 +11,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -67,52 +66,10 @@ func RenderWarmJob(p *policy.Compiled, t *policy.Tool, suffix string) (*batchv1.
 		{Name: contract.ClaimVolume, MountPath: contract.ClaimDir, ReadOnly: true},
 	}
 	volumes := append(ToolVolumes(t, &policy.Invocation{Tool: t}), ClaimVolume())
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      WarmJobName(t.Name, suffix),
-			Namespace: sb.Namespace,
-			Labels:    labels,
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            ptr.To(int32(0)),
-			Completions:             ptr.To(int32(1)),
-			Parallelism:             ptr.To(int32(1)),
-			ActiveDeadlineSeconds:   &total,
-			TTLSecondsAfterFinished: ptr.To(ttlAfterFinished),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels)},
-				Spec: corev1.PodSpec{
-					RuntimeClassName:             ptr.To(sb.RuntimeClassName),
-					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           t.ServiceAccount,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					NodeSelector:                 copyMap(sb.NodeSelector),
-					Tolerations:                  append([]corev1.Toleration(nil), sb.Tolerations...),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(sb.RunAsUser),
-						RunAsGroup:     ptr.To(sb.RunAsUser),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:            contract.ToolContainer,
-						Image:           t.Image,
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						Command: []string{"/agent-sandbox", "run", "warm", "--tool=" + t.Name,
-							"--claim-file=" + contract.ClaimPath, "--done-file=" + contract.DonePath,
-							"--idle-timeout=" + strconv.FormatInt(idle, 10) + "s", "--deadline=" + strconv.FormatInt(deadline, 10) + "s"},
-						Resources:                Resources(t.Resources),
-						SecurityContext:          HardenedContainerSecurityContext(),
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts:             mounts,
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}, nil
+	command := []string{"/agent-sandbox", "run", "warm", "--tool=" + t.Name,
+		"--claim-file=" + contract.ClaimPath, "--done-file=" + contract.DonePath,
+		"--idle-timeout=" + strconv.FormatInt(idle, 10) + "s", "--deadline=" + strconv.FormatInt(deadline, 10) + "s"}
+	return toolJob(WarmJobName(t.Name, suffix), sb.Namespace, labels, nil, total, toolPodSpec(sb, t, command, mounts, volumes)), nil
 }
 
 // ClaimVolume exposes a warm Pod's claim annotation as the file "claim": empty until the Pod is claimed.
