@@ -10,6 +10,8 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT" || exit 1
 export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
+[ -f "$AS_STATE/approver/verify-passphrase" ] && [ -f "$AS_STATE/mcp.kubeconfig" ] ||
+  die "the local cluster is not deployed (no verify approver key or MCP kubeconfig in $AS_STATE); run make up && make deploy first"
 rc=0
 scripts/verify-cluster.sh || rc=1
 go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
