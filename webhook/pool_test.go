@@ -27,8 +27,11 @@ func TestPoolReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := f.p.Spec.Sandbox.Namespace
-	finished := asServer(t, f.warmJob(t, warmTestTool, "w0000000000a"))
-	finished.Name, finished.UID = finished.Name[:len(finished.Name)-1]+"f", "uid-finished"
+	// Exactly the warm rendering as admitted, so that only its being finished can get it deleted.
+	finished := asServer(t, f.warmJob(t, warmTestTool, "w0000000000f"))
+	if !current(f.p, finished) {
+		t.Fatal("the finished warm Job is not the current rendering; the test would not isolate finished()")
+	}
 	finished.ManagedFields, finished.ResourceVersion = nil, ""
 	finished.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	orphan := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "as-terraform-plan-w0000000000b", Namespace: ns, UID: "uid-orphan",
