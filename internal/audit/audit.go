@@ -29,10 +29,12 @@
 // prev links every line to the one before it, so editing or deleting a line breaks the link on the
 // following line; hash makes each line self-checking, so an edit of the last line (which has no
 // successor) is detected too. The chain is not keyed: somebody able to write the file can rewrite its
-// tail and recompute every hash after the point of the edit. Verify reports Summary.LastHash so that a
-// copy of it kept elsewhere (shipped to a log collector, printed in a ticket) anchors the chain up to
-// that line. For the same reason, cutting whole lines off the end of the file leaves a valid, shorter
-// chain that only such an anchor (or the line count) reveals.
+// tail and recompute every hash after the point of the edit, and cutting whole lines off the end of the
+// file leaves a valid, shorter chain. Verify alone cannot see either. Anchors kept outside the host that
+// writes the file can: before each sandbox Job the MCP server hands the chain's Head to the cluster, the
+// admission webhook (which the MCP host cannot impersonate) records it with the call's request ID, and
+// VerifyAnchors holds the log against those records (see Anchor). Verify also reports Summary.LastHash,
+// so that a copy of it kept elsewhere anchors the chain up to that line.
 //
 // # Writers and crashes
 //
@@ -255,6 +257,29 @@ func (l *Log) Write(e Event) error {
 	}
 	return nil
 }
+
+// Head returns the head of the chain: the hex SHA-256 of the last line in the file (the prev the next line
+// will carry), or 64 zeros for an empty log. It reads the file's tail under the lock first, so a line
+// another process appended counts too. The MCP server hands the head to the cluster with each sandbox
+// Job it creates, and the admission webhook records it as an anchor outside this host (see Anchor).
+func (l *Log) Head() (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return "", ErrClosed
+	}
+	err := l.locked(func() error {
+		_, err := l.syncTail()
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("read audit chain head: %w", err)
+	}
+	return l.prev, nil
+}
+
+// ValidHead reports whether s has the form of a chain head: 64 lowercase hex digits.
+func ValidHead(s string) bool { return isHex64(s) }
 
 // Close closes the file. Write after Close returns ErrClosed.
 func (l *Log) Close() error {

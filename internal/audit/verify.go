@@ -73,6 +73,11 @@ func tooLong(n int) *VerifyError {
 // fails with ErrTornLine. A line longer than twice MaxLineBytes fails with ErrLineTooLong and is never
 // held in memory whole. Other errors come from reading r.
 func Verify(r io.Reader) (Summary, error) {
+	return verify(r, nil)
+}
+
+// verify is Verify that also hands every line that verified, in order, to visit (if not nil).
+func verify(r io.Reader, visit func(Record)) (Summary, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	sum := Summary{LastHash: zeroHash}
 	var buf []byte
@@ -94,43 +99,48 @@ func Verify(r io.Reader) (Summary, error) {
 		line = line[:len(line)-1]
 		_, peekErr := br.Peek(1)
 		last := errors.Is(peekErr, io.EOF)
-		if verr := checkLine(n, line, sum.LastHash, last); verr != nil {
+		rec, verr := checkLine(n, line, sum.LastHash, last)
+		if verr != nil {
 			return sum, verr
 		}
 		sum.Lines = n
 		sum.LastHash = hashHex(line)
+		if visit != nil {
+			visit(rec)
+		}
 	}
 }
 
-// checkLine verifies line n given the hash of line n-1.
-func checkLine(n int, line []byte, prev string, last bool) *VerifyError {
+// checkLine verifies line n given the hash of line n-1 and returns its record. The record's Raw aliases
+// line.
+func checkLine(n int, line []byte, prev string, last bool) (Record, *VerifyError) {
 	broken := func(format string, args ...any) *VerifyError {
 		return &VerifyError{Line: n, Reason: fmt.Sprintf(format, args...), Err: ErrChainBroken}
 	}
 	rec, err := decodeRecord(line)
 	if err != nil {
 		if last {
-			return &VerifyError{Line: n, Reason: "torn line: not a valid JSON record", Err: ErrTornLine}
+			return rec, &VerifyError{Line: n, Reason: "torn line: not a valid JSON record", Err: ErrTornLine}
 		}
-		return broken("not a valid JSON record")
+		return rec, broken("not a valid JSON record")
 	}
 	body, stored, ok := splitHash(line)
 	if !ok {
-		return broken("hash member missing or not last")
+		return rec, broken("hash member missing or not last")
 	}
 	if hashHex(body) != stored || rec.Hash != stored {
-		return broken("hash mismatch: the line was edited")
+		return rec, broken("hash mismatch: the line was edited")
 	}
 	if rec.Seq != int64(n) {
-		return broken("seq %d, want %d: a line was deleted, inserted or reordered", rec.Seq, n)
+		return rec, broken("seq %d, want %d: a line was deleted, inserted or reordered", rec.Seq, n)
 	}
 	if rec.Prev != prev {
 		if n == 1 {
-			return broken("prev is not the zero hash: the log does not start here")
+			return rec, broken("prev is not the zero hash: the log does not start here")
 		}
-		return broken("prev does not match line %d: a line before it was edited or deleted", n-1)
+		return rec, broken("prev does not match line %d: a line before it was edited or deleted", n-1)
 	}
-	return nil
+	return rec, nil
 }
 
 // decodeRecord parses one line strictly: one JSON object with only the known members.

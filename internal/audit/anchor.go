@@ -1,0 +1,282 @@
+package audit
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+)
+
+// Anchors. The audit file lives on the MCP server's host, which the threat model does not trust: whoever
+// controls that host can cut lines off the end of the file, or delete a call and rewrite every line after
+// it with valid hashes, and the chain alone still verifies. So the chain is anchored in the cluster: before
+// the server creates a call's sandbox Job (or claims a warm Pod for it) it reads the chain's Head and sends
+// it with the Job, the admission webhook accepts the Job only with a well-formed head, and on admitting it
+// records an Anchor — request ID, head, tool, Job, time — in the API server, where the MCP server's
+// credentials cannot change or delete it.
+//
+// An anchor pins the log in two ways. Its head is the hash of one exact line, which, being chained, fixes
+// every line before it: a log in which no line has that hash was rewritten at or before that point, or
+// cut off before it. And the call it records must be in the log, complete: its tool.request at or before
+// the head (the server reads the head after writing the request), then a sandbox.started for the anchored
+// Job after the head, then a tool.result; a call whose lines are missing was cut off or deleted. A call
+// whose deadline has not passed yet may still be running, and is reported as in progress, not as a
+// failure. Lines written after the newest anchor's head are protected by the chain alone until the next
+// call anchors them.
+
+// AnchorGrace is how long after an anchored call's deadline its chain may still be unfinished: the
+// server collects the result, deletes the Job and writes the last events after the sandbox ends.
+const AnchorGrace = 5 * time.Minute
+
+// Anchor is what the admission webhook recorded in the cluster when it admitted a call's sandbox.
+type Anchor struct {
+	// Name is the record's name in the cluster, for messages.
+	Name string
+	// RequestID is the call's request ID.
+	RequestID string
+	// Head is the chain head the server sent with the Job: the hex SHA-256 of the last line of the log
+	// when it created the sandbox (what Log.Head returns).
+	Head string
+	// Tool is the policy tool of the call.
+	Tool string
+	// Job is the Job that serves the call: the call's own Job, or the warm Job whose Pod it claimed.
+	Job string
+	// Admitted is when the webhook admitted the call (the cluster's clock).
+	Admitted time.Time
+	// Deadline is the tool's deadline; until Admitted+Deadline+AnchorGrace the call may still run.
+	Deadline time.Duration
+}
+
+// AnchorStatus is the outcome of holding a log against one anchor.
+type AnchorStatus string
+
+// The outcomes.
+const (
+	// AnchorOK: the head is a line of the log and the call's chain is complete after it.
+	AnchorOK AnchorStatus = "ok"
+	// AnchorInProgress: the call's chain is not complete, but its deadline (plus AnchorGrace) has not
+	// passed: it may still be running.
+	AnchorInProgress AnchorStatus = "in progress"
+	// AnchorBeforeLog: the call was admitted before the log's first line and the log has no trace of it:
+	// it belongs to an older, rotated log, which has to be verified on its own.
+	AnchorBeforeLog AnchorStatus = "before this log"
+	// AnchorFailed: the log was truncated or rewritten (or, for a call without its result, the server
+	// died during it).
+	AnchorFailed AnchorStatus = "failed"
+)
+
+// AnchorResult is the outcome for one anchor.
+type AnchorResult struct {
+	Anchor Anchor
+	Status AnchorStatus
+	// HeadLine is the line whose hash is the anchor's head; 0 when no line has it.
+	HeadLine int
+	// Reason says in one line what was found; it never quotes the log's content.
+	Reason string
+}
+
+// AnchorReport is the outcome for every anchor, in the order the calls were admitted.
+type AnchorReport struct {
+	Results []AnchorResult
+	// Lines is the number of log lines the anchors were held against.
+	Lines int
+	// Counts of each status.
+	OK, InProgress, BeforeLog, Failed int
+}
+
+// AnchorCheck holds a log against a set of anchors, one line at a time, keeping only what concerns them:
+// the lines whose hash is an anchored head, and the tool.request, sandbox.started and tool.result lines
+// of anchored requests. Its memory grows with the anchors, not with the log.
+type AnchorCheck struct {
+	anchors []Anchor
+	heads   map[string]int // anchored head -> first line with that hash (0: not seen yet)
+	calls   map[string]*callLines
+	lines   int
+	first   time.Time // time of line 1
+	last    time.Time // time of the last line
+}
+
+// callLines are the lines of one anchored request.
+type callLines struct {
+	requests []int
+	started  []startedLine
+	results  []int
+}
+
+type startedLine struct {
+	line int
+	job  string
+}
+
+// NewAnchorCheck prepares to hold a log against anchors.
+func NewAnchorCheck(anchors []Anchor) *AnchorCheck {
+	c := &AnchorCheck{anchors: slices.Clone(anchors), heads: map[string]int{}, calls: map[string]*callLines{}}
+	for _, a := range anchors {
+		c.heads[a.Head] = 0
+		c.calls[a.RequestID] = &callLines{}
+	}
+	return c
+}
+
+// Add takes the next line of the log, in file order from line 1, as a record with its Raw bytes (as Read
+// and Verify produce it). It keeps nothing of rec.Raw.
+func (c *AnchorCheck) Add(rec Record) {
+	c.lines++
+	n := c.lines
+	if n == 1 {
+		c.first = rec.Time
+	}
+	c.last = rec.Time
+	h := hashHex(rec.Raw)
+	if line, ok := c.heads[h]; ok && line == 0 {
+		c.heads[h] = n
+	}
+	cl := c.calls[rec.RequestID]
+	if cl == nil {
+		return
+	}
+	switch rec.Event {
+	case EventToolRequest:
+		cl.requests = append(cl.requests, n)
+	case EventSandboxStarted:
+		job, _ := rec.Fields["job"].(string)
+		cl.started = append(cl.started, startedLine{line: n, job: job})
+	case EventToolResult:
+		cl.results = append(cl.results, n)
+	}
+}
+
+// Report judges every anchor against the lines added so far, at time now.
+func (c *AnchorCheck) Report(now time.Time) AnchorReport {
+	anchors := slices.Clone(c.anchors)
+	slices.SortStableFunc(anchors, func(a, b Anchor) int {
+		if d := a.Admitted.Compare(b.Admitted); d != 0 {
+			return d
+		}
+		return compareStrings(a.Name, b.Name)
+	})
+	rep := AnchorReport{Lines: c.lines}
+	for _, a := range anchors {
+		r := c.judge(a, now)
+		switch r.Status {
+		case AnchorOK:
+			rep.OK++
+		case AnchorInProgress:
+			rep.InProgress++
+		case AnchorBeforeLog:
+			rep.BeforeLog++
+		default:
+			rep.Failed++
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// judge holds the log against one anchor.
+func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
+	res := AnchorResult{Anchor: a}
+	fail := func(format string, args ...any) AnchorResult {
+		res.Status, res.Reason = AnchorFailed, fmt.Sprintf(format, args...)
+		return res
+	}
+	running := now.Before(a.Admitted.Add(a.Deadline + AnchorGrace))
+	inProgress := func(format string, args ...any) AnchorResult {
+		res.Status = AnchorInProgress
+		res.Reason = fmt.Sprintf(format, args...) + fmt.Sprintf("; the call may run until %s", a.Admitted.Add(a.Deadline+AnchorGrace).UTC().Format(time.RFC3339))
+		return res
+	}
+	cl := c.calls[a.RequestID]
+	seen := len(cl.requests)+len(cl.started)+len(cl.results) > 0
+	h := c.heads[a.Head]
+	res.HeadLine = h
+	if h == 0 {
+		switch {
+		case !seen && c.lines == 0:
+			res.Status, res.Reason = AnchorBeforeLog, "the log is empty; the call is in an older, rotated log, or the log was emptied"
+			return res
+		case !seen && a.Admitted.Before(c.first):
+			res.Status = AnchorBeforeLog
+			res.Reason = fmt.Sprintf("admitted before this log's first line (%s); it is in an older, rotated log, or the lines before were deleted",
+				c.first.UTC().Format(time.RFC3339))
+			return res
+		case a.Admitted.After(c.last):
+			return fail("its head %s is no line of this log, which ends at line %d (%s), before the call was admitted: lines were cut off the end of the log",
+				short(a.Head), c.lines, c.last.UTC().Format(time.RFC3339))
+		}
+		return fail("its head %s is no line of this log: the log was rewritten at or before the line the call began after, or cut off before it", short(a.Head))
+	}
+	if len(cl.requests) == 0 {
+		return fail("its head is line %d, but the log has no tool.request of %s: the call's lines were deleted and the chain rewritten after line %d", h, a.RequestID, h)
+	}
+	if cl.requests[0] > h {
+		return fail("its head is line %d, before the call's tool.request (line %d): the server sent a stale head", h, cl.requests[0])
+	}
+	started := 0
+	for _, s := range cl.started {
+		if s.line > h && (a.Job == "" || s.job == a.Job) {
+			started = s.line
+			break
+		}
+	}
+	if started == 0 {
+		if running {
+			return inProgress("head at line %d, no sandbox.started of Job %s yet", h, a.Job)
+		}
+		return fail("its head is line %d, but no sandbox.started of Job %s follows it: the log was cut or rewritten after line %d", h, a.Job, h)
+	}
+	for _, r := range c.calls[a.RequestID].results {
+		if r > started {
+			res.Status = AnchorOK
+			res.Reason = fmt.Sprintf("head at line %d, sandbox.started at line %d, tool.result at line %d", h, started, r)
+			return res
+		}
+	}
+	if running {
+		return inProgress("head at line %d, sandbox.started at line %d, no tool.result yet", h, started)
+	}
+	return fail("its head is line %d and sandbox.started line %d, but no tool.result follows: the log was cut or rewritten after line %d, or the server died during the call",
+		h, started, h)
+}
+
+// short abbreviates a hash for messages.
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// VerifyAnchors holds records (a whole log, in file order from line 1, as Read returns them) against
+// anchors at time now. It checks the anchors only; Verify checks the chain itself.
+func VerifyAnchors(records []Record, anchors []Anchor, now time.Time) AnchorReport {
+	c := NewAnchorCheck(anchors)
+	for _, r := range records {
+		c.Add(r)
+	}
+	return c.Report(now)
+}
+
+// VerifyFileAnchors verifies the chain of the log at path, as VerifyFile does, and in the same pass
+// holds it against anchors at time now. When the chain is broken the error is the *VerifyError of the
+// first bad line, and the report covers the lines before it.
+func VerifyFileAnchors(path string, anchors []Anchor, now time.Time) (Summary, AnchorReport, error) {
+	c := NewAnchorCheck(anchors)
+	var sum Summary
+	err := withReadLock(path, func(f *os.File) error {
+		var err error
+		sum, err = verify(f, c.Add)
+		return err
+	})
+	return sum, c.Report(now), err
+}

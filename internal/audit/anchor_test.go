@@ -1,0 +1,275 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// anchorClock is a clock that advances one second per call, from anchorT0.
+type anchorClock struct{ t time.Time }
+
+var anchorT0 = time.Date(2026, 5, 6, 7, 0, 0, 0, time.UTC)
+
+func (c *anchorClock) now() time.Time {
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+// anchoredCall writes one call as the MCP server does and returns the anchor the webhook records for it:
+// tool.request and guardrail.decision, then the head is read and sent with the Job, then the sandbox
+// events and, when finished, tool.result.
+func anchoredCall(t *testing.T, l *Log, clock *anchorClock, id string, finished bool) Anchor {
+	t.Helper()
+	write := func(name string, fields map[string]any) {
+		if err := l.Write(Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(EventToolRequest, map[string]any{"params": map[string]any{"namespace": "demo"}})
+	write(EventGuardrailDecision, map[string]any{"decision": "allow"})
+	head, err := l.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Anchor{Name: "anchor-" + id, RequestID: id, Head: head, Tool: "kubectl_get", Job: "as-kubectl-get-" + id,
+		Admitted: clock.now(), Deadline: time.Minute}
+	write(EventSandboxStarted, map[string]any{"job": a.Job})
+	write(EventCredentialIssued, map[string]any{"lease": "l"})
+	if finished {
+		write(EventSandboxCompleted, map[string]any{"job": a.Job, "exit_code": 0})
+		write(EventCredentialRevoked, map[string]any{"lease": "l"})
+		write(EventToolResult, map[string]any{"is_error": false})
+	}
+	return a
+}
+
+// rechain makes lines a valid chain again after they were edited or some were deleted, as an attacker
+// who knows the format would: every seq, prev and hash recomputed.
+func rechain(t *testing.T, lines [][]byte) [][]byte {
+	t.Helper()
+	out := make([][]byte, 0, len(lines))
+	prev := zeroHash
+	for i, raw := range lines {
+		rec, err := decodeRecord(bytes.TrimSuffix(raw, []byte{'\n'}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := encodeLine(lineBody{Seq: int64(i + 1), Time: rec.Time.Format(time.RFC3339Nano), RequestID: rec.RequestID,
+			Event: rec.Event, Tool: rec.Tool, Fields: rec.Fields, Prev: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = hashHex(line)
+		out = append(out, append(line, '\n'))
+	}
+	return out
+}
+
+// recordsOf decodes lines; unless broken, they must form a valid chain.
+func recordsOf(t *testing.T, lines [][]byte, broken bool) []Record {
+	t.Helper()
+	data := bytes.Join(lines, nil)
+	if _, err := Verify(bytes.NewReader(data)); (err != nil) != broken {
+		t.Fatalf("the test's log verifies with %v, want broken=%v", err, broken)
+	}
+	recs, err := Read(bytes.NewReader(data), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// without returns lines without those of request id.
+func without(lines [][]byte, id string) [][]byte {
+	var out [][]byte
+	for _, l := range lines {
+		if !bytes.Contains(l, []byte(`"request_id":"`+id+`"`)) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestVerifyAnchors(t *testing.T) {
+	clock := &anchorClock{t: anchorT0}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, WithClock(clock.now), WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := anchoredCall(t, l, clock, "req-aaaaaaaaaaaa", true)
+	b := anchoredCall(t, l, clock, "req-bbbbbbbbbbbb", true)
+	c := anchoredCall(t, l, clock, "req-cccccccccccc", true)
+	log := readLines(t, path)
+	log = log[:len(log)-1] // the empty tail after the last '\n'
+	if len(log) != 21 {
+		t.Fatalf("%d lines, want 21", len(log))
+	}
+	later := clock.t.Add(time.Hour) // every deadline has passed
+
+	// A fourth call, still running, in a copy of the log.
+	d := anchoredCall(t, l, clock, "req-dddddddddddd", false)
+	running := readLines(t, path)
+	running = running[:len(running)-1]
+
+	// A rotated log: a new file, begun after a, b and c were admitted, with one call e.
+	rotated := filepath.Join(t.TempDir(), "audit.jsonl")
+	l2, err := Open(rotated, WithClock(clock.now), WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	e := anchoredCall(t, l2, clock, "req-eeeeeeeeeeee", true)
+	rotatedLog := readLines(t, rotated)
+	rotatedLog = rotatedLog[:len(rotatedLog)-1]
+
+	type want map[string]AnchorStatus
+	tests := []struct {
+		name    string
+		lines   [][]byte
+		broken  bool // the chain itself is broken (Verify finds that)
+		anchors []Anchor
+		now     time.Time
+		want    want
+		reason  map[string]string // a word the reason must contain
+	}{
+		{name: "intact", lines: log, anchors: []Anchor{a, b, c}, now: later,
+			want: want{a.RequestID: AnchorOK, b.RequestID: AnchorOK, c.RequestID: AnchorOK}},
+		{name: "truncated: the last call cut off", lines: log[:14], anchors: []Anchor{a, b, c}, now: later,
+			want:   want{a.RequestID: AnchorOK, b.RequestID: AnchorOK, c.RequestID: AnchorFailed},
+			reason: map[string]string{c.RequestID: "cut off the end"}},
+		{name: "truncated: the last call's result cut off", lines: log[:18], anchors: []Anchor{a, b, c}, now: later,
+			want:   want{a.RequestID: AnchorOK, b.RequestID: AnchorOK, c.RequestID: AnchorFailed},
+			reason: map[string]string{c.RequestID: "no tool.result"}},
+		{name: "truncated: the last line cut off", lines: log[:20], anchors: []Anchor{a, b, c}, now: later,
+			want:   want{a.RequestID: AnchorOK, b.RequestID: AnchorOK, c.RequestID: AnchorFailed},
+			reason: map[string]string{c.RequestID: "no tool.result"}},
+		{name: "truncated in the middle: a call deleted, the chain after it rewritten", lines: rechain(t, without(log, b.RequestID)),
+			anchors: []Anchor{a, b, c}, now: later,
+			want:   want{a.RequestID: AnchorOK, b.RequestID: AnchorFailed, c.RequestID: AnchorFailed},
+			reason: map[string]string{b.RequestID: "no line of this log", c.RequestID: "no line of this log"}},
+		{name: "a call's lines after its head deleted, the chain rewritten", lines: rechain(t, append(append([][]byte{}, log[:9]...), log[14:]...)),
+			anchors: []Anchor{a, b}, now: later,
+			want:   want{a.RequestID: AnchorOK, b.RequestID: AnchorFailed},
+			reason: map[string]string{b.RequestID: "no sandbox.started"}},
+		{name: "whole chain rewritten with valid hashes", lines: rechain(t, append([][]byte{
+			bytes.Replace(log[0], []byte(`"demo"`), []byte(`"kube-system"`), 1)}, log[1:]...)),
+			anchors: []Anchor{a, b, c}, now: later,
+			want: want{a.RequestID: AnchorFailed, b.RequestID: AnchorFailed, c.RequestID: AnchorFailed}},
+		{name: "line edited", lines: append(append(append([][]byte{}, log[:8]...),
+			bytes.Replace(log[8], []byte(`"allow"`), []byte(`"deny!"`), 1)), log[9:]...), broken: true,
+			anchors: []Anchor{a, b, c}, now: later,
+			want: want{a.RequestID: AnchorOK, b.RequestID: AnchorFailed, c.RequestID: AnchorOK}},
+		{name: "anchor for a request the log does not have", lines: log,
+			anchors: []Anchor{{Name: "anchor-x", RequestID: "req-xxxxxxxxxxxx", Head: a.Head, Job: "j", Admitted: a.Admitted, Deadline: time.Minute}},
+			now:     later, want: want{"req-xxxxxxxxxxxx": AnchorFailed}, reason: map[string]string{"req-xxxxxxxxxxxx": "no tool.request"}},
+		{name: "stale head", lines: log,
+			anchors: []Anchor{{Name: "anchor-c", RequestID: c.RequestID, Head: a.Head, Job: c.Job, Admitted: c.Admitted, Deadline: time.Minute}},
+			now:     later, want: want{c.RequestID: AnchorFailed}, reason: map[string]string{c.RequestID: "stale head"}},
+		{name: "another Job than the anchored one", lines: log,
+			anchors: []Anchor{{Name: "anchor-c", RequestID: c.RequestID, Head: c.Head, Job: "as-other", Admitted: c.Admitted, Deadline: time.Minute}},
+			now:     later, want: want{c.RequestID: AnchorFailed}, reason: map[string]string{c.RequestID: "as-other"}},
+		{name: "call in progress", lines: running, anchors: []Anchor{a, b, c, d}, now: d.Admitted.Add(10 * time.Second),
+			want: want{a.RequestID: AnchorOK, b.RequestID: AnchorOK, c.RequestID: AnchorOK, d.RequestID: AnchorInProgress}},
+		{name: "call in progress cut off before its sandbox started", lines: running[:len(running)-2], anchors: []Anchor{d},
+			now: d.Admitted.Add(10 * time.Second), want: want{d.RequestID: AnchorInProgress}},
+		{name: "call past its deadline without a result", lines: running, anchors: []Anchor{d}, now: later,
+			want: want{d.RequestID: AnchorFailed}, reason: map[string]string{d.RequestID: "died during the call"}},
+		{name: "rotated log", lines: rotatedLog, anchors: []Anchor{a, b, c, e}, now: later,
+			want:   want{a.RequestID: AnchorBeforeLog, b.RequestID: AnchorBeforeLog, c.RequestID: AnchorBeforeLog, e.RequestID: AnchorOK},
+			reason: map[string]string{a.RequestID: "rotated"}},
+		{name: "empty log", lines: nil, anchors: []Anchor{a}, now: later, want: want{a.RequestID: AnchorBeforeLog}},
+		{name: "no anchors", lines: log, now: later, want: want{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := VerifyAnchors(recordsOf(t, tt.lines, tt.broken), tt.anchors, tt.now)
+			if len(rep.Results) != len(tt.want) {
+				t.Fatalf("%d results, want %d", len(rep.Results), len(tt.want))
+			}
+			counts := map[AnchorStatus]int{}
+			for _, r := range rep.Results {
+				counts[r.Status]++
+				if w := tt.want[r.Anchor.RequestID]; r.Status != w {
+					t.Errorf("%s: %s (%s), want %s", r.Anchor.RequestID, r.Status, r.Reason, w)
+				}
+				if w := tt.reason[r.Anchor.RequestID]; !strings.Contains(r.Reason, w) {
+					t.Errorf("%s: reason %q lacks %q", r.Anchor.RequestID, r.Reason, w)
+				}
+				if r.Reason == "" || strings.ContainsAny(r.Reason, "\n") {
+					t.Errorf("%s: reason %q is not one line", r.Anchor.RequestID, r.Reason)
+				}
+			}
+			if rep.OK != counts[AnchorOK] || rep.Failed != counts[AnchorFailed] || rep.InProgress != counts[AnchorInProgress] || rep.BeforeLog != counts[AnchorBeforeLog] {
+				t.Errorf("counts %+v do not match the results %v", rep, counts)
+			}
+			if rep.Lines != len(tt.lines) {
+				t.Errorf("report covers %d lines, want %d", rep.Lines, len(tt.lines))
+			}
+		})
+	}
+}
+
+// TestVerifyFileAnchors: one pass verifies the chain and the anchors; an edited line stops both at the
+// line, and the anchors are judged against the lines before it.
+func TestVerifyFileAnchors(t *testing.T) {
+	clock := &anchorClock{t: anchorT0}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, WithClock(clock.now), WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := anchoredCall(t, l, clock, "req-aaaaaaaaaaaa", true)
+	b := anchoredCall(t, l, clock, "req-bbbbbbbbbbbb", true)
+	later := clock.t.Add(time.Hour)
+
+	sum, rep, err := VerifyFileAnchors(path, []Anchor{a, b}, later)
+	if err != nil || sum.Lines != 14 || rep.OK != 2 || rep.Lines != 14 {
+		t.Fatalf("intact: %+v %+v %v", sum, rep, err)
+	}
+
+	lines := readLines(t, path)
+	lines[8] = bytes.Replace(lines[8], []byte(`"allow"`), []byte(`"deny!"`), 1)
+	writeLines(t, path, lines)
+	sum, rep, err = VerifyFileAnchors(path, []Anchor{a, b}, later)
+	var verr *VerifyError
+	if !errors.As(err, &verr) || verr.Line != 9 {
+		t.Fatalf("edited line 9: %v", err)
+	}
+	if sum.Lines != 8 || rep.Lines != 8 || rep.OK != 1 || rep.Failed != 1 {
+		t.Fatalf("edited line 9: summary %+v, report %+v", sum, rep)
+	}
+}
+
+// TestHead: the head is the hash of the last line (what the next line's prev carries), also when
+// another writer appended it.
+func TestHead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := openLog(t, path)
+	if h, err := l.Head(); err != nil || h != zeroHash {
+		t.Fatalf("empty log: head %q, %v", h, err)
+	}
+	writeChain(t, l, "req-1")
+	other := openLog(t, path)
+	if err := other.Write(Event{RequestID: "req-2", Name: EventToolRequest}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := mustVerify(t, path, len(callChain)+1)
+	if h != sum.LastHash || !ValidHead(h) {
+		t.Fatalf("head %s, want the last line's hash %s", h, sum.LastHash)
+	}
+	_ = l.Close()
+	if _, err := l.Head(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("head after Close: %v", err)
+	}
+}
