@@ -88,6 +88,10 @@ type Checker struct {
 	Pods PodLedger
 	// Claims records the request IDs of admitted warm-Pod claims; shared by every replica.
 	Claims ClaimLedger
+	// Anchors records the audit anchor of every admitted call (anchor.go). Without it no call is admitted.
+	Anchors AnchorLedger
+	// AnchorRetention is how long an audit anchor is kept (DefaultAnchorRetention when zero).
+	AnchorRetention time.Duration
 	// Cluster reads owner Jobs and the Pods tokens are requested for.
 	Cluster Cluster
 	// Identities are the privileged users and groups.

@@ -362,7 +362,7 @@ func TestExactPodRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := expectedJob(f.p, inv, j.Labels[contract.LabelRequestID], "")
+	want, err := expectedJob(f.p, inv, j.Labels[contract.LabelRequestID], "", testHead)
 	if err != nil {
 		t.Fatal(err)
 	}

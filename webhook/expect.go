@@ -35,9 +35,10 @@ var serverMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "ge
 // expectedJob renders what the policy allows for an invocation: the Job the MCP server must submit, with
 // the webhook's own injection and the API server's defaults. The Job's name is derived from the tool and
 // the request (or, for a tool that needs approval, from the approval token) so that nobody can hold a
-// name that an approved call will need.
-func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, token string) (*batchv1.Job, error) {
-	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalToken: token})
+// name that an approved call will need. head is the audit chain head the Job declares (checked by the
+// caller): it is rendered into the Job's annotations as declared.
+func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, token, head string) (*batchv1.Job, error) {
+	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalToken: token, AuditHead: head})
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +230,7 @@ func CompareWithRendering(p *policy.Compiled, raw []byte, ns string) error {
 	if err != nil {
 		return err
 	}
-	want, err := expectedJob(p, inv, labels[contract.LabelRequestID], annotations[contract.AnnotationApprovalToken])
+	want, err := expectedJob(p, inv, labels[contract.LabelRequestID], annotations[contract.AnnotationApprovalToken], annotations[contract.AnnotationAuditHead])
 	if err != nil {
 		return err
 	}

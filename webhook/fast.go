@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cel"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
@@ -111,6 +112,7 @@ func (c *Checker) fastJob(ctx context.Context, p *policy.Compiled, req Request, 
 	tool := meta.Labels[contract.LabelTool]
 	params, hasParams := meta.Annotations[contract.AnnotationParams]
 	token := meta.Annotations[contract.AnnotationApprovalToken]
+	head := meta.Annotations[contract.AnnotationAuditHead]
 	requestID := meta.Labels[contract.LabelRequestID]
 	if !hasParams || !approval.ValidRequestID(requestID) || meta.UID == "" {
 		return nil, errNotFast
@@ -128,7 +130,7 @@ func (c *Checker) fastJob(ctx context.Context, p *policy.Compiled, req Request, 
 	if exp.nameFromRequest {
 		name = sandbox.JobName(exp.inv.Tool.Name, requestID)
 	}
-	if !exactMeta(&meta, p.Spec.Sandbox.Namespace, name, tool, requestID, params, token) {
+	if !exactMeta(&meta, p.Spec.Sandbox.Namespace, name, tool, requestID, params, token, head) {
 		return nil, errNotFast
 	}
 	if !matchSlots(parts.spec, exp.frags, exp.slots, map[string]string{slotUID: string(meta.UID), slotName: name, slotRequestID: requestID}) {
@@ -138,13 +140,8 @@ func (c *Checker) fastJob(ctx context.Context, p *policy.Compiled, req Request, 
 		return nil, exp.verdict
 	}
 	d := &Decision{Tool: exp.inv.Tool.Name}
-	if exp.inv.Tool.RequiresApproval {
-		id, warn, err := c.checkApproval(ctx, p, exp.inv, token, req.DryRun)
-		if err != nil {
-			return nil, err
-		}
-		d.ApprovalTokenID = id
-		d.Warnings = append(d.Warnings, warn...)
+	if err := c.admitCall(ctx, req, d, p, exp.inv, token, requestID, head, name); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -166,7 +163,8 @@ func (c *Checker) expect(ctx context.Context, p *policy.Compiled, tool, params, 
 	if strings.Contains(params, `\u0001`) {
 		return nil, errNotFast
 	}
-	want, err := expectedJob(p, inv, slotRequestID, token)
+	// The audit head is on the Job's metadata only (exactMeta checks it), never in its spec.
+	want, err := expectedJob(p, inv, slotRequestID, token, "")
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +208,10 @@ func withServerFields(j *batchv1.Job, uid, name string) {
 	l[labelControllerUID], l[labelJobName], l[labelLegacyControllerUID], l[labelLegacyJobName] = uid, name, uid, name
 }
 
-// exactMeta checks a Job's metadata: exactly the rendered name, namespace, labels and annotations, and of
-// everything else only what the API server sets on a new object.
-func exactMeta(m *metav1.ObjectMeta, namespace, name, tool, requestID, params, token string) bool {
+// exactMeta checks a Job's metadata: exactly the rendered name, namespace, labels and annotations (a
+// well-formed audit head among them), and of everything else only what the API server sets on a new
+// object.
+func exactMeta(m *metav1.ObjectMeta, namespace, name, tool, requestID, params, token, head string) bool {
 	if m.Name != name || m.Namespace != namespace || m.GenerateName != "" || m.DeletionTimestamp != nil || m.DeletionGracePeriodSeconds != nil ||
 		len(m.OwnerReferences) != 0 || len(m.Finalizers) != 0 || m.SelfLink != "" {
 		return false
@@ -220,11 +219,14 @@ func exactMeta(m *metav1.ObjectMeta, namespace, name, tool, requestID, params, t
 	if len(m.Labels) != 2 || m.Labels[contract.LabelTool] != tool || m.Labels[contract.LabelRequestID] != requestID {
 		return false
 	}
-	wantAnn := 1
+	wantAnn := 2
 	if token != "" {
-		wantAnn = 2
+		wantAnn = 3
 	}
 	if len(m.Annotations) != wantAnn || m.Annotations[contract.AnnotationParams] != params || m.Annotations[contract.AnnotationApprovalToken] != token {
+		return false
+	}
+	if !audit.ValidHead(head) || m.Annotations[contract.AnnotationAuditHead] != head {
 		return false
 	}
 	// Every other field of ObjectMeta must be one the API server fills in itself; a field added to

@@ -64,6 +64,10 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 	if !approval.ValidRequestID(requestID) {
 		return nil, deny("exact-metadata", "label %s must hold the call's request ID (req-…), not %q", contract.LabelRequestID, requestID)
 	}
+	head := annotations[contract.AnnotationAuditHead]
+	if err := checkHead("exact-metadata", "annotation "+contract.AnnotationAuditHead, head); err != nil {
+		return nil, err
+	}
 	d := &Decision{Tool: inv.Tool.Name}
 	if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil {
 		return nil, err
@@ -72,22 +76,32 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 	if token != "" && !inv.Tool.RequiresApproval {
 		return nil, deny("exact-metadata", "tool %s takes no approval token", inv.Tool.Name)
 	}
-	want, err := expectedJob(p, inv, requestID, token)
+	want, err := expectedJob(p, inv, requestID, token, head)
 	if err != nil {
 		return nil, deny("render", "%v", err)
 	}
 	if err := exactJob(obj, want); err != nil {
 		return nil, err
 	}
+	if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, want.Name); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// admitCall ends the admission of a call's Job that is exactly its rendering, on either path: it consumes
+// the approval of a tool that needs one, then records the call's audit anchor. Both are the last steps,
+// so a Job refused for anything else burns neither.
+func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *policy.Compiled, inv *policy.Invocation, token, requestID, head, job string) error {
 	if inv.Tool.RequiresApproval {
 		id, warn, err := c.checkApproval(ctx, p, inv, token, req.DryRun)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.ApprovalTokenID = id
 		d.Warnings = append(d.Warnings, warn...)
 	}
-	return d, nil
+	return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job)
 }
 
 func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, kind, op string) error {

@@ -25,10 +25,11 @@ var (
 	uidRE     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
-// ConfigMapLedger records used approval token IDs and the Jobs that have had their Pod in the API server,
-// one immutable ConfigMap per entry (approval-<token ID>, pod-<Job UID>). Creating an object is atomic
-// across every webhook replica: the API server lets exactly one create of a name succeed, so AlreadyExists
-// means the token was used, or the Job had its Pod, before.
+// ConfigMapLedger records used approval token IDs, the Jobs that have had their Pod, the request IDs of
+// warm-Pod claims and the calls' audit anchors in the API server, one immutable ConfigMap per entry
+// (approval-<token ID>, pod-<Job UID>, claim-<request ID>, anchor-<request ID>-<Job hash>). Creating an
+// object is atomic across every webhook replica: the API server lets exactly one create of a name succeed,
+// so AlreadyExists means the token was used, or the Job had its Pod, before.
 type ConfigMapLedger struct {
 	Client    client.Client
 	Namespace string
@@ -87,21 +88,32 @@ func (l *ConfigMapLedger) RecordClaim(ctx context.Context, requestID string, exp
 }
 
 func (l *ConfigMapLedger) create(ctx context.Context, name string, expires time.Time) error {
+	return l.createEntry(ctx, name, nil, map[string]string{"usedAt": l.now().UTC().Format(time.RFC3339Nano)}, expires)
+}
+
+// createEntry creates one immutable ledger entry, labelled as one (so Prune deletes it after expires) and
+// with the extra labels given.
+func (l *ConfigMapLedger) createEntry(ctx context.Context, name string, labels, data map[string]string, expires time.Time) error {
+	all := map[string]string{contract.LabelApprovalLedger: "true"}
+	for k, v := range labels {
+		all[k] = v
+	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   l.Namespace,
-			Labels:      map[string]string{contract.LabelApprovalLedger: "true"},
+			Labels:      all,
 			Annotations: map[string]string{annotationLedgerExpires: expires.UTC().Format(time.RFC3339)},
 		},
-		Data:      map[string]string{"usedAt": l.now().UTC().Format(time.RFC3339Nano)},
+		Data:      data,
 		Immutable: ptr.To(true),
 	}
 	return l.Client.Create(ctx, cm)
 }
 
 // Prune deletes entries whose tokens expired more than the allowed clock skew ago: such a token is refused
-// as expired anyway, so its entry is no longer needed to refuse a replay.
+// as expired anyway, so its entry is no longer needed to refuse a replay. Audit anchors expire after the
+// Checker's AnchorRetention.
 func (l *ConfigMapLedger) Prune(ctx context.Context) (int, error) {
 	var list corev1.ConfigMapList
 	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{contract.LabelApprovalLedger: "true"}); err != nil {

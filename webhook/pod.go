@@ -104,7 +104,7 @@ func expectedOwner(p *policy.Compiled, job *batchv1.Job) (*batchv1.Job, string, 
 	if err != nil {
 		return nil, "", err
 	}
-	want, err := expectedJob(p, inv, job.Labels[contract.LabelRequestID], job.Annotations[contract.AnnotationApprovalToken])
+	want, err := expectedJob(p, inv, job.Labels[contract.LabelRequestID], job.Annotations[contract.AnnotationApprovalToken], job.Annotations[contract.AnnotationAuditHead])
 	if err != nil {
 		return nil, "", deny("render", "%v", err)
 	}

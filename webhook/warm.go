@@ -19,7 +19,8 @@ import (
 // The warm pool (docs/design/warm-pool.md). A warm Job is admitted only as the exact warm rendering of a
 // tool that has a pool; its Pod only as that rendering's template, once; and a warm Pod changes only by
 // one claim, which is validated like a call's Job: typed parameters, namespace, the policy's argv, a
-// request ID never seen before, and for a tool that needs one, the approval, consumed in the shared ledger.
+// request ID never seen before, the audit chain head, and for a tool that needs one, the approval, consumed
+// in the shared ledger; the claim's audit anchor is recorded last.
 
 // ClaimLedger records the request IDs of admitted claims, shared by every webhook replica, so a claim cannot
 // be replayed onto another warm Pod.
@@ -141,7 +142,10 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	if claim.ApprovalToken != "" && !t.RequiresApproval {
 		return nil, deny("claim", "tool %s takes no approval token", t.Name)
 	}
-	want, err := sandbox.RenderClaim(inv, claim.RequestID, claim.ApprovalToken)
+	if err := checkHead("claim", "the claim's auditHead", claim.AuditHead); err != nil {
+		return nil, err
+	}
+	want, err := sandbox.RenderClaim(inv, claim.RequestID, claim.ApprovalToken, claim.AuditHead)
 	if err != nil {
 		return nil, deny("render", "%v", err)
 	}
@@ -171,6 +175,9 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		}
 		d.ApprovalTokenID = id
 		d.Warnings = append(d.Warnings, warn...)
+	}
+	if err := c.recordAnchor(ctx, req, t, claim.RequestID, claim.AuditHead, owner); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
@@ -68,12 +69,47 @@ func (l *memLedger) Record(_ context.Context, id string, _ time.Time) error {
 }
 
 type fixture struct {
-	p      *policy.Compiled
-	c      *Checker
-	key    *approval.PrivateKey
-	ledger *memLedger
-	pods   *memPodLedger
-	now    time.Time
+	p       *policy.Compiled
+	c       *Checker
+	key     *approval.PrivateKey
+	ledger  *memLedger
+	pods    *memPodLedger
+	anchors *memAnchorLedger
+	now     time.Time
+}
+
+// memAnchorLedger is an in-memory anchor ledger for unit tests; the integration tests use ConfigMapLedger.
+type memAnchorLedger struct {
+	mu      sync.Mutex
+	anchors map[string]audit.Anchor // by AnchorName
+	expires map[string]time.Time
+	err     error // returned by every RecordAnchor when set
+}
+
+func (l *memAnchorLedger) RecordAnchor(_ context.Context, a audit.Anchor, expires time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if l.anchors == nil {
+		l.anchors, l.expires = map[string]audit.Anchor{}, map[string]time.Time{}
+	}
+	name := AnchorName(a.RequestID, a.Job)
+	if _, ok := l.anchors[name]; !ok {
+		l.anchors[name], l.expires[name] = a, expires
+	}
+	return nil
+}
+
+func (l *memAnchorLedger) all() []audit.Anchor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []audit.Anchor
+	for _, a := range l.anchors {
+		out = append(out, a)
+	}
+	return out
 }
 
 // memPodLedger is an in-memory Pod ledger for unit tests; the integration tests use ConfigMapLedger.
@@ -101,14 +137,18 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{p: loadPolicy(t), key: key, ledger: &memLedger{}, pods: &memPodLedger{}, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	f.c = &Checker{Ledger: f.ledger, Pods: f.pods, Now: func() time.Time { return f.now }}
+	f := &fixture{p: loadPolicy(t), key: key, ledger: &memLedger{}, pods: &memPodLedger{}, anchors: &memAnchorLedger{},
+		now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	f.c = &Checker{Ledger: f.ledger, Pods: f.pods, Anchors: f.anchors, Now: func() time.Time { return f.now }}
 	f.c.SetPolicy(f.p)
 	f.c.SetKeys(key.KeySet())
 	return f
 }
 
 const testRequestID = "req-0123456789ab"
+
+// testHead is the audit chain head the fixture's Jobs and claims carry.
+var testHead = strings.Repeat("5a", 32)
 
 // job renders the Job the MCP server would create for tool and params, then injects as the webhook would.
 func (f *fixture) job(t testing.TB, tool string, params map[string]any, token string) *batchv1.Job {
@@ -121,7 +161,7 @@ func (f *fixture) job(t testing.TB, tool string, params map[string]any, token st
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalToken: token})
+	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalToken: token, AuditHead: testHead})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +359,14 @@ func violationCases() []violationCase {
 		{"name not derived from the request", func(j *batchv1.Job) { j.Name = "as-k8s-get-pod-status-other" }, "exact-metadata"},
 		{"extra label", func(j *batchv1.Job) { j.Spec.Template.Labels["app"] = "web" }, "exact-metadata"},
 		{"extra annotation", func(j *batchv1.Job) { j.Annotations["note"] = "x" }, "exact-metadata"},
+		{"no audit head", func(j *batchv1.Job) { delete(j.Annotations, contract.AnnotationAuditHead) }, "exact-metadata"},
+		{"empty audit head", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = "" }, "exact-metadata"},
+		{"audit head in upper case", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = strings.ToUpper(testHead) }, "exact-metadata"},
+		{"audit head one digit short", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = testHead[1:] }, "exact-metadata"},
+		{"audit head with a suffix", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = testHead + "\n" }, "exact-metadata"},
+		{"audit head on the pod template", func(j *batchv1.Job) {
+			j.Spec.Template.Annotations[contract.AnnotationAuditHead] = testHead
+		}, "exact-metadata"},
 		{"token on a read tool", func(j *batchv1.Job) {
 			j.Annotations[contract.AnnotationApprovalToken] = "x.y.z"
 			j.Spec.Template.Annotations[contract.AnnotationApprovalToken] = "x.y.z"

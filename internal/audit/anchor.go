@@ -41,6 +41,9 @@ type Anchor struct {
 	Tool string
 	// Job is the Job that serves the call: the call's own Job, or the warm Job whose Pod it claimed.
 	Job string
+	// User is the API user that created the Job or claimed the Pod: the MCP server's identity, which tells
+	// apart the calls of several servers that share a cluster.
+	User string
 	// Admitted is when the webhook admitted the call (the cluster's clock).
 	Admitted time.Time
 	// Deadline is the tool's deadline; until Admitted+Deadline+AnchorGrace the call may still run.

@@ -15,6 +15,9 @@ const (
 	LabelSandboxNamespace = prefix + "sandbox"
 	// LabelApprovalLedger marks the ConfigMaps that record used approval token IDs.
 	LabelApprovalLedger = prefix + "approval-ledger"
+	// LabelAuditAnchor marks the ConfigMaps in the webhook's namespace that record audit anchors (value
+	// "true"): one per admitted call, read by `agent-sandbox audit verify --against-cluster`.
+	LabelAuditAnchor = prefix + "audit-anchor"
 	// LabelWarm marks a warm Job and its Pod (value "true"): started before any call, holding no credential,
 	// waiting for one claim (docs/design/warm-pool.md).
 	LabelWarm = prefix + "warm"
@@ -27,6 +30,13 @@ const (
 	AnnotationParams = prefix + "params"
 	// AnnotationApprovalToken holds the signed approval for tools that need one.
 	AnnotationApprovalToken = prefix + "approval-token"
+	// AnnotationAuditHead, on a call's Job, holds the head of the MCP server's audit chain when it created
+	// the Job: the hex SHA-256 of the last line of its audit log, 64 lowercase hex digits. The webhook
+	// admits a call's Job only with one, and records it with the request ID as an audit anchor outside
+	// the MCP host. It is on the Job only, not on its pod template: the Pod has no use for it, and a value
+	// that differs per call in the Pod's annotations would change what the admission rules see of every
+	// Pod of one rendering. A warm Pod's claim carries the head in its own field instead.
+	AnnotationAuditHead = prefix + "audit-head"
 	// AnnotationInjected marks a pod template the webhook has already mutated; mutation is idempotent.
 	AnnotationInjected = prefix + "injected"
 	// AnnotationClaim, on a warm Pod, holds the one call it serves (a Claim as JSON). It is added once, by an

@@ -34,6 +34,9 @@ type JobSpec struct {
 	RequestID string
 	// ApprovalToken is the signed approval for tools that need one.
 	ApprovalToken string
+	// AuditHead is the head of the MCP server's audit chain when it creates the Job (audit.Log.Head); the
+	// webhook records it as the call's audit anchor. It goes on the Job's own annotations only.
+	AuditHead string
 }
 
 // JobName is the Job's name for a tool call: short, DNS-safe, unique per request. A Job that carries an
@@ -98,7 +101,11 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 			VolumeMounts:             inputMounts(t),
 		}}
 	}
-	return toolJob(name, sb.Namespace, labels, annotations, deadline, podSpec), nil
+	job := toolJob(name, sb.Namespace, labels, annotations, deadline, podSpec)
+	if js.AuditHead != "" {
+		job.Annotations[contract.AnnotationAuditHead] = js.AuditHead
+	}
+	return job, nil
 }
 
 // toolPodSpec is the Pod of a tool's Job, cold or warm, before the webhook injects the credential agent: the

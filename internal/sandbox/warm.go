@@ -97,19 +97,22 @@ type Claim struct {
 	Argv []string `json:"argv"`
 	// ApprovalToken is the signed approval, for tools that need one.
 	ApprovalToken string `json:"approvalToken,omitempty"`
+	// AuditHead is the head of the MCP server's audit chain when it claimed the Pod, as on a cold call's
+	// Job (contract.AnnotationAuditHead); the webhook records it as the call's audit anchor.
+	AuditHead string `json:"auditHead"`
 }
 
 // MaxClaimBytes bounds a claim (an approval token is about a kilobyte; parameters are short scalars).
 const MaxClaimBytes = 16 << 10
 
 // RenderClaim is the claim annotation for an accepted invocation: deterministic, so the webhook can compare
-// it byte for byte.
-func RenderClaim(inv *policy.Invocation, requestID, token string) (string, error) {
+// it byte for byte. auditHead is the audit chain's head (audit.Log.Head).
+func RenderClaim(inv *policy.Invocation, requestID, token, auditHead string) (string, error) {
 	params, err := approval.CanonicalParams(inv.Params)
 	if err != nil {
 		return "", fmt.Errorf("render claim: %w", err)
 	}
-	c := Claim{RequestID: requestID, Tool: inv.Tool.Name, Namespace: inv.TargetNamespace, Params: params, Argv: inv.Argv, ApprovalToken: token}
+	c := Claim{RequestID: requestID, Tool: inv.Tool.Name, Namespace: inv.TargetNamespace, Params: params, Argv: inv.Argv, ApprovalToken: token, AuditHead: auditHead}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

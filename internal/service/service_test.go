@@ -45,8 +45,12 @@ func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string
 	f.jobs = append(f.jobs, job)
 	f.claims = append(f.claims, claim)
 	f.mu.Unlock()
+	name := job.Name
+	if claim != "" && f.warmError != "" {
+		name = fakeWarmJob // as the real runner, which reports the warm Job that served the call
+	}
 	for _, st := range sandbox.Stages {
-		progress(st, job.Name)
+		progress(st, name)
 	}
 	if f.err != nil {
 		return nil, f.err
@@ -56,7 +60,7 @@ func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string
 		{"event": audit.EventCredentialRevoked, "lease_id": "kubernetes/creds/x/abc"},
 	}}
 	if claim != "" && f.warmError != "" {
-		res.JobName, res.Warm, res.ExitCode, res.ResultError = "as-k8s-get-pod-status-w0123456789a", true, 1, f.warmError
+		res.JobName, res.Warm, res.ExitCode, res.ResultError = fakeWarmJob, true, 1, f.warmError
 		return res, nil
 	}
 	// The tool's result travels as the credential agent's tool.result event: one JSON object.
@@ -65,6 +69,9 @@ func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string
 	}
 	return res, nil
 }
+
+// fakeWarmJob is the warm Job whose Pod fakeRunner pretends to claim.
+const fakeWarmJob = "as-k8s-get-pod-status-w0123456789a"
 
 type fakeWorkspaces struct {
 	names []string
@@ -545,4 +552,58 @@ func TestWarmUnreachableAPIRunsOnceMoreCold(t *testing.T) {
 	if len(f.run.claims) != 1 {
 		t.Errorf("a failure other than an unreachable API server was retried (%d runs)", len(f.run.claims))
 	}
+}
+
+// TestCallIsAnchored: the Job of a call (and the claim of a warm one) carries the audit chain's head, read
+// after the call's tool.request and decision were written; the anchor the webhook makes from it holds for
+// the log the call wrote, and no longer once the log's last line is cut off.
+func TestCallIsAnchored(t *testing.T) {
+	f := newFixture(t)
+	f.svc.Warm = true
+	f.run.warmError = `k8s_get_pod_status failed: dial tcp 192.0.2.2:6443: i/o timeout` // warm, then cold
+	out, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := audit.ReadFile(f.log, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := f.run.jobs[1]
+	head := job.Annotations[contract.AnnotationAuditHead]
+	if len(recs) < 3 || head != sha256Hex(recs[1].Raw) || recs[1].Event != audit.EventGuardrailDecision {
+		t.Fatalf("the Job's audit head %q is not the hash of the call's decision, line 2", head)
+	}
+	if _, ok := job.Spec.Template.Annotations[contract.AnnotationAuditHead]; ok {
+		t.Error("the audit head is on the pod template too")
+	}
+	claim, err := sandbox.ParseClaim(f.run.claims[0])
+	if err != nil || claim.AuditHead != head {
+		t.Fatalf("the claim's audit head %q, want the Job's %q (%v)", claim.AuditHead, head, err)
+	}
+	now := time.Now()
+	anchors := []audit.Anchor{
+		{RequestID: out.RequestID, Head: head, Tool: "k8s_get_pod_status", Job: fakeWarmJob, Admitted: now, Deadline: 2 * time.Minute},
+		{RequestID: out.RequestID, Head: head, Tool: "k8s_get_pod_status", Job: job.Name, Admitted: now, Deadline: 2 * time.Minute},
+	}
+	later := now.Add(time.Hour)
+	if _, rep, err := audit.VerifyFileAnchors(f.log, anchors, later); err != nil || rep.OK != 2 {
+		t.Fatalf("the call's own log against its anchors: %+v, %v", rep, err)
+	}
+	b, err := os.ReadFile(f.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1]
+	if err := os.WriteFile(f.log, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, rep, err := audit.VerifyFileAnchors(f.log, anchors, later); err != nil || rep.Failed != 2 {
+		t.Fatalf("the log without its last line: %+v, %v; want both anchors failed", rep, err)
+	}
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

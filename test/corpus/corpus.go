@@ -58,6 +58,12 @@ func ApplyParams() map[string]any {
 	return map[string]any{"workspace": "k8s-demo", "plan_id": strings.Repeat("ab", 32)}
 }
 
+// AuditHead is the audit chain head the corpus's Jobs and claims carry: well-formed, so that each case is
+// refused (or admitted) for the reason it names. The corpus writes no audit log, so the anchors the webhook
+// records for its admitted Jobs belong to no log: `audit verify --against-cluster` after a corpus run must
+// be scoped (--since) to calls made after it.
+const AuditHead = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
+
 // Job renders the Job the MCP server would submit for tool and params (before the webhook's injection).
 func (e *Env) Job(tool string, params map[string]any, token string) *batchv1.Job {
 	inv := e.invocation(tool, params)
@@ -65,7 +71,7 @@ func (e *Env) Job(tool string, params map[string]any, token string) *batchv1.Job
 	if err != nil {
 		panic(err)
 	}
-	j, err := sandbox.RenderJob(e.Policy, sandbox.JobSpec{Invocation: inv, RequestID: id, ApprovalToken: token})
+	j, err := sandbox.RenderJob(e.Policy, sandbox.JobSpec{Invocation: inv, RequestID: id, ApprovalToken: token, AuditHead: AuditHead})
 	if err != nil {
 		panic(err)
 	}

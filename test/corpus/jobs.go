@@ -159,6 +159,11 @@ func (e *Env) exactnessCases() []Case {
 		c("Job name not derived from its request", "exact-metadata", func(j *batchv1.Job) { j.Name = "as-k8s-get-pod-status-mine" }, pod),
 		c("extra pod label (a Service could select it)", "exact-metadata", func(j *batchv1.Job) { j.Spec.Template.Labels["app"] = "web" }, pod),
 		c("extra Job annotation", "exact-metadata", func(j *batchv1.Job) { j.Annotations["example.com/note"] = "x" }, pod),
+		c("no audit chain head (the call would leave no anchor)", "exact-metadata", func(j *batchv1.Job) { delete(j.Annotations, contract.AnnotationAuditHead) }, pod),
+		c("audit chain head that is not a hash", "exact-metadata", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = "HEAD" }, pod),
+		c("audit chain head on the pod template too", "exact-metadata", func(j *batchv1.Job) {
+			j.Spec.Template.Annotations[contract.AnnotationAuditHead] = j.Annotations[contract.AnnotationAuditHead]
+		}, pod),
 		c("finalizer on the Job", "exact-metadata", func(j *batchv1.Job) { j.Finalizers = []string{"example.com/keep"} }, pod),
 		c("extra environment variable", "exact-pod-spec", func(j *batchv1.Job) {
 			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://10.0.0.66:3128"})

@@ -71,7 +71,7 @@ func contains(list []string, s string) bool {
 
 // Claim renders the claim the MCP server would patch onto a warm Pod for params.
 func (e *Env) Claim(params map[string]any, requestID, token string) string {
-	c, err := sandbox.RenderClaim(e.invocation(WarmTool, params), requestID, token)
+	c, err := sandbox.RenderClaim(e.invocation(WarmTool, params), requestID, token, AuditHead)
 	if err != nil {
 		panic(err)
 	}
@@ -190,6 +190,12 @@ func (e *Env) WarmCases(warm, cold *corev1.Pod, pool kubernetes.Interface) []Cas
 		}),
 		claim("claim with a request ID that is not a call's", "claim", warm, func() string {
 			return editClaim(good(), func(c *sandbox.Claim) { c.RequestID = "req-../../etc" })
+		}),
+		claim("claim without the audit chain head", "claim", warm, func() string {
+			return editClaim(good(), func(c *sandbox.Claim) { c.AuditHead = "" })
+		}),
+		claim("claim whose audit head is not a hash", "claim", warm, func() string {
+			return editClaim(good(), func(c *sandbox.Claim) { c.AuditHead = strings.ToUpper(AuditHead) })
 		}),
 		claim("claim with an unknown field", "claim", warm, func() string {
 			return strings.Replace(good(), "{", `{"env":{"HTTPS_PROXY":"http://evil"},`, 1)

@@ -1,0 +1,161 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+)
+
+const testMCPUser = "system:serviceaccount:agent-sandbox:agent-sandbox-mcp"
+
+// TestJobAnchor: an admitted call's Job leaves exactly one audit anchor — its request ID, the head it
+// declared, its tool, Job, admission time and deadline — on the fast and on the slow path; a dry run leaves
+// none; and a Job whose anchor cannot be recorded is refused.
+func TestJobAnchor(t *testing.T) {
+	for _, path := range []string{"fast", "slow"} {
+		t.Run(path, func(t *testing.T) {
+			f := newFixture(t)
+			j := f.job(t, "k8s_get_pod_status", podParams(), "")
+			check := func(r Request) (*Decision, error) {
+				r.Operation, r.User = "CREATE", testMCPUser
+				if path == "fast" {
+					return f.c.CheckJobRaw(context.Background(), r, f.raw(t, j), nil)
+				}
+				return f.checkJob(t, j, r)
+			}
+			if _, err := check(Request{DryRun: true}); err != nil {
+				t.Fatalf("dry run: %v", err)
+			}
+			if n := len(f.anchors.all()); n != 0 {
+				t.Fatalf("a dry run recorded %d anchors", n)
+			}
+			d, err := check(Request{})
+			if err != nil || d.Fast != (path == "fast") {
+				t.Fatalf("decision %+v, %v", d, err)
+			}
+			got := f.anchors.all()
+			want := audit.Anchor{RequestID: testRequestID, Head: testHead, Tool: "k8s_get_pod_status", Job: j.Name, User: testMCPUser, Admitted: f.now, Deadline: 2 * time.Minute}
+			if len(got) != 1 || got[0] != want {
+				t.Fatalf("anchors %+v, want [%+v]", got, want)
+			}
+			if exp := f.anchors.expires[AnchorName(testRequestID, j.Name)]; !exp.Equal(f.now.Add(DefaultAnchorRetention)) {
+				t.Errorf("anchor expires %s, want after the default retention", exp)
+			}
+
+			f.anchors.err = errors.New("etcd is full")
+			if _, err := check(Request{}); ruleOf(err) != "audit-anchor" || !strings.Contains(err.Error(), "etcd is full") {
+				t.Fatalf("anchor ledger failing: %v, want an audit-anchor denial", err)
+			}
+			f.c.Anchors = nil
+			if _, err := check(Request{}); ruleOf(err) != "audit-anchor" {
+				t.Fatalf("no anchor ledger: %v, want an audit-anchor denial", err)
+			}
+			if _, err := check(Request{DryRun: true}); err != nil {
+				t.Fatalf("a dry run needs no anchor ledger: %v", err)
+			}
+		})
+	}
+}
+
+// TestJobAnchorAfterApproval: a tool that needs approval is anchored once its approval was consumed; a
+// refused approval leaves no anchor, and the retention is the Checker's.
+func TestJobAnchorAfterApproval(t *testing.T) {
+	f := newFixture(t)
+	f.c.AnchorRetention = time.Hour
+	tok := f.token(t, f.key, "terraform_apply", applyParams(), nil)
+	j := f.job(t, "terraform_apply", applyParams(), tok)
+	if _, err := f.checkJob(t, j, Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.checkJob(t, j, Request{}); ruleOf(err) != "approval" {
+		t.Fatalf("replay: %v", err)
+	}
+	got := f.anchors.all()
+	if len(got) != 1 || got[0].Job != j.Name || got[0].Tool != "terraform_apply" {
+		t.Fatalf("anchors %+v, want the one admitted apply", got)
+	}
+	if exp := f.anchors.expires[AnchorName(testRequestID, j.Name)]; !exp.Equal(f.now.Add(time.Hour)) {
+		t.Errorf("anchor expires %s, want after an hour", exp)
+	}
+}
+
+// TestClaimAnchor: an admitted claim is anchored with its warm Job's name and the head the claim carries;
+// a claim without a well-formed head is refused and anchors nothing.
+func TestClaimAnchor(t *testing.T) {
+	w := newWarmFixture(t)
+	mcp := Request{User: testMCPUser}
+	tl, _ := w.p.Tool(warmTestTool)
+	inv, err := tl.Invoke(podParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, head := range []string{"", "HEAD", strings.ToUpper(testHead), testHead[2:]} {
+		c, err := sandbox.RenderClaim(inv, testRequestID, "", head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.claim(t, mcp, withClaim(w.pod, c), w.pod); ruleOf(err) != "claim" {
+			t.Errorf("claim with head %q: %v, want a claim denial", head, err)
+		}
+	}
+	if n := len(w.anchors.all()); n != 0 {
+		t.Fatalf("refused claims recorded %d anchors", n)
+	}
+	good := w.claimFor(t, warmTestTool, podParams(), testRequestID, "")
+	if err := w.claim(t, mcp, withClaim(w.pod, good), w.pod); err != nil {
+		t.Fatal(err)
+	}
+	got := w.anchors.all()
+	want := audit.Anchor{RequestID: testRequestID, Head: testHead, Tool: warmTestTool, Job: w.job.Name, User: testMCPUser, Admitted: w.now, Deadline: 2 * time.Minute}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("anchors %+v, want [%+v]", got, want)
+	}
+	// The same request, now cold (the warm Pod could not serve it): a second anchor, for the cold Job.
+	cold := w.fixture.job(t, warmTestTool, podParams(), "")
+	if _, err := w.checkJob(t, cold, Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.anchors.all()); n != 2 {
+		t.Fatalf("%d anchors after the cold retry, want 2", n)
+	}
+}
+
+// TestAnchorConfigMapRoundTrip: what RecordAnchor stores, AnchorFromConfigMap reads back; a record whose
+// name does not match its contents, or that is malformed, is refused.
+func TestAnchorConfigMapRoundTrip(t *testing.T) {
+	a := audit.Anchor{RequestID: testRequestID, Head: testHead, Tool: "k8s_get_pod_status", Job: "as-k8s-get-pod-status-0123456789ab", User: testMCPUser,
+		Admitted: time.Date(2026, 11, 30, 12, 0, 0, 123, time.UTC), Deadline: 90 * time.Second}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: AnchorName(a.RequestID, a.Job), Labels: map[string]string{contract.LabelAuditAnchor: "true"}},
+		Data: map[string]string{anchorKeyRequestID: a.RequestID, anchorKeyHead: a.Head, anchorKeyTool: a.Tool, anchorKeyJob: a.Job, anchorKeyUser: a.User,
+			anchorKeyAdmitted: a.Admitted.Format(time.RFC3339Nano), anchorKeyDeadline: a.Deadline.String()}}
+	got, err := AnchorFromConfigMap(cm)
+	a.Name = cm.Name
+	if err != nil || got != a {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, a)
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(cm *corev1.ConfigMap)
+	}{
+		{"another Job than the name's", func(cm *corev1.ConfigMap) { cm.Data[anchorKeyJob] = "as-other" }},
+		{"bad head", func(cm *corev1.ConfigMap) { cm.Data[anchorKeyHead] = "x" }},
+		{"bad request ID", func(cm *corev1.ConfigMap) { cm.Data[anchorKeyRequestID] = "x" }},
+		{"bad time", func(cm *corev1.ConfigMap) { cm.Data[anchorKeyAdmitted] = "yesterday" }},
+		{"bad deadline", func(cm *corev1.ConfigMap) { cm.Data[anchorKeyDeadline] = "soon" }},
+	} {
+		c := cm.DeepCopy()
+		tc.mut(c)
+		if _, err := AnchorFromConfigMap(c); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}
