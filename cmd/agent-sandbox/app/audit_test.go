@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +134,157 @@ func TestAuditVerifyAndShowRefuseAHugeLine(t *testing.T) {
 	code, out, errOut = runCLI(t, "audit", "show", "--file", path)
 	if code != exitTampered || strings.Count(out, "req-") != 6 || !strings.Contains(errOut, "line 7: line longer than ") {
 		t.Fatalf("show: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// anchoredLog writes two complete calls as the MCP server does, reading the chain's head before each
+// call's sandbox, and returns the log's path and the anchors the webhook would have recorded.
+func anchoredLog(t *testing.T, admitted time.Time) (string, []audit.Anchor) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	now := admitted
+	l, err := audit.Open(path, audit.WithClock(func() time.Time { now = now.Add(time.Second); return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var anchors []audit.Anchor
+	for _, id := range []string{"req-aaaaaaaaaaaa", "req-bbbbbbbbbbbb"} {
+		write := func(name string, fields map[string]any) {
+			if err := l.Write(audit.Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(audit.EventToolRequest, nil)
+		write(audit.EventGuardrailDecision, nil)
+		head, err := l.Head()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := audit.Anchor{Name: "anchor-" + id, RequestID: id, Head: head, Tool: "kubectl_get", Job: "job-" + id, User: "mcp", Admitted: now, Deadline: time.Minute}
+		anchors = append(anchors, a)
+		write(audit.EventSandboxStarted, map[string]any{"job": a.Job})
+		write(audit.EventToolResult, nil)
+	}
+	return path, anchors
+}
+
+func TestAuditVerifyAgainstCluster(t *testing.T) {
+	admitted := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	run := func(t *testing.T, path string, anchors []audit.Anchor, now time.Time, mod func(o *auditVerifyOptions)) (err error, stdout, stderr string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		o := &auditVerifyOptions{File: path, AgainstCluster: true, Namespace: defaultAnchorNamespace, streams: IO{Out: &out, ErrOut: &errOut},
+			now: func() time.Time { return now }, anchors: func(context.Context) ([]audit.Anchor, error) { return anchors, nil }}
+		if mod != nil {
+			mod(o)
+		}
+		o.Complete()
+		if err := o.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		err = o.Run(context.Background())
+		return err, out.String(), errOut.String()
+	}
+	later := admitted.Add(time.Hour)
+	tampered := func(err error) bool { ee, ok := err.(exitError); return ok && ee.code == exitTampered }
+
+	t.Run("intact", func(t *testing.T) {
+		path, anchors := anchoredLog(t, admitted)
+		err, out, errOut := run(t, path, anchors, later, nil)
+		if err != nil || errOut != "" || strings.Count(out, "\n") != 1 ||
+			!strings.HasPrefix(out, "OK: 8 lines, chain intact (last hash ") || !strings.HasSuffix(out, "; 2 anchors in agent-sandbox-system: 2 match, 0 do not, 0 in progress, 0 before this log\n") {
+			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+	})
+	t.Run("last call cut off", func(t *testing.T) {
+		path, anchors := anchoredLog(t, admitted)
+		cutLines(t, path, 2)
+		err, out, errOut := run(t, path, anchors, later, nil)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if !tampered(err) || out != "" || len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "FAIL: call req-bbbbbbbbbbbb (kubectl_get, Job job-req-bbbbbbbbbbbb, admitted 2026-03-04T05:06:") ||
+			!strings.Contains(lines[0], "no sandbox.started") || !strings.HasPrefix(lines[1], "FAIL: 6 lines, chain intact") ||
+			!strings.HasSuffix(lines[1], ": 1 match, 1 do not, 0 in progress, 0 before this log") {
+			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+	})
+	t.Run("in progress", func(t *testing.T) {
+		path, anchors := anchoredLog(t, admitted)
+		cutLines(t, path, 1)
+		err, out, errOut := run(t, path, anchors, anchors[1].Admitted.Add(time.Second), nil)
+		if err != nil || errOut != "" || !strings.HasPrefix(out, "IN PROGRESS: call req-bbbbbbbbbbbb") || !strings.Contains(out, "1 match, 0 do not, 1 in progress") {
+			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+	})
+	t.Run("since and user leave out anchors", func(t *testing.T) {
+		path, anchors := anchoredLog(t, admitted)
+		cutLines(t, path, 2)
+		old := anchors[1]
+		old.Admitted = admitted.Add(-48 * time.Hour)
+		err, out, _ := run(t, path, []audit.Anchor{anchors[0], old}, later, func(o *auditVerifyOptions) { o.Since = 24 * time.Hour })
+		if err != nil || !strings.Contains(out, "; 1 anchors in agent-sandbox-system, admitted in the last 24h0m0s: 1 match") {
+			t.Fatalf("--since: err %v, stdout %q", err, out)
+		}
+		other := anchors[1]
+		other.User = "another-mcp"
+		err, out, _ = run(t, path, []audit.Anchor{anchors[0], other}, later, func(o *auditVerifyOptions) { o.User = "mcp" })
+		if err != nil || !strings.Contains(out, "made by mcp: 1 match") {
+			t.Fatalf("--user: err %v, stdout %q", err, out)
+		}
+	})
+	t.Run("chain broken", func(t *testing.T) {
+		path, anchors := anchoredLog(t, admitted)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), `"seq":6`, `"seq":9`, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err, out, errOut := run(t, path, anchors, later, nil)
+		if !tampered(err) || out != "" || !strings.HasPrefix(errOut, "FAIL: line 6: ") ||
+			!strings.Contains(errOut, "FAIL: chain broken at line 6, anchors held against the 5 lines before it; 2 anchors") {
+			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+	})
+	t.Run("no anchors", func(t *testing.T) {
+		path, _ := anchoredLog(t, admitted)
+		err, out, _ := run(t, path, nil, later, nil)
+		if err != nil || !strings.Contains(out, "no anchors in agent-sandbox-system (is that the webhook's namespace") {
+			t.Fatalf("err %v, stdout %q", err, out)
+		}
+	})
+	t.Run("cluster unreadable", func(t *testing.T) {
+		path, _ := anchoredLog(t, admitted)
+		err, _, _ := run(t, path, nil, later, func(o *auditVerifyOptions) {
+			o.anchors = func(context.Context) ([]audit.Anchor, error) { return nil, errors.New("forbidden") }
+		})
+		if err == nil || tampered(err) {
+			t.Fatalf("err %v, want a plain failure", err)
+		}
+	})
+	t.Run("flags", func(t *testing.T) {
+		if code, _, _ := runCLI(t, "audit", "verify", "--since", "1h"); code != exitUsage {
+			t.Errorf("--since without --against-cluster: exit %d", code)
+		}
+		code, _, errOut := runCLI(t, "audit", "verify", "--against-cluster", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
+		if code != exitNotFound || !strings.Contains(errOut, "does not exist") {
+			t.Errorf("missing log: exit %d, %q", code, errOut)
+		}
+	})
+}
+
+// cutLines removes the last n lines of the file at path.
+func cutLines(t *testing.T, path string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	lines = lines[:len(lines)-1-n]
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -49,6 +49,7 @@ type webhookOptions struct {
 	WarmPoolInterval   time.Duration
 	WarmPoolLease      string
 	ReloadInterval     time.Duration
+	AnchorRetention    time.Duration
 	LogLevel           string
 
 	logLevel slog.Level
@@ -91,7 +92,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringVar(&o.TLSSecret, "tls-secret", "agent-sandbox-webhook-tls", "Secret that holds the self-managed CA and certificate")
 	f.StringVar(&o.ServiceName, "service-name", "agent-sandbox-webhook", "the webhook's Service (certificate names, caBundle injection)")
 	f.StringVar(&o.WebhookConfig, "webhook-config", "agent-sandbox", "name of the Mutating- and ValidatingWebhookConfiguration to inject the caBundle into")
-	f.StringVar(&o.Namespace, "namespace", "", "the webhook's own namespace (default $POD_NAMESPACE); the approval ledger and TLS Secret live there")
+	f.StringVar(&o.Namespace, "namespace", "", "the webhook's own namespace (default $POD_NAMESPACE); the approval ledger, the audit anchors and the TLS Secret live there")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address (\"0\" disables)")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringSliceVar(&o.JobControllerUsers, "job-controller-user", webhook.DefaultJobControllerUsers, "API users allowed to create Pods in sandbox namespaces (the Job controller)")
@@ -104,6 +105,8 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
 	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
 	f.DurationVar(&o.ReloadInterval, "reload-interval", 2*time.Second, "how often to check the policy and keys files for changes")
+	f.DurationVar(&o.AnchorRetention, "audit-anchor-retention", webhook.DefaultAnchorRetention,
+		"how long to keep each admitted call's audit anchor (one small ConfigMap per call in --namespace), which `audit verify --against-cluster` reads")
 	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp)
 	return cmd
 }
@@ -133,6 +136,9 @@ func (o *webhookOptions) Validate() error {
 	}
 	if o.ReloadInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--reload-interval must be at least 100ms"))
+	}
+	if o.AnchorRetention < time.Hour {
+		errs = append(errs, errors.New("--audit-anchor-retention must be at least 1h: an anchor must outlive its call"))
 	}
 	level, err := parseLogLevel(o.LogLevel)
 	if err != nil {
@@ -184,10 +190,11 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
-		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
-		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
-	}}
+	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Anchors: ledger, AnchorRetention: o.AnchorRetention,
+		Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
+			JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
+			AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
+		}}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
 		return err
@@ -202,7 +209,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	runnables := []manager.RunnableFunc{
 		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
 		func(ctx context.Context) error {
-			pruneLoop(ctx, "approval and Pod ledger", ledger.Prune, log.WithName("ledger"))
+			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", ledger.Prune, log.WithName("ledger"))
 			return nil
 		},
 		func(ctx context.Context) error {
