@@ -28,6 +28,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,6 +39,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
@@ -527,10 +529,13 @@ func TestChartWebhookDeployment(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"--policy", "--approver-keys", "--port", "--cert-dir", "--tls-mode", "--tls-secret", "--service-name",
-		"--webhook-config", "--namespace", "--metrics-bind-address", "--health-probe-bind-address"} {
+		"--webhook-config", "--namespace", "--metrics-bind-address", "--health-probe-bind-address", "--audit-anchor-retention"} {
 		if _, ok := flags[f]; !ok {
 			t.Errorf("the webhook has no %s flag; args: %q", f, c.Args)
 		}
+	}
+	if flags["--audit-anchor-retention"] != "720h" {
+		t.Errorf("--audit-anchor-retention=%s, want the default 720h", flags["--audit-anchor-retention"])
 	}
 	if flags["--tls-mode"] != "self" || flags["--namespace"] != "$(POD_NAMESPACE)" {
 		t.Errorf("--tls-mode=%s --namespace=%s, want self and $(POD_NAMESPACE)", flags["--tls-mode"], flags["--namespace"])
@@ -744,6 +749,30 @@ func TestChartRBAC(t *testing.T) {
 		args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 		if !strings.Contains(args, "--warm-pool=false") || strings.Contains(args, "--pool-user") {
 			t.Errorf("webhook args with warm pools off: %s", args)
+		}
+	})
+
+	t.Run("audit reader", func(t *testing.T) {
+		const name = "agent-sandbox-audit-reader"
+		r := chartRenderArgs(t)
+		var role rbacv1.Role
+		r.get(t, "Role", chartNamespace, name, &role)
+		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "list", ""}}; !slices.Equal(got, want) {
+			t.Errorf("audit-reader Role rules = %+v, want %+v", got, want)
+		}
+		if n := len(r.find("RoleBinding", chartNamespace)); n != 1 {
+			t.Errorf("with no reader subjects the release namespace has %d RoleBindings, want only the webhook's", n)
+		}
+		r = chartRenderArgs(t, "--set", "auditAnchors.reader.subjects[0].kind=Group", "--set", "auditAnchors.reader.subjects[0].name=auditors",
+			"--set", "auditAnchors.reader.subjects[0].apiGroup=rbac.authorization.k8s.io")
+		var b rbacv1.RoleBinding
+		r.get(t, "RoleBinding", chartNamespace, name, &b)
+		if b.RoleRef.Kind != "Role" || b.RoleRef.Name != name || len(b.Subjects) != 1 || b.Subjects[0].Kind != "Group" || b.Subjects[0].Name != "auditors" {
+			t.Errorf("audit-reader RoleBinding: %+v", b)
+		}
+		r = chartRenderArgs(t, "--set", "auditAnchors.reader.create=false")
+		if n := len(r.find("Role", chartNamespace)); n != 1 {
+			t.Errorf("with auditAnchors.reader.create=false the release namespace has %d Roles, want only the webhook's", n)
 		}
 	})
 
@@ -1176,6 +1205,38 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("audit anchors: recorded as the webhook, read as an auditor bound to the audit-reader Role", func(t *testing.T) {
+		l := &webhook.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
+		a := audit.Anchor{RequestID: "req-0123456789ab", Head: strings.Repeat("ab", 32), Tool: "k8s_get_pod_status", Job: "as-k8s-get-pod-status-0123456789ab",
+			Admitted: time.Now(), Deadline: 2 * time.Minute}
+		if err := l.RecordAnchor(ctx, a, time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("RecordAnchor with the chart's RBAC: %v", err)
+		}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "auditor", Namespace: chartNamespace},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent-sandbox-audit-reader"},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "auditor"}}}
+		if err := admin.Create(ctx, binding); err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.CopyConfig(api.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "auditor", Groups: []string{"system:authenticated"}}
+		asAuditor, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// RBAC grants a new binding at once, but give the authorizer's cache a moment.
+		var got []audit.Anchor
+		for i := 0; i < 50; i++ {
+			if got, err = webhook.ListAnchors(ctx, asAuditor, chartNamespace); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil || len(got) != 1 || got[0].RequestID != a.RequestID || got[0].Head != a.Head {
+			t.Fatalf("ListAnchors as the auditor: %+v, %v", got, err)
+		}
+	})
+
 	t.Run("owner Jobs as the webhook", func(t *testing.T) {
 		var job batchv1.Job
 		// NotFound, not Forbidden: authorization is checked before existence.
@@ -1195,6 +1256,13 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		verb, group, resource, sub, ns, name string
 		allowed                              bool
 	}{
+		{"auditor", "auditor", []string{"system:authenticated"}, "list", "", "configmaps", "", chartNamespace, "", true},
+		{"auditor", "auditor", []string{"system:authenticated"}, "create", "", "configmaps", "", chartNamespace, "", false},
+		{"auditor", "auditor", []string{"system:authenticated"}, "delete", "", "configmaps", "", chartNamespace, "anchor-x", false},
+		{"auditor", "auditor", []string{"system:authenticated"}, "list", "", "secrets", "", chartNamespace, "", false},
+		{"auditor", "auditor", []string{"system:authenticated"}, "list", "", "configmaps", "", chartSandboxNS, "", false},
+		{"mcp", mcpUser, mcpGroups, "list", "", "configmaps", "", chartNamespace, "", false},
+		{"mcp", mcpUser, mcpGroups, "create", "", "configmaps", "", chartNamespace, "", false},
 		{"webhook", hookUser, hookGroups, "get", "", "secrets", "", chartNamespace, "some-other-secret", false},
 		{"webhook", hookUser, hookGroups, "list", "", "secrets", "", chartNamespace, "", false},
 		{"webhook", hookUser, hookGroups, "get", "", "secrets", "", chartSandboxNS, flags["--tls-secret"], false},
