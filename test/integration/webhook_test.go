@@ -146,6 +146,7 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	checker := &webhook.Checker{
 		Ledger:  ledger,
 		Pods:    ledger,
+		Anchors: ledger,
 		Cluster: apiReader{direct},
 		Identities: webhook.Identities{
 			// The harness's controller-manager authenticates as the admin user; the corpus poses as the
@@ -261,6 +262,22 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 	}
 	if err := env.corpus.BoundLoginWorks(ctx); err != nil {
 		t.Fatalf("control: Vault refuses even a correctly bound token: %v", err)
+	}
+	// The admitted Job left its audit anchor, with the head it declared, in the webhook's namespace.
+	reader, err := client.New(env.api.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors, err := webhook.ListAnchors(ctx, reader, ledgerNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchored := false
+	for _, a := range anchors {
+		anchored = anchored || (a.Job == job.Name && a.Head == corpus.AuditHead && a.RequestID == job.Labels[contract.LabelRequestID])
+	}
+	if !anchored {
+		t.Errorf("no audit anchor for the safe Job %s among %+v", job.Name, anchors)
 	}
 
 	cases := env.corpus.All(job, pod)
