@@ -34,7 +34,7 @@ const (
 	// exitNotFound: the thing named does not exist (an approval request, the approvals database, a file).
 	exitNotFound = 3
 	// exitTampered: something was changed behind the program's back (a forged plan description, an
-	// edited audit log).
+	// edited, cut or rewritten audit log).
 	exitTampered = 4
 )
 
@@ -44,7 +44,7 @@ Exit status:
   1  failure (a cluster, Vault or file error; a request that cannot be decided)
   2  usage error: unknown command or flag, missing argument, invalid value
   3  not found: no such approval request, no approvals database, no audit log
-  4  tampered: an edited audit log, a saved plan that does not match its request
+  4  tampered: an edited, cut or rewritten audit log, a saved plan that does not match its request
 `
 
 // usageError is a mistake in the command line.
