@@ -76,6 +76,10 @@ check-clean: ## Check that nothing of the local cluster is left behind after `ma
 verify-cluster: ## Prove on the live cluster: gVisor kernel, NetworkPolicy egress enforcement
 	scripts/verify-cluster.sh
 
+.PHONY: preflight
+preflight: ## Check a cluster before installing (gVisor runs, NetworkPolicy drops, Vault/API/DNS reachable, webhook callable); $KUBECONFIG or the local one
+	scripts/preflight.sh
+
 .PHONY: image
 image: ## Build localhost/agent-sandbox:dev without Docker and import it into the local cluster
 	scripts/image-agent-sandbox.sh
@@ -87,6 +91,10 @@ deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver k
 .PHONY: verify
 verify: ## verify-cluster plus the admission check: every unsafe object of the corpus rejected on the live cluster
 	scripts/verify.sh
+
+.PHONY: chaos
+chaos: ## On the live cluster: kill a webhook replica, restart Vault and the API server, kill the MCP server, fill the audit disk; PASS/FAIL per scenario
+	scripts/chaos.sh
 
 ##@ Benchmarks (print figures; nothing is asserted)
 
