@@ -622,4 +622,3 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	c.nothingLeft(ctx, since)
 	c.auditVerify(ctx, cfg.AuditLog)
 }
-
