@@ -112,6 +112,10 @@ demo: ## The scenario end to end through a real MCP client (sets up the local cl
 e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clients, gVisor Jobs, approvals, audit
 	scripts/e2e.sh
 
+.PHONY: soak
+soak: ## On the live cluster: 32 concurrent MCP sessions for SOAK_DURATION (5m); audit chains, leaks (Jobs, Vault objects), server RSS/goroutines
+	bench/soak.sh
+
 .PHONY: bench-e2e
 bench-e2e: ## On the live cluster: warm and cold k8s_get_pod_status p50/p95 per phase, 32 concurrent callers (calls/min, errors, leftovers); MCP start-up and RSS
 	bench/e2e.sh

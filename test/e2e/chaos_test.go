@@ -37,8 +37,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
 )
 
-const releaseNamespace = "agent-sandbox-system"
-
 type chaos struct {
 	t     *testing.T
 	cfg   demo.Config
@@ -217,7 +215,7 @@ func (c *chaos) webhookReplicaKilled(t *testing.T) {
 	s := c.start(ctx, cfg)
 	defer s.kill()
 
-	dep, err := c.cs.AppsV1().Deployments(releaseNamespace).Get(ctx, "agent-sandbox-webhook", metav1.GetOptions{})
+	dep, err := c.cs.AppsV1().Deployments(releaseNS).Get(ctx, "agent-sandbox-webhook", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +266,10 @@ func (c *chaos) webhookReplicaKilled(t *testing.T) {
 				}
 				results <- res
 				if done.Add(1) == 3 && killed.CompareAndSwap(false, true) {
-					pods, err := c.cs.CoreV1().Pods(releaseNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+					pods, err := c.cs.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
 					if err == nil && len(pods.Items) > 0 {
 						victim := pods.Items[0].Name
-						_ = c.cs.CoreV1().Pods(releaseNamespace).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+						_ = c.cs.CoreV1().Pods(releaseNS).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 						t.Logf("killed webhook Pod %s after 3 calls", victim)
 					}
 				}
@@ -309,7 +307,7 @@ func (c *chaos) webhookReplicaKilled(t *testing.T) {
 	// The Deployment replaces the killed replica.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		d, err := c.cs.AppsV1().Deployments(releaseNamespace).Get(ctx, dep.Name, metav1.GetOptions{})
+		d, err := c.cs.AppsV1().Deployments(releaseNS).Get(ctx, dep.Name, metav1.GetOptions{})
 		if err == nil && d.Status.ReadyReplicas == *d.Spec.Replicas {
 			break
 		}
