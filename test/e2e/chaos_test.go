@@ -32,6 +32,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
@@ -232,7 +233,8 @@ func (c *chaos) webhookReplicaKilled(t *testing.T) {
 		for attackCtx.Err() == nil {
 			inv, _ := tool.Invoke(map[string]any{"namespace": "demo-app"})
 			id, _ := approval.NewRequestID()
-			job, err := sandbox.RenderJob(c.p, sandbox.JobSpec{Invocation: inv, RequestID: id})
+			// A well-formed audit head, so that the Job is refused for its host network and nothing else.
+			job, err := sandbox.RenderJob(c.p, sandbox.JobSpec{Invocation: inv, RequestID: id, AuditHead: corpus.AuditHead})
 			if err == nil {
 				job.Spec.Template.Spec.HostNetwork = true
 				unsafeTried.Add(1)

@@ -19,6 +19,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
 // TestE2ECustomToolFromPolicyFile: a tool declared only in a policy file (examples/policy/custom-tool.yaml
@@ -165,7 +166,8 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := approval.NewRequestID()
-	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id})
+	// A well-formed audit head, so that the twin is refused for its argv and nothing else.
+	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, AuditHead: corpus.AuditHead})
 	if err != nil {
 		t.Fatal(err)
 	}
