@@ -24,6 +24,15 @@ import (
 // failure. Lines written after the newest anchor's head are protected by the chain alone until the next
 // call anchors them.
 
+// Fields of the tool.result with which a restarted MCP server closes a call that a killed one left open
+// (service.Recover).
+const (
+	// FieldAbandoned is true in such a tool.result.
+	FieldAbandoned = "abandoned"
+	// FieldJobsDeleted lists the call's sandbox Jobs that the recovery found and deleted.
+	FieldJobsDeleted = "jobs_deleted"
+)
+
 // AnchorGrace is how long after an anchored call's deadline its chain may still be unfinished: the
 // server collects the result, deletes the Job and writes the last events after the sandbox ends.
 const AnchorGrace = 5 * time.Minute
@@ -101,9 +110,16 @@ type AnchorCheck struct {
 
 // callLines are the lines of one anchored request.
 type callLines struct {
-	requests []int
-	started  []startedLine
-	results  []int
+	requests  []int
+	started   []startedLine
+	results   []int
+	abandoned []abandonedLine
+}
+
+// abandonedLine is a tool.result with which recovery closed the call, and the Jobs it deleted.
+type abandonedLine struct {
+	line int
+	jobs []string
 }
 
 type startedLine struct {
@@ -146,6 +162,16 @@ func (c *AnchorCheck) Add(rec Record) {
 		cl.started = append(cl.started, startedLine{line: n, job: job})
 	case EventToolResult:
 		cl.results = append(cl.results, n)
+		if ab, _ := rec.Fields[FieldAbandoned].(bool); ab {
+			var jobs []string
+			list, _ := rec.Fields[FieldJobsDeleted].([]any)
+			for _, j := range list {
+				if s, ok := j.(string); ok {
+					jobs = append(jobs, s)
+				}
+			}
+			cl.abandoned = append(cl.abandoned, abandonedLine{line: n, jobs: jobs})
+		}
 	}
 }
 
@@ -233,6 +259,16 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 		}
 	}
 	if started == 0 {
+		// A server killed between the Job's admission and its sandbox.started line: the next server found
+		// the Job in the cluster, deleted it and closed the call.
+		for _, ab := range cl.abandoned {
+			if ab.line > h && slices.Contains(ab.jobs, a.Job) {
+				res.Status = AnchorOK
+				res.Reason = fmt.Sprintf("head at line %d; the server died before recording its sandbox, and the next one deleted Job %s and closed the call at line %d",
+					h, a.Job, ab.line)
+				return res
+			}
+		}
 		if running {
 			return inProgress("head at line %d, no sandbox.started of Job %s yet", h, a.Job)
 		}

@@ -47,6 +47,31 @@ func anchoredCall(t *testing.T, l *Log, clock *anchorClock, id string, finished 
 	return a
 }
 
+// anchoredCallRecovered writes a call whose server died after its Job was admitted and before it wrote
+// sandbox.started, then the tool.result with which the next server closed it (deleting the Job when
+// deleted is set).
+func anchoredCallRecovered(t *testing.T, l *Log, clock *anchorClock, id string, deleted bool) Anchor {
+	t.Helper()
+	write := func(name string, fields map[string]any) {
+		if err := l.Write(Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(EventToolRequest, nil)
+	write(EventGuardrailDecision, nil)
+	head, err := l.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Anchor{Name: "anchor-" + id, RequestID: id, Head: head, Tool: "kubectl_get", Job: "as-kubectl-get-" + id, Admitted: clock.now(), Deadline: time.Minute}
+	jobs := []string{}
+	if deleted {
+		jobs = append(jobs, a.Job)
+	}
+	write(EventToolResult, map[string]any{"is_error": true, FieldAbandoned: true, FieldJobsDeleted: jobs})
+	return a
+}
+
 // rechain makes lines a valid chain again after they were edited or some were deleted, as an attacker
 // who knows the format would: every seq, prev and hash recomputed.
 func rechain(t *testing.T, lines [][]byte) [][]byte {
@@ -117,6 +142,13 @@ func TestVerifyAnchors(t *testing.T) {
 	running := readLines(t, path)
 	running = running[:len(running)-1]
 
+	// A server killed after f's Job was admitted but before it wrote sandbox.started; the next server
+	// deleted the Job and closed the call. g's recovery deleted no Job.
+	f := anchoredCallRecovered(t, l, clock, "req-ffffffffffff", true)
+	g := anchoredCallRecovered(t, l, clock, "req-gggggggggggg", false)
+	recovered := readLines(t, path)
+	recovered = recovered[:len(recovered)-1]
+
 	// A rotated log: a new file, begun after a, b and c were admitted, with one call e.
 	rotated := filepath.Join(t.TempDir(), "audit.jsonl")
 	l2, err := Open(rotated, WithClock(clock.now), WithSync(false))
@@ -183,6 +215,9 @@ func TestVerifyAnchors(t *testing.T) {
 		{name: "rotated log", lines: rotatedLog, anchors: []Anchor{a, b, c, e}, now: later,
 			want:   want{a.RequestID: AnchorBeforeLog, b.RequestID: AnchorBeforeLog, c.RequestID: AnchorBeforeLog, e.RequestID: AnchorOK},
 			reason: map[string]string{a.RequestID: "rotated"}},
+		{name: "server died before sandbox.started, the call closed by recovery", lines: recovered, anchors: []Anchor{f, g}, now: later,
+			want:   want{f.RequestID: AnchorOK, g.RequestID: AnchorFailed},
+			reason: map[string]string{f.RequestID: "closed the call", g.RequestID: "no sandbox.started"}},
 		{name: "empty log", lines: nil, anchors: []Anchor{a}, now: later, want: want{a.RequestID: AnchorBeforeLog}},
 		{name: "no anchors", lines: log, now: later, want: want{}},
 	}

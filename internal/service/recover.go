@@ -98,7 +98,7 @@ func (s *Service) Recover(ctx context.Context, jobs JobDeleter, alive func(id st
 		}
 		sort.Strings(deleted)
 		if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolResult, Tool: c.tool, Fields: map[string]any{
-			"is_error": true, "kind": string(KindFailed), "abandoned": true, "recovered_by": s.Instance, "jobs_deleted": deleted,
+			"is_error": true, "kind": string(KindFailed), audit.FieldAbandoned: true, "recovered_by": s.Instance, audit.FieldJobsDeleted: deleted,
 			"reason": "abandoned: the MCP server " + c.server + " stopped during the call; its sandbox Jobs were deleted when the next server started"}}); err != nil {
 			errs = append(errs, err)
 			continue
