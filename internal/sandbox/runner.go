@@ -310,12 +310,33 @@ func (r *Runner) logs(ctx context.Context, pod, container string) ([]byte, error
 	return io.ReadAll(io.LimitReader(rc, maxLogBytes))
 }
 
+// DeleteJob removes a sandbox Job of this namespace and its Pod (the Pod gets SIGTERM, so its credential
+// agent revokes the Vault lease). A Job that is already gone is not an error.
+func (r *Runner) DeleteJob(ctx context.Context, name string) error {
+	err := r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // delete removes the Job and its Pod, with a fresh context: it also runs after the call was cancelled.
+// It tries for up to 30 seconds, so that a call ending while the API server restarts leaves no Job behind.
 func (r *Runner) delete(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// An error is not fatal: the Job's ttlSecondsAfterFinished removes it eventually.
-	_ = r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	for {
+		err := r.DeleteJob(ctx, name)
+		if err == nil {
+			return
+		}
+		// Past the deadline the Job's ttlSecondsAfterFinished removes it eventually.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // maxLogBytes bounds a container log the runner reads; the agent's holds the tool's result (at most 4 MiB

@@ -51,7 +51,10 @@ type Service struct {
 	WorkspaceDir string
 	// Warm lets calls of tools with a warm pool claim a warm Pod (docs/design/warm-pool.md).
 	Warm bool
-	Now  func() time.Time
+	// Instance names this server process in every tool.request, so that a server started after it was
+	// killed can tell its abandoned calls from a live neighbour's (Recover).
+	Instance string
+	Now      func() time.Time
 }
 
 // Kind classifies a refused or failed call.
@@ -101,7 +104,11 @@ func (s *Service) begin(tool string, params map[string]any, progress Progress) (
 	}
 	c := &call{s: s, id: id, tool: tool, progress: progress}
 	// Without an audit record there is no call: refuse rather than run unrecorded.
-	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: map[string]any{"params": params}}); err != nil {
+	fields := map[string]any{"params": params}
+	if s.Instance != "" {
+		fields[FieldServer] = s.Instance
+	}
+	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields}); err != nil {
 		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
 	}
 	return c, nil

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/instance"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
@@ -286,6 +288,14 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		return err
 	}
 	defer auditLog.Close()
+	// This process's liveness mark, beside the audit log: a server started after this one was killed finds
+	// its open calls and closes them (Service.Recover).
+	serversDir := filepath.Join(filepath.Dir(o.AuditLog), "servers")
+	inst, err := instance.Start(serversDir)
+	if err != nil {
+		return err
+	}
+	defer inst.Close()
 
 	ns := p.Spec.Sandbox.Namespace
 	runner := sandbox.NewRunner(cs, ns, o.MaxConcurrency)
@@ -296,7 +306,20 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
 		Warm:         o.Warm,
+		Instance:     inst.ID,
 	}
+	go func() {
+		// In the background: a client waits for no cluster call before the server answers.
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		rec, err := svc.Recover(rctx, runner, func(id string) bool { return instance.Alive(serversDir, id) })
+		for _, r := range rec {
+			log.Info("closed a call abandoned by a stopped server", "requestID", r.RequestID, "tool", r.Tool, "jobsDeleted", r.Jobs)
+		}
+		if err != nil {
+			log.Warn("recovering abandoned calls", "error", err.Error())
+		}
+	}()
 	ready := func() {
 		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
 			"sandboxNamespace", ns, "policyFile", o.PolicyFile, "kubeconfig", o.Kubeconfig, "workspaces", o.Workspaces, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],

@@ -136,6 +136,7 @@ for a human to approve them with a signed token.`,
 		newRunCommand(streams),
 		newMCPCommand(streams),
 		newKubeconfigCommand(streams),
+		newPreflightCommand(streams),
 	)
 	return root
 }
