@@ -13,6 +13,11 @@
 #                                API_SERVER_URL/API_CIDR say how sandbox Pods reach the API server,
 #                                VAULT_POD_ADDR/VAULT_CIDR how they reach Vault. docs/install.md walks through it.
 #
+#   API_CIDR, VAULT_CIDR         comma-separated lists (an EKS control plane has several endpoints). VAULT_CIDR=none
+#                                leaves the egress to Vault to HELM_VALUES (networkPolicy.extraEgress, an
+#                                in-cluster Vault).
+#   HELM_VALUES=a.yaml,b.yaml    more values files for the chart (GKE's sandbox.nodeSelector/tolerations, say).
+#   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--oidc-discovery-url ...).
 #   DEPLOY_DRY_RUN=1             print the plan (keys made, approver keys trusted, MCP kubeconfig paths, the
 #                                helm arguments) and stop before building, or touching the cluster or Vault.
 set -euo pipefail
@@ -22,6 +27,9 @@ abs() { case $1 in ''|/*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 for v in KUBECONFIG APPROVERS_JWKS VAULT_TOKEN_FILE MCP_KUBECONFIG; do
   [ -n "${!v:-}" ] && printf -v "$v" '%s' "$(abs "${!v}")"
 done
+values_files=()
+IFS=, read -r -a vf <<< "${HELM_VALUES:-}"
+for f in "${vf[@]}"; do [ -n "$f" ] && values_files+=("$(abs "$f")"); done
 cd "$AS_ROOT"
 
 DRY_RUN=${DEPLOY_DRY_RUN:-0}
@@ -79,7 +87,8 @@ if ((LOCAL)); then
   if [ -n "$CLIENT_USER" ]; then USER_KC=$(client_config_dir "$CLIENT_USER")/mcp.kubeconfig; fi
 else
   : "${API_SERVER_URL:?set API_SERVER_URL (the API server as sandbox Pods reach it)}" "${API_CIDR:?set API_CIDR}"
-  : "${VAULT_POD_ADDR:?set VAULT_POD_ADDR (Vault as sandbox Pods reach it)}" "${VAULT_CIDR:?set VAULT_CIDR}" "${VAULT_ADDR:?set VAULT_ADDR}"
+  : "${VAULT_POD_ADDR:?set VAULT_POD_ADDR (Vault as sandbox Pods reach it)}" "${VAULT_CIDR:?set VAULT_CIDR (or none, with HELM_VALUES)}" "${VAULT_ADDR:?set VAULT_ADDR}"
+  for f in "${values_files[@]}"; do [ -f "$f" ] || die "HELM_VALUES: no such file: $f"; done
   VAULT_TOKEN_FILE=${VAULT_TOKEN_FILE:-}
   [ -n "${APPROVERS_JWKS:-}" ] || die "APPROVERS_JWKS is not set. $approvers_help"
   [ -f "$APPROVERS_JWKS" ] || die "APPROVERS_JWKS=$APPROVERS_JWKS: no such file. $approvers_help"
@@ -92,10 +101,32 @@ else
 fi
 IMAGE=${IMAGE:-localhost/agent-sandbox:dev}
 
-set_args=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}"
-  --set "apiServer.url=$API_SERVER_URL" --set "apiServer.endpoints[0].cidr=$API_CIDR" --set "apiServer.endpoints[0].port=${API_SERVER_URL##*:}"
-  --set "vault.address=$VAULT_POD_ADDR" --set "vault.egress[0].cidr=$VAULT_CIDR" --set "vault.egress[0].port=${VAULT_POD_ADDR##*:}"
-  --set-file "approvers.jwks=$TRUSTED_JWKS")
+# url_port URL: the port of an http(s) URL, explicit or the scheme's (an EKS endpoint has none).
+url_port() {
+  local hostport=${1#*://}; hostport=${hostport%%/*}
+  case $hostport in
+    *\]:*|[!\[]*:*) echo "${hostport##*:}" ;;
+    *) case $1 in https://*) echo 443 ;; *) echo 80 ;; esac ;;
+  esac
+}
+set_args=()
+for f in "${values_files[@]}"; do set_args+=(-f "$f"); done
+set_args+=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set "apiServer.url=$API_SERVER_URL")
+IFS=, read -r -a cidrs <<< "$API_CIDR"
+for i in "${!cidrs[@]}"; do
+  set_args+=(--set "apiServer.endpoints[$i].cidr=${cidrs[$i]}" --set "apiServer.endpoints[$i].port=$(url_port "$API_SERVER_URL")")
+done
+set_args+=(--set "vault.address=$VAULT_POD_ADDR")
+if [ "$VAULT_CIDR" = none ]; then
+  ((${#values_files[@]})) || die "VAULT_CIDR=none leaves the egress to Vault to a values file, but HELM_VALUES names none"
+  set_args+=(--set-json "vault.egress=[]")
+else
+  IFS=, read -r -a cidrs <<< "$VAULT_CIDR"
+  for i in "${!cidrs[@]}"; do
+    set_args+=(--set "vault.egress[$i].cidr=${cidrs[$i]}" --set "vault.egress[$i].port=$(url_port "$VAULT_POD_ADDR")")
+  done
+fi
+set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
 [ -n "${VAULT_NAMESPACE:-}" ] && set_args+=(--set "vault.namespace=${VAULT_NAMESPACE}")
 # The local cluster creates the sandbox namespace itself (cluster/manifests), so the chart must not own it.
 ((LOCAL)) && set_args+=(--set sandbox.createNamespace=false)
@@ -113,7 +144,7 @@ set_args=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}"
   else
     echo "  trusted approvers:  $TRUSTED_JWKS (keys: $(jwks_ids "$TRUSTED_JWKS")); nothing else can approve"
   fi
-  echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml"
+  echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
   echo "  MCP kubeconfig:     $MCP_KC${MCP_KC_OWNER:+ (owner $MCP_KC_OWNER)}"
   [ -n "$USER_KC" ] && echo "  MCP kubeconfig:     $USER_KC (owner $CLIENT_USER)"
   printf '  helm:               upgrade --install agent-sandbox charts/agent-sandbox -n %s --create-namespace' "$RELEASE_NS"
@@ -181,6 +212,8 @@ log "configuring Vault from the policy"
 vault_args=(--policy policy/policy.yaml --vault-addr "$VAULT_ADDR" --kubeconfig "$KUBECONFIG")
 [ -n "$VAULT_TOKEN_FILE" ] && vault_args+=(--vault-token-file "$VAULT_TOKEN_FILE")
 ((LOCAL)) && vault_args+=(--kubernetes-host "$API_SERVER_URL")
+# shellcheck disable=SC2206 # VAULT_CONFIGURE_FLAGS is a list of flags, split on spaces
+vault_args+=(${VAULT_CONFIGURE_FLAGS:-})
 "$BIN" vault configure "${vault_args[@]}"
 
 # The MCP server's identity: a token for the agent-sandbox-mcp ServiceAccount, bound by the chart's Role to

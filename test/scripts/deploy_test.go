@@ -240,3 +240,49 @@ func TestDeployLocalPlan(t *testing.T) {
 	}
 	e.noCalls(t)
 }
+
+// TestDeployEKSShapedPlan: an API server URL without a port (EKS) means 443, several comma-separated
+// endpoint CIDRs become several NetworkPolicy endpoints, and VAULT_CIDR=none leaves the egress to Vault to
+// the values files of HELM_VALUES (an in-cluster Vault), which are passed to helm; without one it is refused.
+func TestDeployEKSShapedPlan(t *testing.T) {
+	e := newDeployEnv(t)
+	jwks := filepath.Join(e.dir, "approvers.jwks.json")
+	values := filepath.Join(e.dir, "eks-values.yaml")
+	for f, content := range map[string]string{jwks: approversJWKS, values: "networkPolicy:\n  extraEgress: []\n"} {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"APPROVERS_JWKS=" + jwks, "VAULT_CIDR=none"}
+	for _, v := range e.nonLocal(t) {
+		if !strings.HasPrefix(v, "API_SERVER_URL=") && !strings.HasPrefix(v, "API_CIDR=") && !strings.HasPrefix(v, "VAULT_CIDR=") {
+			env = append(env, v)
+		}
+	}
+	env = append(env, "API_SERVER_URL=https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com", "API_CIDR=10.0.1.0/24,10.0.2.0/24",
+		"VAULT_CONFIGURE_FLAGS=--oidc-discovery-url https://oidc.eks.eu-west-1.amazonaws.com/id/0123ABCD")
+	code, _, stderr := e.run(t, e.dir, env)
+	if code == 0 || !strings.Contains(stderr, "VAULT_CIDR=none leaves the egress to Vault to a values file, but HELM_VALUES names none") {
+		t.Errorf("VAULT_CIDR=none without HELM_VALUES: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = e.run(t, e.dir, append(env, "HELM_VALUES=eks-values.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		" -f " + values + " ",
+		" --set apiServer.url=https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com ",
+		` --set apiServer.endpoints\[0\].cidr=10.0.1.0/24 --set apiServer.endpoints\[0\].port=443 `,
+		` --set apiServer.endpoints\[1\].cidr=10.0.2.0/24 --set apiServer.endpoints\[1\].port=443 `,
+		` --set-json vault.egress=\[\] `,
+		"from policy/policy.yaml --oidc-discovery-url https://oidc.eks.eu-west-1.amazonaws.com/id/0123ABCD\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the plan lacks %q", want)
+		}
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("the dry run created %v", files)
+	}
+	e.noCalls(t)
+}
