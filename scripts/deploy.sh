@@ -154,6 +154,11 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
 
 "$AS_ROOT/scripts/build-tools.sh" helm >&2
 HELM=$(bin_helm)
+# Another cluster needs no local Kubernetes build: kubectl from PATH serves.
+if ! [ -x "$(bin_kube kubectl)" ]; then
+  command -v kubectl >/dev/null || die "kubectl is needed: put it on PATH (or build the local cluster's with make tools)"
+  KUBECTL() { kubectl "$@"; }
+fi
 ((LOCAL)) && "$AS_ROOT/scripts/image-agent-sandbox.sh"
 BIN=$AS_CACHE/agent-sandbox-bin
 (CGO_ENABLED=0 go build -trimpath -o "$BIN" ./cmd/agent-sandbox)
