@@ -56,7 +56,7 @@ ok = isinstance(keys, list) and len(keys) > 0
 for k in keys if ok else []:
     if not isinstance(k, dict) or k.get("kty") != "OKP" or k.get("crv") != "Ed25519" or not k.get("kid") or not k.get("x"):
         ok = False
-    elif "d" in k:
+    elif set(k) & {"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"}:
         sys.exit("error: %s holds a PRIVATE key (%s): send only the .jwks.json that agent-sandbox keygen writes beside the key" % (sys.argv[1], k["kid"]))
 sys.exit(0 if ok else 1)
 PY
