@@ -12,9 +12,12 @@ import (
 // FieldServer is the tool.request field naming the server instance that took the call.
 const FieldServer = "server"
 
-// JobDeleter deletes a sandbox Job and its Pod (sandbox.Runner).
+// JobDeleter finds and deletes the sandbox Jobs of a call (sandbox.Runner).
 type JobDeleter interface {
 	DeleteJob(ctx context.Context, name string) error
+	// JobsOf finds a call's Jobs in the cluster: a server killed between creating a Job and recording it
+	// left no sandbox.started to go by.
+	JobsOf(ctx context.Context, tool, requestID string) ([]string, error)
 }
 
 // Recovered is one abandoned call that Recover closed.
@@ -73,6 +76,17 @@ func (s *Service) Recover(ctx context.Context, jobs JobDeleter, alive func(id st
 		}
 		if !isDead {
 			continue
+		}
+		found, err := jobs.JobsOf(ctx, c.tool, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("find the Jobs of abandoned call %s: %w", id, err))
+			continue
+		}
+		for _, j := range found {
+			if !c.seen[j] {
+				c.seen[j] = true
+				c.jobs = append(c.jobs, j)
+			}
 		}
 		var deleted []string
 		for _, j := range c.jobs {

@@ -9,7 +9,14 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 )
 
-type recordingDeleter struct{ deleted []string }
+type recordingDeleter struct {
+	deleted   []string
+	inCluster map[string][]string // request ID -> Jobs the cluster has for it
+}
+
+func (d *recordingDeleter) JobsOf(_ context.Context, _ string, requestID string) ([]string, error) {
+	return d.inCluster[requestID], nil
+}
 
 func (d *recordingDeleter) DeleteJob(_ context.Context, name string) error {
 	d.deleted = append(d.deleted, name)
@@ -55,14 +62,15 @@ func TestRecover(t *testing.T) {
 	w("req-old", audit.EventSandboxStarted, "", map[string]any{"job": "old-1"})
 
 	s := &Service{Audit: log, Instance: "srv-me"}
-	d := &recordingDeleter{}
+	// The server was killed after creating req-early's Job and before recording it.
+	d := &recordingDeleter{inCluster: map[string][]string{"req-early": {"cold-early"}, "req-dead": {"cold-1"}}}
 	asked := map[string]int{}
 	rec, err := s.Recover(context.Background(), d, func(id string) bool { asked[id]++; return id == "srv-live" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(d.deleted, []string{"warm-1", "cold-1"}) {
-		t.Errorf("deleted %v, want the dead call's two Jobs", d.deleted)
+	if !slices.Equal(d.deleted, []string{"warm-1", "cold-1", "cold-early"}) {
+		t.Errorf("deleted %v, want the dead calls' Jobs, recorded or found in the cluster, each once", d.deleted)
 	}
 	if len(rec) != 2 || rec[0].RequestID != "req-dead" || rec[1].RequestID != "req-early" {
 		t.Errorf("recovered %+v", rec)

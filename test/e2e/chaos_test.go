@@ -45,6 +45,8 @@ type chaos struct {
 	ns    string
 	state string // the local cluster's state folder ($AS_STATE)
 	up    string // the command that (re)starts stopped local components
+	// before holds the call Jobs that existed when the scenario began: not the scenario's own.
+	before map[string]bool
 }
 
 // server is one MCP server process and a client session with it.
@@ -116,11 +118,24 @@ func (c *chaos) callJobs(ctx context.Context) []string {
 	}
 	var out []string
 	for _, j := range jobs.Items {
-		if _, warm := j.Labels[contract.LabelWarm]; !warm || claimed[j.Name] {
+		if _, warm := j.Labels[contract.LabelWarm]; (!warm || claimed[j.Name]) && !c.before[j.Name] {
 			out = append(out, j.Name)
 		}
 	}
 	return out
+}
+
+// begin starts a scenario: the call Jobs that exist now are not its own.
+func (c *chaos) begin(t *testing.T) {
+	c.t, c.before = t, nil
+	before := map[string]bool{}
+	for _, j := range c.callJobs(context.Background()) {
+		before[j] = true
+	}
+	if len(before) > 0 {
+		t.Logf("call Jobs from before this scenario (not counted): %v", before)
+	}
+	c.before = before
 }
 
 // vaultMinted lists the ServiceAccounts, Roles and RoleBindings Vault minted in demo-app since since.
@@ -207,7 +222,7 @@ func (c *chaos) fresh() demo.Config {
 }
 
 func (c *chaos) webhookReplicaKilled(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	since := time.Now()
@@ -370,7 +385,7 @@ func (c *chaos) sh(cmd string) error {
 }
 
 func (c *chaos) vaultRestarted(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	since := time.Now()
@@ -388,7 +403,7 @@ func (c *chaos) vaultRestarted(t *testing.T) {
 }
 
 func (c *chaos) apiserverRestarted(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	since := time.Now()
@@ -396,7 +411,10 @@ func (c *chaos) apiserverRestarted(t *testing.T) {
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
 	pidfile := filepath.Join(c.state, "run", "kube-apiserver.pid")
-	stop := func() error { return c.sh("kill $(cat " + pidfile + ")") }
+	// Killed with SIGTERM, it shuts down gracefully; up.sh may only start it again once its port is free.
+	stop := func() error {
+		return c.sh("p=$(cat " + pidfile + ") && kill $p && for i in $(seq 300); do kill -0 $p 2>/dev/null || exit 0; sleep 0.2; done; exit 1")
+	}
 	// up.sh starts what is not running; the API server takes about five seconds to be ready.
 	res := c.faultDuringCall(ctx, s, stop, func() error { return c.sh(c.up + " >/dev/null 2>&1") })
 	t.Logf("call during the API server restart: error=%v", res.IsError)
@@ -406,7 +424,7 @@ func (c *chaos) apiserverRestarted(t *testing.T) {
 }
 
 func (c *chaos) serverKilledBeforeApply(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	since := time.Now()
@@ -462,7 +480,7 @@ func (c *chaos) serverKilledBeforeApply(t *testing.T) {
 }
 
 func (c *chaos) serverKilledDuringRun(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	since := time.Now()
@@ -502,13 +520,13 @@ func (c *chaos) serverKilledDuringRun(t *testing.T) {
 }
 
 func (c *chaos) auditDiskFull(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	since := time.Now()
 	cfg := c.fresh()
 	dir := t.TempDir()
-	if err := c.sh("mount -t tmpfs -o size=512k agent-sandbox-chaos " + dir); err != nil {
+	if err := c.sh("mount -t tmpfs -o size=8m agent-sandbox-chaos " + dir); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.sh("umount " + dir) }()
@@ -554,7 +572,7 @@ func (c *chaos) auditDiskFull(t *testing.T) {
 }
 
 func (c *chaos) approvalExpiresQueued(t *testing.T) {
-	c.t = t
+	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	since := time.Now()
@@ -591,9 +609,11 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 		r, _ := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
 		slow <- r
 	}()
-	if _, err := c.waitForCallJob(ctx); err != nil {
+	slowJob, err := c.waitForCallJob(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the slow call's Job %s holds the only slot", slowJob)
 	start := time.Now()
 	res, err = s.client.Call(ctx, "terraform_apply", args)
 	if err != nil {

@@ -307,6 +307,9 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		WorkspaceDir: o.Workspaces,
 		Warm:         o.Warm,
 		Instance:     inst.ID,
+		OnAuditError: func(requestID string, err error) {
+			log.Error("audit events of a call could not be written; the audit log has a gap", "requestID", requestID, "error", err.Error())
+		},
 	}
 	go func() {
 		// In the background: a client waits for no cluster call before the server answers.
