@@ -88,6 +88,10 @@ image: ## Build localhost/agent-sandbox:dev without Docker and import it into th
 deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver keys, Vault configured, MCP kubeconfig
 	scripts/deploy.sh
 
+.PHONY: install-client
+install-client: build ## For you (SUDO_USER under sudo; INSTALL_USER=name as root): ~/.local/bin/agent-sandbox, ~/.config/agent-sandbox/{policy.yaml,workspaces/,mcp.kubeconfig}
+	scripts/install-client.sh $(BIN)
+
 .PHONY: verify
 verify: ## verify-cluster plus the admission check: every unsafe object of the corpus rejected on the live cluster
 	scripts/verify.sh

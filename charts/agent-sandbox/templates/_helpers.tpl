@@ -97,6 +97,9 @@ policy read it with: include "agent-sandbox.policy" . | fromYaml
 {{- $image := include "agent-sandbox.image" . }}
 {{- $_ := set $agent "image" $image }}
 {{- $_ := set $agent "vaultAddress" .Values.vault.address }}
+{{- with .Values.vault.namespace }}
+{{- $_ := set $agent "vaultNamespace" . }}
+{{- end }}
 {{- $_ := set $agent "apiServer" .Values.apiServer.url }}
 {{- range $spec.tools }}
 {{- $_ := set . "image" $image }}

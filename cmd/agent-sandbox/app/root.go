@@ -135,6 +135,7 @@ for a human to approve them with a signed token.`,
 		newCredAgentCommand(streams),
 		newRunCommand(streams),
 		newMCPCommand(streams),
+		newKubeconfigCommand(streams),
 		newPreflightCommand(streams),
 	)
 	return root
