@@ -38,6 +38,10 @@ lint: ## go vet, gofmt and shellcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v shellcheck >/dev/null; then shellcheck -x -S warning scripts/*.sh bench/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
 
+.PHONY: chart-docs
+chart-docs: ## Regenerate charts/agent-sandbox/README.md (the values reference) from values.schema.json
+	$(GO) run ./scripts/chartdoc
+
 .PHONY: mutate-exactness
 mutate-exactness: ## Weaken each comparison of the webhook's exactness check in turn; every one must fail a unit test
 	$(GO) run ./scripts/mutate-exactness $(MUTATE_FLAGS)

@@ -413,6 +413,45 @@ func TestChartPolicy(t *testing.T) {
 		}
 	})
 
+	t.Run("a release's three images", func(t *testing.T) {
+		// What make release writes into the packaged chart: one image per role, pinned by digest.
+		ref := func(name, hex string) string {
+			return "ghcr.io/acme/agent-sandbox-" + name + ":v0.2.0@sha256:" + strings.Repeat(hex, 64)
+		}
+		args := []string{"--set", "image.tag=v0.2.0", "--set", "credentialAgent.image.tag=v0.2.0", "--set", "runner.image.tag=v0.2.0"}
+		for value, name := range map[string]string{"image": "webhook", "credentialAgent.image": "credential-agent", "runner.image": "runner"} {
+			hex := map[string]string{"webhook": "a", "credential-agent": "b", "runner": "c"}[name]
+			args = append(args, "--set", value+".repository=ghcr.io/acme/agent-sandbox-"+name, "--set", value+".digest=sha256:"+strings.Repeat(hex, 64))
+		}
+		r := chartRenderArgs(t, args...)
+		c, err := policy.Load(r.policyDocument(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Spec.Sandbox.CredentialAgent.Image, ref("credential-agent", "b"); got != want {
+			t.Errorf("credentialAgent.image = %q, want %q", got, want)
+		}
+		// Terraform tools (a workspace, a saved plan or a check) in the runner; the rest, warm tools among
+		// them, in the credential agent's image, as the policy requires of warm tools.
+		runners := 0
+		for _, tool := range c.Spec.Tools {
+			want := ref("credential-agent", "b")
+			if tool.Workspace != nil || tool.Plan != nil || len(tool.Check) > 0 {
+				want = ref("runner", "c")
+				runners++
+			}
+			if tool.Image != want {
+				t.Errorf("tool %s image = %q, want %q", tool.Name, tool.Image, want)
+			}
+		}
+		if runners == 0 || runners == len(c.Spec.Tools) {
+			t.Errorf("%d of %d tools run in the runner image; the shipped policy has Terraform tools and others", runners, len(c.Spec.Tools))
+		}
+		if got, want := r.deployment(t).Spec.Template.Spec.Containers[0].Image, ref("webhook", "a"); got != want {
+			t.Errorf("webhook image = %q, want %q", got, want)
+		}
+	})
+
 	t.Run("values.policy replaces the file", func(t *testing.T) {
 		custom, err := policy.Decode(shipped)
 		if err != nil {
