@@ -185,3 +185,11 @@ annotations:
 {{- end }}
 {{- end }}
 
+{{/*
+"true" when the chart is rendered against a cluster (helm install, upgrade, or --dry-run=server), empty under
+helm template and helm lint, where lookup returns nothing. Presence checks of other operators' APIs (cert-manager,
+prometheus-operator) run only then: a template render cannot know what the target cluster serves.
+*/}}
+{{- define "agent-sandbox.connected" -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end }}
+{{- end }}
