@@ -6,7 +6,7 @@ export GOTOOLCHAIN ?= local
 export GOFLAGS ?= -buildvcs=false
 BIN := bin/agent-sandbox
 FUZZTIME ?= 10s
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .DEFAULT_GOAL := help
 
@@ -53,6 +53,16 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s)
 .PHONY: bench
 bench: ## Run the Go benchmarks (CEL rules, token verify, approval consume, audit write)
 	$(GO) test -run '^$$' -bench . -benchmem ./cel/... ./internal/...
+
+##@ Release
+
+.PHONY: release
+release: ## Build the images (webhook, credential agent, runner; OCI + SBOM) and the chart into dist/ without Docker; PUSH=1 REGISTRY=... pushes
+	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" PUSH="$(PUSH)" CHECK="$(CHECK)" scripts/release.sh
+
+.PHONY: release-check
+release-check: ## Build the release twice (the second time with an empty Go build cache) and fail unless every file is identical
+	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" CHECK=1 scripts/release.sh
 
 ##@ Local cluster (root, Linux)
 

@@ -143,7 +143,7 @@ func generate(chart string) ([]byte, error) {
 
 Every value is checked against ` + "`values.schema.json`" + ` when the chart is installed: a misspelt key or a value
 of the wrong type fails ` + "`helm install`" + ` instead of being ignored. See NOTES.txt after an install for the
-next steps.
+next steps, and docs/release.md for installing a released chart.
 
 `)
 	for _, p := range d.schema.Properties {
