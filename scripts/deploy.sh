@@ -7,6 +7,9 @@
 #   KUBECONFIG=... scripts/deploy.sh   another cluster: the image must already be pullable there (IMAGE=...),
 #                                      VAULT_ADDR/VAULT_TOKEN point at its Vault, API_SERVER_URL is how
 #                                      sandbox Pods reach the API server, VAULT_POD_ADDR how they reach Vault.
+#   CHART=dist/charts/agent-sandbox-VERSION.tgz scripts/deploy.sh
+#                                      install a packaged release chart (make release) with its own images,
+#                                      which on the local cluster are imported from dist/ (RELEASE_DIR)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT"
@@ -16,6 +19,11 @@ if [ -z "${KUBECONFIG:-}" ] || [ "$KUBECONFIG" = "$AS_STATE/admin.kubeconfig" ];
 RELEASE_NS=${RELEASE_NS:-agent-sandbox-system}
 SANDBOX_NS=$(awk '/^  sandbox:/{s=1} s && /namespace:/{print $2; exit}' policy/policy.yaml)
 KEYS=$AS_STATE/approver
+# The chart: the repository's folder (the dev image, built here), or a packaged release whose values already
+# name its images.
+CHART=${CHART:-charts/agent-sandbox}
+RELEASE_DIR=${RELEASE_DIR:-$AS_ROOT/dist}
+[ -e "$CHART" ] || die "CHART=$CHART does not exist (make release writes dist/charts/agent-sandbox-*.tgz)"
 "$AS_ROOT/scripts/build-tools.sh" helm >&2
 HELM=$(bin_helm)
 
@@ -29,7 +37,7 @@ if ((LOCAL)); then
   VAULT_CIDR=${VAULT_CIDR:-10.244.0.1/32}
   export VAULT_ADDR=${VAULT_ADDR:-http://127.0.0.1:8200}
   VAULT_TOKEN_FILE=${VAULT_TOKEN_FILE:-$AS_STATE/vault/root-token}
-  "$AS_ROOT/scripts/image-agent-sandbox.sh"
+  if [ -d "$CHART" ]; then "$AS_ROOT/scripts/image-agent-sandbox.sh"; else "$AS_ROOT/scripts/release-import.sh" "$RELEASE_DIR"; fi
 else
   : "${API_SERVER_URL:?set API_SERVER_URL (the API server as sandbox Pods reach it)}" "${API_CIDR:?set API_CIDR}"
   : "${VAULT_POD_ADDR:?set VAULT_POD_ADDR (Vault as sandbox Pods reach it)}" "${VAULT_CIDR:?set VAULT_CIDR}" "${VAULT_ADDR:?set VAULT_ADDR}"
@@ -73,13 +81,14 @@ print(json.dumps({"keys": keys}))
 PY
 
 log "installing the Helm chart (release agent-sandbox in $RELEASE_NS)"
-set_args=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}"
-  --set "apiServer.url=$API_SERVER_URL" --set "apiServer.endpoints[0].cidr=$API_CIDR" --set "apiServer.endpoints[0].port=${API_SERVER_URL##*:}"
+set_args=(--set "apiServer.url=$API_SERVER_URL" --set "apiServer.endpoints[0].cidr=$API_CIDR" --set "apiServer.endpoints[0].port=${API_SERVER_URL##*:}"
   --set "vault.address=$VAULT_POD_ADDR" --set "vault.egress[0].cidr=$VAULT_CIDR" --set "vault.egress[0].port=${VAULT_POD_ADDR##*:}"
   --set-file "approvers.jwks=$KEYS/trusted.jwks.json")
+# A packaged release chart names its own images (by digest); the chart folder runs IMAGE.
+[ -d "$CHART" ] && set_args+=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}")
 # The local cluster creates the sandbox namespace itself (cluster/manifests), so the chart must not own it.
 ((LOCAL)) && set_args+=(--set sandbox.createNamespace=false)
-"$HELM" upgrade --install agent-sandbox charts/agent-sandbox -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
+"$HELM" upgrade --install agent-sandbox "$CHART" -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
   --wait --timeout 3m 2>&1 | sed '/found symbolic link/d' >&2
 KUBECTL -n "$RELEASE_NS" rollout restart deployment/agent-sandbox-webhook >/dev/null
 KUBECTL -n "$RELEASE_NS" rollout status deployment/agent-sandbox-webhook --timeout=120s >&2
