@@ -90,6 +90,10 @@ check-clean: ## Check that nothing of the local cluster is left behind after `ma
 verify-cluster: ## Prove on the live cluster: gVisor kernel, NetworkPolicy egress enforcement
 	scripts/verify-cluster.sh
 
+.PHONY: preflight
+preflight: ## Check a cluster before installing (gVisor runs, NetworkPolicy drops, Vault/API/DNS reachable, webhook callable); $KUBECONFIG or the local one
+	scripts/preflight.sh
+
 .PHONY: image
 image: ## Build localhost/agent-sandbox:dev without Docker and import it into the local cluster
 	scripts/image-agent-sandbox.sh
@@ -98,9 +102,17 @@ image: ## Build localhost/agent-sandbox:dev without Docker and import it into th
 deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver keys, Vault configured, MCP kubeconfig
 	scripts/deploy.sh
 
+.PHONY: install-client
+install-client: build ## For you (SUDO_USER under sudo; INSTALL_USER=name as root): ~/.local/bin/agent-sandbox, ~/.config/agent-sandbox/{policy.yaml,workspaces/,mcp.kubeconfig}
+	scripts/install-client.sh $(BIN)
+
 .PHONY: verify
 verify: ## verify-cluster plus the admission check: every unsafe object of the corpus rejected on the live cluster
 	scripts/verify.sh
+
+.PHONY: chaos
+chaos: ## On the live cluster: kill a webhook replica, restart Vault and the API server, kill the MCP server, fill the audit disk; PASS/FAIL per scenario
+	scripts/chaos.sh
 
 ##@ Benchmarks (print figures; nothing is asserted)
 
@@ -117,6 +129,10 @@ demo: ## The scenario end to end through a real MCP client (sets up the local cl
 .PHONY: e2e
 e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clients, gVisor Jobs, approvals, audit
 	scripts/e2e.sh
+
+.PHONY: soak
+soak: ## On the live cluster: 32 concurrent MCP sessions for SOAK_DURATION (5m); audit chains, leaks (Jobs, Vault objects), server RSS/goroutines
+	bench/soak.sh
 
 .PHONY: bench-e2e
 bench-e2e: ## On the live cluster: warm and cold k8s_get_pod_status p50/p95 per phase, 32 concurrent callers (calls/min, errors, leftovers); MCP start-up and RSS

@@ -48,6 +48,9 @@ type AgentConfig struct {
 	// VaultAddr is Vault's URL; VaultCAFile, when set, is the CA bundle that signs Vault's certificate.
 	VaultAddr   string
 	VaultCAFile string
+	// VaultNamespace, when set, is the Vault Enterprise / HCP Vault namespace the auth method and the
+	// secrets engine live in (the policy's spec.sandbox.credentialAgent.vaultNamespace).
+	VaultNamespace string
 	// AuthMount and AuthRole: where and as whom to log in.
 	AuthMount string
 	AuthRole  string
@@ -127,7 +130,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	client, err := NewClient(cfg.VaultAddr, cfg.VaultCAFile)
+	client, err := NewClient(cfg.VaultAddr, cfg.VaultCAFile, cfg.VaultNamespace)
 	if err != nil {
 		return nil, err
 	}

@@ -16,9 +16,11 @@ type Client struct {
 	now func() time.Time
 }
 
-// NewClient returns a client for the Vault at addr, trusting caFile if given (else the system roots).
-func NewClient(addr, caFile string) (*Client, error) {
-	vc, err := newVaultClient(addr, caFile)
+// NewClient returns a client for the Vault at addr, trusting caFile if given (else the system roots). A
+// namespace (Vault Enterprise, HCP Vault) makes every request in that namespace; empty is the root
+// namespace.
+func NewClient(addr, caFile, namespace string) (*Client, error) {
+	vc, err := newVaultClient(addr, caFile, namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -30,8 +30,13 @@ type ConfigureConfig struct {
 	// VaultAddr is Vault's URL; VaultCAFile, when set, the CA that signs its certificate.
 	VaultAddr   string
 	VaultCAFile string
-	// VaultNamespace holds Vault's ServiceAccount and its token (default DefaultVaultNamespace).
+	// VaultNamespace is the Kubernetes namespace that holds Vault's ServiceAccount and its token (default
+	// DefaultVaultNamespace).
 	VaultNamespace string
+	// VaultEnterpriseNamespace, when set, is the Vault Enterprise / HCP Vault namespace every Vault request
+	// is made in (X-Vault-Namespace); empty is the root namespace. The credential agent must log in to the
+	// same one (spec.sandbox.credentialAgent.vaultNamespace).
+	VaultEnterpriseNamespace string
 	// DryRun prints the plan and changes nothing.
 	DryRun bool
 	// Out receives one line per change and a summary.
@@ -64,7 +69,7 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	vc, err := newVaultClient(cfg.VaultAddr, cfg.VaultCAFile)
+	vc, err := newVaultClient(cfg.VaultAddr, cfg.VaultCAFile, cfg.VaultEnterpriseNamespace)
 	if err != nil {
 		return nil, err
 	}

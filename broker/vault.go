@@ -12,10 +12,12 @@ import (
 // vaultTimeout bounds one HTTP request to Vault.
 const vaultTimeout = 15 * time.Second
 
-// newVaultClient builds a Vault client for addr. It never takes a token from the environment (VAULT_TOKEN):
-// the caller sets the one it means to use. Retries are the caller's business, so the client makes none and
-// a failure is reported at once.
-func newVaultClient(addr, caFile string) (*vaultapi.Client, error) {
+// newVaultClient builds a Vault client for addr. It never takes a token or a namespace from the environment
+// (VAULT_TOKEN, VAULT_NAMESPACE): the caller sets the ones it means to use. namespace, when not empty, is the
+// Vault Enterprise / HCP Vault namespace every request is made in (the X-Vault-Namespace header); empty is
+// the root namespace. Retries are the caller's business, so the client makes none and a failure is reported
+// at once.
+func newVaultClient(addr, caFile, namespace string) (*vaultapi.Client, error) {
 	cfg := vaultapi.DefaultConfig()
 	if cfg.Error != nil {
 		return nil, fmt.Errorf("vault client configuration: %w", cfg.Error)
@@ -33,8 +35,11 @@ func newVaultClient(addr, caFile string) (*vaultapi.Client, error) {
 		return nil, fmt.Errorf("vault client: %w", err)
 	}
 	c.ClearToken()
-	// A Vault Enterprise namespace from the environment would silently redirect every path.
+	// A namespace from the environment would silently redirect every path: only the caller's counts.
 	c.ClearNamespace()
+	if namespace = strings.Trim(namespace, "/"); namespace != "" {
+		c.SetNamespace(namespace)
+	}
 	return c, nil
 }
 

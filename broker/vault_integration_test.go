@@ -16,7 +16,7 @@ import (
 // starts with the managed header, and a foreign one under a desired name stops the plan.
 func TestReadVaultStateForeignPolicies(t *testing.T) {
 	v := harness.StartVault(t)
-	vc, err := newVaultClient(v.Addr, "")
+	vc, err := newVaultClient(v.Addr, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

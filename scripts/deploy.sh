@@ -1,19 +1,42 @@
 #!/usr/bin/env bash
-# Installs agent-sandbox into the cluster: builds and imports the image (local cluster), makes the approver
-# keys if there are none, installs the Helm chart (webhook, sandbox namespace, RBAC, NetworkPolicies),
-# configures Vault from the policy, and writes the MCP server's kubeconfig (sandbox namespace only).
+# Installs agent-sandbox into the cluster: builds and imports the image (local cluster), installs the Helm
+# chart (webhook, sandbox namespace, RBAC, NetworkPolicies) trusting the approvers' public keys, configures
+# Vault from the policy, and writes the MCP server's kubeconfig (sandbox namespace only).
 #
-#   scripts/deploy.sh            the local cluster (make up first; make deploy does)
-#   KUBECONFIG=... scripts/deploy.sh   another cluster: the image must already be pullable there (IMAGE=...),
-#                                      VAULT_ADDR/VAULT_TOKEN point at its Vault, API_SERVER_URL is how
-#                                      sandbox Pods reach the API server, VAULT_POD_ADDR how they reach Vault.
-#   CHART=dist/charts/agent-sandbox-VERSION.tgz scripts/deploy.sh
-#                                      install a packaged release chart (make release) with its own images,
-#                                      which on the local cluster are imported from dist/ (RELEASE_DIR)
+#   sudo scripts/deploy.sh       the local cluster (make up first; make deploy does). It makes the demo approver
+#                                key and the key `make verify`/`make e2e` sign with, and trusts both.
+#   KUBECONFIG=... APPROVERS_JWKS=approvers.jwks.json scripts/deploy.sh
+#                                another cluster. No approver key is made and nothing here can approve:
+#                                only the people whose public keys are in APPROVERS_JWKS can. The image must
+#                                be pullable there (IMAGE=...); VAULT_ADDR/VAULT_TOKEN (or VAULT_TOKEN_FILE)
+#                                point at its Vault (VAULT_NAMESPACE for Vault Enterprise / HCP Vault);
+#                                API_SERVER_URL/API_CIDR say how sandbox Pods reach the API server,
+#                                VAULT_POD_ADDR/VAULT_CIDR how they reach Vault. docs/install.md walks through it.
+#
+#   API_CIDR, VAULT_CIDR         comma-separated lists (an EKS control plane has several endpoints). VAULT_CIDR=none
+#                                leaves the egress to Vault to HELM_VALUES (networkPolicy.extraEgress, an
+#                                in-cluster Vault).
+#   HELM_VALUES=a.yaml,b.yaml    more values files for the chart (GKE's sandbox.nodeSelector/tolerations, say).
+#   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--oidc-discovery-url ...).
+#   CHART=dist/charts/agent-sandbox-VERSION.tgz
+#                                install a packaged release (make release) instead of charts/agent-sandbox: its
+#                                values name its own images (by digest), so IMAGE is not used; on the local
+#                                cluster they are imported from RELEASE_DIR (default dist/) first.
+#   DEPLOY_DRY_RUN=1             print the plan (keys made, approver keys trusted, MCP kubeconfig paths, the
+#                                helm arguments) and stop before building, or touching the cluster or Vault.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+# Paths given in variables are relative to where deploy was started, not to the repository.
+abs() { case $1 in ''|/*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+for v in KUBECONFIG APPROVERS_JWKS VAULT_TOKEN_FILE MCP_KUBECONFIG CHART RELEASE_DIR; do
+  [ -n "${!v:-}" ] && printf -v "$v" '%s' "$(abs "${!v}")"
+done
+values_files=()
+IFS=, read -r -a vf <<< "${HELM_VALUES:-}"
+for f in "${vf[@]}"; do [ -n "$f" ] && values_files+=("$(abs "$f")"); done
 cd "$AS_ROOT"
 
+DRY_RUN=${DEPLOY_DRY_RUN:-0}
 LOCAL=0
 if [ -z "${KUBECONFIG:-}" ] || [ "$KUBECONFIG" = "$AS_STATE/admin.kubeconfig" ]; then LOCAL=1; export KUBECONFIG=$AS_STATE/admin.kubeconfig; fi
 RELEASE_NS=${RELEASE_NS:-agent-sandbox-system}
@@ -21,15 +44,39 @@ SANDBOX_NS=$(awk '/^  sandbox:/{s=1} s && /namespace:/{print $2; exit}' policy/p
 KEYS=$AS_STATE/approver
 # The chart: the repository's folder (the dev image, built here), or a packaged release whose values already
 # name its images.
-CHART=${CHART:-charts/agent-sandbox}
+CHART=${CHART:-$AS_ROOT/charts/agent-sandbox}
 RELEASE_DIR=${RELEASE_DIR:-$AS_ROOT/dist}
 [ -e "$CHART" ] || die "CHART=$CHART does not exist (make release writes dist/charts/agent-sandbox-*.tgz)"
-"$AS_ROOT/scripts/build-tools.sh" helm >&2
-HELM=$(bin_helm)
+
+# The person the MCP kubeconfig is for: the one who ran sudo, else whoever runs this.
+CLIENT_USER=$(sudo_user)
+
+approvers_help="On a cluster other than the local one, deploy makes no approver key and trusts only the public keys you give it, so that nothing but a person can approve. Each approver makes a key on their own machine with \`agent-sandbox keygen\` (it asks for a passphrase and writes ~/.config/agent-sandbox/approver.key, which never leaves that machine, and its public half ~/.config/agent-sandbox/approver.key.jwks.json) and sends you the .jwks.json file; put all of them in one JWK set with \`jq -s '{keys: map(.keys[])}' alice.jwks.json bob.jwks.json > approvers.jwks.json\` and run again with APPROVERS_JWKS=approvers.jwks.json."
+
+# check_jwks FILE: a JWK set of Ed25519 public keys, each with a key ID, and no private part.
+check_jwks() {
+  python3 - "$1" <<'PY' || die "APPROVERS_JWKS=$1 is not a JWK set of approver public keys. $approvers_help"
+import json, sys
+try:
+    keys = json.load(open(sys.argv[1]))["keys"]
+except Exception as e:
+    sys.exit("error: %s: %s" % (sys.argv[1], e))
+ok = isinstance(keys, list) and len(keys) > 0
+for k in keys if ok else []:
+    if not isinstance(k, dict) or k.get("kty") != "OKP" or k.get("crv") != "Ed25519" or not k.get("kid") or not k.get("x"):
+        ok = False
+    elif set(k) & {"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"}:
+        sys.exit("error: %s holds a PRIVATE key (%s): send only the .jwks.json that agent-sandbox keygen writes beside the key" % (sys.argv[1], k["kid"]))
+sys.exit(0 if ok else 1)
+PY
+}
+jwks_ids() { python3 -c 'import json,sys; print(", ".join(k["kid"] for k in json.load(open(sys.argv[1]))["keys"]))' "$1"; }
 
 if ((LOCAL)); then
-  need_root "make deploy (local cluster)" deploy
-  [ -f "$AS_STATE/admin.kubeconfig" ] || die "the local cluster is not up; run: make up"
+  if ((!DRY_RUN)); then
+    need_root "make deploy (local cluster)" deploy
+    [ -f "$AS_STATE/admin.kubeconfig" ] || die "the local cluster is not up; run: make up"
+  fi
   HOST_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
   API_SERVER_URL=${API_SERVER_URL:-https://$HOST_IP:6443}
   API_CIDR=${API_CIDR:-$HOST_IP/32}
@@ -37,57 +84,131 @@ if ((LOCAL)); then
   VAULT_CIDR=${VAULT_CIDR:-10.244.0.1/32}
   export VAULT_ADDR=${VAULT_ADDR:-http://127.0.0.1:8200}
   VAULT_TOKEN_FILE=${VAULT_TOKEN_FILE:-$AS_STATE/vault/root-token}
-  if [ -d "$CHART" ]; then "$AS_ROOT/scripts/image-agent-sandbox.sh"; else "$AS_ROOT/scripts/release-import.sh" "$RELEASE_DIR"; fi
+  # The demo approver (a person types its passphrase, or in an unattended run the demo's pseudo-terminal
+  # driver does) and the key make verify and make e2e sign corpus tokens with. Both exist only here.
+  MAKE_KEYS=()
+  for k in approver verify; do [ -f "$KEYS/$k.key" ] || MAKE_KEYS+=("$k"); done
+  TRUSTED_JWKS=$KEYS/trusted.jwks.json
+  MCP_KC=${MCP_KUBECONFIG:-$AS_STATE/mcp.kubeconfig}
+  MCP_KC_OWNER=root
+  # ... and a copy for the person who ran sudo, where `agent-sandbox mcp` looks by default.
+  USER_KC=
+  if [ -n "$CLIENT_USER" ]; then USER_KC=$(client_config_dir "$CLIENT_USER")/mcp.kubeconfig; fi
 else
   : "${API_SERVER_URL:?set API_SERVER_URL (the API server as sandbox Pods reach it)}" "${API_CIDR:?set API_CIDR}"
-  : "${VAULT_POD_ADDR:?set VAULT_POD_ADDR (Vault as sandbox Pods reach it)}" "${VAULT_CIDR:?set VAULT_CIDR}" "${VAULT_ADDR:?set VAULT_ADDR}"
+  : "${VAULT_POD_ADDR:?set VAULT_POD_ADDR (Vault as sandbox Pods reach it)}" "${VAULT_CIDR:?set VAULT_CIDR (or none, with HELM_VALUES)}" "${VAULT_ADDR:?set VAULT_ADDR}"
+  for f in "${values_files[@]}"; do [ -f "$f" ] || die "HELM_VALUES: no such file: $f"; done
   VAULT_TOKEN_FILE=${VAULT_TOKEN_FILE:-}
+  [ -n "${APPROVERS_JWKS:-}" ] || die "APPROVERS_JWKS is not set. $approvers_help"
+  [ -f "$APPROVERS_JWKS" ] || die "APPROVERS_JWKS=$APPROVERS_JWKS: no such file. $approvers_help"
+  check_jwks "$APPROVERS_JWKS"
+  MAKE_KEYS=()
+  TRUSTED_JWKS=$APPROVERS_JWKS
+  MCP_KC=${MCP_KUBECONFIG:-$(client_config_dir)/mcp.kubeconfig}
+  MCP_KC_OWNER=${CLIENT_USER:-}
+  USER_KC=
 fi
 IMAGE=${IMAGE:-localhost/agent-sandbox:dev}
 
-# Approver keys. The demo approver's passphrase is chosen at the terminal when there is one; an unattended
-# run (CI) gets a generated test passphrase kept in a 0600 file, which only the demo's pseudo-terminal
-# driver reads. A second key, used only by `make verify` to sign corpus tokens, is trusted too.
-mkdir -p "$KEYS"; chmod 700 "$KEYS"
+# url_port URL: the port of an http(s) URL, explicit or the scheme's (an EKS endpoint has none).
+url_port() {
+  local hostport=${1#*://}; hostport=${hostport%%/*}
+  case $hostport in
+    *\]:*|[!\[]*:*) echo "${hostport##*:}" ;;
+    *) case $1 in https://*) echo 443 ;; *) echo 80 ;; esac ;;
+  esac
+}
+set_args=()
+for f in "${values_files[@]}"; do set_args+=(-f "$f"); done
+# A packaged release chart names its own images (by digest); the chart folder runs IMAGE.
+[ -d "$CHART" ] && set_args+=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}")
+set_args+=(--set "apiServer.url=$API_SERVER_URL")
+IFS=, read -r -a cidrs <<< "$API_CIDR"
+for i in "${!cidrs[@]}"; do
+  set_args+=(--set "apiServer.endpoints[$i].cidr=${cidrs[$i]}" --set "apiServer.endpoints[$i].port=$(url_port "$API_SERVER_URL")")
+done
+set_args+=(--set "vault.address=$VAULT_POD_ADDR")
+if [ "$VAULT_CIDR" = none ]; then
+  ((${#values_files[@]})) || die "VAULT_CIDR=none leaves the egress to Vault to a values file, but HELM_VALUES names none"
+  set_args+=(--set-json "vault.egress=[]")
+else
+  IFS=, read -r -a cidrs <<< "$VAULT_CIDR"
+  for i in "${!cidrs[@]}"; do
+    set_args+=(--set "vault.egress[$i].cidr=${cidrs[$i]}" --set "vault.egress[$i].port=$(url_port "$VAULT_POD_ADDR")")
+  done
+fi
+set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
+[ -n "${VAULT_NAMESPACE:-}" ] && set_args+=(--set "vault.namespace=${VAULT_NAMESPACE}")
+# The local cluster creates the sandbox namespace itself (cluster/manifests), so the chart must not own it.
+((LOCAL)) && set_args+=(--set sandbox.createNamespace=false)
+
+{
+  echo "deploy plan$( ((DRY_RUN)) && echo " (dry run: nothing is built, and neither the cluster nor Vault is touched)"):"
+  if ((LOCAL)); then echo "  cluster:            the local cluster ($KUBECONFIG)"; else echo "  cluster:            $KUBECONFIG (not the local cluster)"; fi
+  if ((${#MAKE_KEYS[@]})); then
+    for k in "${MAKE_KEYS[@]}"; do echo "  approver key:       create $KEYS/$k.key (local cluster only)"; done
+  else
+    echo "  approver key:       none created"
+  fi
+  if ((LOCAL)); then
+    echo "  trusted approvers:  $TRUSTED_JWKS (the demo approver and the make verify/e2e key of this machine)"
+  else
+    echo "  trusted approvers:  $TRUSTED_JWKS (keys: $(jwks_ids "$TRUSTED_JWKS")); nothing else can approve"
+  fi
+  echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
+  echo "  MCP kubeconfig:     $MCP_KC${MCP_KC_OWNER:+ (owner $MCP_KC_OWNER)}"
+  [ -n "$USER_KC" ] && echo "  MCP kubeconfig:     $USER_KC (owner $CLIENT_USER)"
+  printf '  helm:               upgrade --install agent-sandbox %s -n %s --create-namespace' "${CHART#"$AS_ROOT"/}" "$RELEASE_NS"
+  printf ' %q' "${set_args[@]}"; echo
+} >&2
+((DRY_RUN)) && exit 0
+
+"$AS_ROOT/scripts/build-tools.sh" helm >&2
+HELM=$(bin_helm)
+# Another cluster needs no local Kubernetes build: kubectl from PATH serves.
+if ! [ -x "$(bin_kube kubectl)" ]; then
+  command -v kubectl >/dev/null || die "kubectl is needed: put it on PATH (or build the local cluster's with make tools)"
+  KUBECTL() { kubectl "$@"; }
+fi
+if ((LOCAL)); then
+  if [ -d "$CHART" ]; then "$AS_ROOT/scripts/image-agent-sandbox.sh"; else "$AS_ROOT/scripts/release-import.sh" "$RELEASE_DIR"; fi
+fi
 BIN=$AS_CACHE/agent-sandbox-bin
 (CGO_ENABLED=0 go build -trimpath -o "$BIN" ./cmd/agent-sandbox)
-keygen() { # NAME [passphrase-file]
-  local name=$1 pf=${2:-}
-  [ -f "$KEYS/$name.key" ] && return
-  if [ -z "$pf" ]; then
-    "$BIN" keygen --key-id "$name" --out "$KEYS/$name.key" --public-out "$KEYS/$name.jwks.json"
-  else
-    "$BIN" keygen --key-id "$name" --out "$KEYS/$name.key" --public-out "$KEYS/$name.jwks.json" --passphrase-file "$pf" >/dev/null
-  fi
-}
-if [ ! -f "$KEYS/approver.key" ]; then
-  if [ -t 0 ] && [ -z "${CI:-}" ]; then
-    log "creating the demo approver key: choose its passphrase (you will type it to approve)"
-    keygen approver
-  else
-    (umask 077; openssl rand -hex 16 > "$KEYS/test-passphrase")
-    keygen approver "$KEYS/test-passphrase"
-    log "created the demo approver key with a test passphrase ($KEYS/test-passphrase): this run has no terminal"
-  fi
-fi
-[ -f "$KEYS/verify-passphrase" ] || (umask 077; openssl rand -hex 16 > "$KEYS/verify-passphrase")
-keygen verify "$KEYS/verify-passphrase"
-python3 - "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" > "$KEYS/trusted.jwks.json" <<'PY'
+
+# Approver keys (local cluster only: MAKE_KEYS is empty elsewhere). The demo approver's passphrase is chosen
+# at the terminal when there is one; an unattended run (CI) gets a generated test passphrase kept in a 0600
+# file, which only the demo's pseudo-terminal driver reads. The verify key's passphrase is always in a file:
+# make verify and make e2e sign corpus tokens with it.
+if ((LOCAL)); then
+  mkdir -p "$KEYS"; chmod 700 "$KEYS"
+  for k in "${MAKE_KEYS[@]}"; do
+    pf=
+    if [ "$k" = verify ]; then
+      pf=$KEYS/verify-passphrase
+    elif ! [ -t 0 ] || [ -n "${CI:-}" ]; then
+      pf=$KEYS/test-passphrase
+      log "created the demo approver key with a test passphrase ($pf): this run has no terminal"
+    else
+      log "creating the demo approver key: choose its passphrase (you will type it to approve)"
+    fi
+    if [ -n "$pf" ]; then
+      [ -f "$pf" ] || (umask 077; openssl rand -hex 16 > "$pf")
+      "$BIN" keygen --key-id "$k" --out "$KEYS/$k.key" --public-out "$KEYS/$k.jwks.json" --passphrase-file "$pf" >/dev/null
+    else
+      "$BIN" keygen --key-id "$k" --out "$KEYS/$k.key" --public-out "$KEYS/$k.jwks.json"
+    fi
+  done
+  python3 - "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" > "$TRUSTED_JWKS" <<'PY'
 import json, sys
 keys = []
 for f in sys.argv[1:]:
     keys += json.load(open(f))["keys"]
 print(json.dumps({"keys": keys}))
 PY
+fi
 
 log "installing the Helm chart (release agent-sandbox in $RELEASE_NS)"
-set_args=(--set "apiServer.url=$API_SERVER_URL" --set "apiServer.endpoints[0].cidr=$API_CIDR" --set "apiServer.endpoints[0].port=${API_SERVER_URL##*:}"
-  --set "vault.address=$VAULT_POD_ADDR" --set "vault.egress[0].cidr=$VAULT_CIDR" --set "vault.egress[0].port=${VAULT_POD_ADDR##*:}"
-  --set-file "approvers.jwks=$KEYS/trusted.jwks.json")
-# A packaged release chart names its own images (by digest); the chart folder runs IMAGE.
-[ -d "$CHART" ] && set_args+=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}")
-# The local cluster creates the sandbox namespace itself (cluster/manifests), so the chart must not own it.
-((LOCAL)) && set_args+=(--set sandbox.createNamespace=false)
 "$HELM" upgrade --install agent-sandbox "$CHART" -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
   --wait --timeout 3m 2>&1 | sed '/found symbolic link/d' >&2
 KUBECTL -n "$RELEASE_NS" rollout restart deployment/agent-sandbox-webhook >/dev/null
@@ -109,20 +230,17 @@ log "configuring Vault from the policy"
 vault_args=(--policy policy/policy.yaml --vault-addr "$VAULT_ADDR" --kubeconfig "$KUBECONFIG")
 [ -n "$VAULT_TOKEN_FILE" ] && vault_args+=(--vault-token-file "$VAULT_TOKEN_FILE")
 ((LOCAL)) && vault_args+=(--kubernetes-host "$API_SERVER_URL")
+# shellcheck disable=SC2206 # VAULT_CONFIGURE_FLAGS is a list of flags, split on spaces
+vault_args+=(${VAULT_CONFIGURE_FLAGS:-})
 "$BIN" vault configure "${vault_args[@]}"
 
 # The MCP server's identity: a token for the agent-sandbox-mcp ServiceAccount, bound by the chart's Role to
 # the sandbox namespace (create Jobs and ConfigMaps, read Jobs, Pods and logs; no secrets, no exec).
-MCP_KC=${MCP_KUBECONFIG:-$AS_STATE/mcp.kubeconfig}
-server=$(KUBECTL config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-token=$(KUBECTL -n "$SANDBOX_NS" create token agent-sandbox-mcp --duration=24h)
-ca_file=$(mktemp); trap 'rm -f "$ca_file"' EXIT
-KUBECTL config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > "$ca_file"
-rm -f "$MCP_KC"
-(umask 077
- KUBECTL config set-cluster sandbox --server="$server" --certificate-authority="$ca_file" --embed-certs --kubeconfig="$MCP_KC" >/dev/null
- KUBECTL config set-credentials agent-sandbox-mcp --token="$token" --kubeconfig="$MCP_KC" >/dev/null
- KUBECTL config set-context sandbox --cluster=sandbox --user=agent-sandbox-mcp --namespace="$SANDBOX_NS" --kubeconfig="$MCP_KC" >/dev/null
- KUBECTL config use-context sandbox --kubeconfig="$MCP_KC" >/dev/null)
-unset token
-log "MCP server kubeconfig (sandbox namespace only, 24 h): $MCP_KC"
+refresh=("$BIN" kubeconfig refresh --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml)
+"${refresh[@]}" --out "$MCP_KC" ${MCP_KC_OWNER:+--owner "$MCP_KC_OWNER"} >&2
+[ -n "$USER_KC" ] && "${refresh[@]}" --out "$USER_KC" --owner "$CLIENT_USER" >&2
+if ((LOCAL)); then
+  log "the MCP kubeconfig lasts 24 h; refresh it with: sudo ~/.local/bin/agent-sandbox kubeconfig refresh --kubeconfig $KUBECONFIG --policy ~/.config/agent-sandbox/policy.yaml (after make install-client), or run make deploy again"
+else
+  log "the MCP kubeconfig lasts 24 h; refresh it with: agent-sandbox kubeconfig refresh --kubeconfig $KUBECONFIG --policy $AS_ROOT/policy/policy.yaml --out $MCP_KC"
+fi

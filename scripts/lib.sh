@@ -50,3 +50,15 @@ KUBECTL() { "$(bin_kube kubectl)" "$@"; }
 
 # elapsed START: seconds since START (a `date +%s.%N` value), one decimal.
 elapsed() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}'; }
+
+# The person a command is for: the one who ran sudo (SUDO_USER, when root through sudo), else whoever runs it.
+# client_config_dir is that person's client folder, which `agent-sandbox mcp` reads by default
+# (internal/clientconfig): $XDG_CONFIG_HOME/agent-sandbox for oneself, ~USER/.config/agent-sandbox for the
+# sudo user (whose XDG_CONFIG_HOME root cannot know).
+sudo_user() { if [ "$(id -u)" = 0 ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then echo "$SUDO_USER"; fi; }
+home_of() { getent passwd "$1" | cut -d: -f6; }
+client_config_dir() {
+  local u=${1:-$(sudo_user)}
+  if [ -n "$u" ] && [ "$u" != "$(id -un)" ]; then echo "$(home_of "$u")/.config/agent-sandbox"; return; fi
+  case ${XDG_CONFIG_HOME:-} in /*) echo "$XDG_CONFIG_HOME/agent-sandbox" ;; *) echo "$HOME/.config/agent-sandbox" ;; esac
+}

@@ -219,7 +219,7 @@ main() {
 
   KUBECTL apply -f "$AS_ROOT/cluster/manifests/" >/dev/null
   route_kubernetes_service
-  start_netpol
+  if [ "${AS_NETPOL:-on}" = off ]; then stop_netpol; else start_netpol; fi
   start_vault
 
   log "cluster up in $(elapsed "$T0") s"
@@ -276,6 +276,26 @@ start_netpol() {
 route_kubernetes_service() {
   ipt_ensure nat PREROUTING -s "$POD_CIDR" -d 10.96.0.1/32 -p tcp --dport 443 -m comment --comment agent-sandbox -j DNAT --to-destination "$HOST_IP:6443"
   ipt_ensure nat OUTPUT -d 10.96.0.1/32 -p tcp --dport 443 -m comment --comment agent-sandbox -j DNAT --to-destination "$HOST_IP:6443"
+}
+
+# AS_NETPOL=off brings the node up without NetworkPolicy enforcement, as a cluster whose network plugin
+# ignores NetworkPolicies would be: NetworkPolicy objects are accepted and nothing drops a packet. It is
+# for proving that `make preflight` notices; `make up` without it turns enforcement back on.
+stop_netpol() {
+  local f p; f=$(pidfile kube-network-policies)
+  if [ -f "$f" ] && p=$(cat "$f") && kill -0 "$p" 2>/dev/null; then
+    kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
+  local rule
+  for rule in "POSTROUTING -s $POD_CIDR" "POSTROUTING -d $POD_CIDR" "INPUT -s $POD_CIDR"; do
+    # shellcheck disable=SC2086
+    while iptables -t mangle -D $rule -m conntrack --ctstate NEW -m comment --comment agent-sandbox -j NFQUEUE --queue-num 100 2>/dev/null; do :; done
+  done
+  if nft list table inet kube-network-policies >/dev/null 2>&1; then nft delete table inet kube-network-policies; fi
+  log "kube-network-policies: off (AS_NETPOL=off): NetworkPolicies are NOT enforced on this node"
 }
 
 ipt_ensure() { local t=$1 c=$2; shift 2; iptables -t "$t" -C "$c" "$@" 2>/dev/null || iptables -t "$t" -I "$c" "$@"; }

@@ -118,6 +118,10 @@ func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace string) corev
 		// The tool's result, which the agent reports on its own output once the tool has exited.
 		{Name: contract.ResultVolume, MountPath: contract.ResultDir, ReadOnly: true},
 	}
+	if ca.VaultNamespace != "" {
+		// Only when set, so that a policy without one renders the same sidecar as before namespaces existed.
+		args = append(args, "--vault-namespace="+ca.VaultNamespace)
+	}
 	if ca.VaultCACertConfigMap != "" {
 		args = append(args, "--vault-ca-file="+contract.VaultCADir+"/ca.crt")
 		mounts = append(mounts, corev1.VolumeMount{Name: contract.VaultCAVolume, MountPath: contract.VaultCADir, ReadOnly: true})

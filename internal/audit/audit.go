@@ -61,6 +61,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -315,11 +317,16 @@ func (l *Log) append(e Event, fields map[string]any) error {
 	buf[len(line)] = '\n'
 	n, err := l.f.Write(buf)
 	if err != nil || n != len(buf) {
-		// A short write leaves a torn line; forget what we know so the next append re-reads the tail
-		// and recovers it.
-		l.size = -1
 		if err == nil {
 			err = io.ErrShortWrite
+		}
+		// A short write (a full disk) leaves a torn line. Under the flock nobody else appended, so cut it
+		// off again: the log ends on its last whole line and the chain is intact. If even that fails,
+		// forget what we know, so the next append re-reads the tail and recovers it.
+		if n > 0 {
+			if terr := l.f.Truncate(l.size); terr != nil {
+				l.size = -1
+			}
 		}
 		return fmt.Errorf("append line: %w", err)
 	}
@@ -415,4 +422,30 @@ func isHex64(s string) bool {
 		}
 	}
 	return true
+}
+
+// ErrNoSpace means the audit log's file system has too little free space to record a whole call.
+var ErrNoSpace = errors.New("no space left for the audit log")
+
+// CallReserve is the free space a call needs before it may start: room for its chain's lines at their
+// bound, so that a call is refused up front rather than run and left half recorded.
+const CallReserve = 16 * MaxLineBytes
+
+// CheckSpace returns ErrNoSpace when the log's file system has less than need bytes free for an
+// unprivileged writer. When the free space cannot be read it does not refuse: Write still fails cleanly
+// (a short write is cut off again, never left torn).
+func (l *Log) CheckSpace(need int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(l.f.Fd()), &st); err != nil {
+		return nil
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < need {
+		return fmt.Errorf("%w: %d bytes free on its file system, a call needs %d", ErrNoSpace, free, need)
+	}
+	return nil
 }

@@ -615,3 +615,17 @@ func BenchmarkWrite(b *testing.B) {
 		})
 	}
 }
+
+func TestCheckSpace(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.CheckSpace(1); err != nil {
+		t.Fatalf("one byte: %v", err)
+	}
+	if err := l.CheckSpace(1 << 62); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("4 EiB: %v, want ErrNoSpace", err)
+	}
+}

@@ -71,6 +71,7 @@ func TestLoadErrorsHavePaths(t *testing.T) {
 		{"undeclared placeholder", `"--selector={{label_selector}}"`, `"--selector={{selector}}"`, []string{"spec.tools[0].command[4]", "undeclared parameter selector"}},
 		{"sandbox namespace as target", "    namespaces: [demo-app]\n    namespaceParameter: namespace", "    namespaces: [demo-app, agent-sandbox]\n    namespaceParameter: namespace", []string{"spec.tools[0].namespaces[1]", "sandbox namespace"}},
 		{"string without pattern", "      pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?'\n      maxLength: 63", "      maxLength: 63", []string{"spec.tools[0].parameters[0].pattern: Required"}},
+		{"bad vault namespace", "      vaultAudience: vault\n", "      vaultAudience: vault\n      vaultNamespace: /admin//team a\n", []string{"spec.sandbox.credentialAgent.vaultNamespace", "Vault namespace path"}},
 		{"token ttl too long", "tokenTTL: 30m", "tokenTTL: 2h", []string{"spec.approval.tokenTTL"}},
 		{"bad CEL", "- name: runtime-class\n    expression: |-\n", "- name: runtime-class\n    expression: |-\n      podSpec.( ||\n", []string{"spec.admissionRules[0].expression:"}},
 		{"non-bool CEL", "settings.runtimeClassName != '' &&\n      podSpec.?runtimeClassName.orValue('') == settings.runtimeClassName", "podSpec.?runtimeClassName.orValue('')", []string{"spec.admissionRules[0].expression:", "bool"}},
@@ -294,5 +295,23 @@ func TestLoadWithoutAdmissionRules(t *testing.T) {
 	// Everything but the CEL is still validated.
 	if _, err := Load(mutateDefault(t, "    tier: read\n", "    tier: admin\n"), WithoutAdmissionRules()); err == nil {
 		t.Error("an invalid policy loaded without its rules")
+	}
+}
+
+// A Vault Enterprise / HCP Vault namespace is accepted as a path of names and kept as written.
+func TestVaultNamespace(t *testing.T) {
+	for _, ns := range []string{"admin", "admin/team-a", "a_b.c/d-e"} {
+		p, err := Load(mutateDefault(t, "      vaultAudience: vault\n", "      vaultAudience: vault\n      vaultNamespace: "+ns+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", ns, err)
+		}
+		if got := p.Spec.Sandbox.CredentialAgent.VaultNamespace; got != ns {
+			t.Errorf("vaultNamespace %q, want %q", got, ns)
+		}
+	}
+	for _, ns := range []string{"admin/", "/admin", "a//b", `"a b"`} {
+		if _, err := Load(mutateDefault(t, "      vaultAudience: vault\n", "      vaultAudience: vault\n      vaultNamespace: "+ns+"\n")); err == nil {
+			t.Errorf("%s: accepted", ns)
+		}
 	}
 }

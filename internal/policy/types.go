@@ -110,6 +110,10 @@ type CredentialAgent struct {
 	// Kubernetes secrets engine.
 	VaultAuthMount    string `json:"vaultAuthMount,omitempty"`
 	VaultSecretsMount string `json:"vaultSecretsMount,omitempty"`
+	// VaultNamespace, when set, is the Vault Enterprise / HCP Vault namespace (for example admin/team-a)
+	// that holds both mounts: the agent sends it with every request (X-Vault-Namespace), and
+	// `vault configure` configures that namespace. Empty is the root namespace (Vault OSS).
+	VaultNamespace string `json:"vaultNamespace,omitempty"`
 	// APIServer is the URL the minted credential is used against, as seen from a sandbox Pod.
 	APIServer string `json:"apiServer"`
 	// APIServerCACertConfigMap names a ConfigMap in the sandbox namespace with key ca.crt (default

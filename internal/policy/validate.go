@@ -19,6 +19,9 @@ var (
 	toolNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 	paramNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 	ruleNameRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	// vaultNamespaceRE is a Vault namespace path: names separated by single slashes, none leading or
+	// trailing (the agent passes it as one flag value).
+	vaultNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 	// placeholderRE finds "{{name}}" in a command template element.
 	placeholderRE = regexp.MustCompile(`\{\{\s*([^{}\s]*)\s*\}\}`)
 )
@@ -123,6 +126,10 @@ func (sb *Sandbox) validate(fp *field.Path) field.ErrorList {
 	}
 	errs = append(errs, httpURL(ca.Child("vaultAddress"), c.VaultAddress)...)
 	errs = append(errs, httpURL(ca.Child("apiServer"), c.APIServer)...)
+	if c.VaultNamespace != "" && !IsVaultNamespace(c.VaultNamespace) {
+		errs = append(errs, field.Invalid(ca.Child("vaultNamespace"), c.VaultNamespace,
+			"must be a Vault namespace path such as admin/team-a (letters, digits, '_', '.', '-', names separated by single '/', at most 255 characters)"))
+	}
 	if c.Resources.CPU.Sign() <= 0 || c.Resources.Memory.Sign() <= 0 {
 		errs = append(errs, field.Invalid(ca.Child("resources"), describe(c.Resources), "cpu and memory must be more than 0"))
 	}
@@ -339,6 +346,10 @@ func (prm *Parameter) validate(pp *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// IsVaultNamespace reports whether s is a Vault Enterprise / HCP Vault namespace path agent-sandbox accepts:
+// names of letters, digits, '_', '.' and '-', separated by single slashes, at most 255 characters.
+func IsVaultNamespace(s string) bool { return len(s) <= 255 && vaultNamespaceRE.MatchString(s) }
 
 func dns1123(fp *field.Path, v string) field.ErrorList {
 	var errs field.ErrorList

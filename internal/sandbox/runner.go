@@ -152,7 +152,7 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 // credential agent fails.
 func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
 	admitted := time.Now()
-	var sidecarStarted, sidecarReady, toolRunning time.Time
+	var sidecarStarted, sidecarReady, toolRunning, outage time.Time
 	polls := 0
 	t := time.NewTicker(r.PollInterval)
 	defer t.Stop()
@@ -233,8 +233,19 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			// An API server that restarts is gone for seconds; the sandbox runs on meanwhile. Ride it out
+			// for a while before calling the cluster down.
+			if isConnectionError(err) {
+				if outage.IsZero() {
+					outage = time.Now()
+				}
+				if time.Since(outage) < apiOutageTolerance {
+					continue
+				}
+			}
 			return fmt.Errorf("%w: read Job %s: %v", ErrClusterDown, job.Name, err)
 		}
+		outage = time.Time{}
 		for _, c := range cur.Status.Conditions {
 			if c.Status != corev1.ConditionTrue {
 				continue
@@ -310,12 +321,67 @@ func (r *Runner) logs(ctx context.Context, pod, container string) ([]byte, error
 	return io.ReadAll(io.LimitReader(rc, maxLogBytes))
 }
 
+// DeleteJob removes a sandbox Job of this namespace and its Pod (the Pod gets SIGTERM, so its credential
+// agent revokes the Vault lease). A Job that is already gone is not an error.
+func (r *Runner) DeleteJob(ctx context.Context, name string) error {
+	err := r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// JobsOf finds the Jobs serving one call, from the cluster rather than from anyone's record of it: the cold
+// Job named after the request, and the warm Jobs whose Pod was claimed for it.
+func (r *Runner) JobsOf(ctx context.Context, tool, requestID string) ([]string, error) {
+	var out []string
+	name := JobName(tool, requestID)
+	if _, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		out = append(out, name)
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	pods, err := r.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelWarm})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods.Items {
+		raw := p.Annotations[contract.AnnotationClaim]
+		if raw == "" {
+			continue
+		}
+		if c, err := ParseClaim(raw); err == nil && c.RequestID == requestID && p.Labels[batchv1.JobNameLabel] != "" {
+			out = append(out, p.Labels[batchv1.JobNameLabel])
+		}
+	}
+	return out, nil
+}
+
+// apiOutageTolerance is how long a call waits for an API server that stopped answering before it fails.
+const apiOutageTolerance = 2 * time.Minute
+
 // delete removes the Job and its Pod, with a fresh context: it also runs after the call was cancelled.
+// It tries for 30 seconds before the call returns, then goes on trying in the background for ten minutes,
+// so that a call ending while the API server restarts leaves no Job behind. (Past that, or if the server
+// exits first, the Job's ttlSecondsAfterFinished removes it.)
 func (r *Runner) delete(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// An error is not fatal: the Job's ttlSecondsAfterFinished removes it eventually.
-	_ = r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	try := func(limit time.Duration) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		for {
+			if err := r.DeleteJob(ctx, name); err == nil {
+				return true
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if !try(30 * time.Second) {
+		go try(10 * time.Minute)
+	}
 }
 
 // maxLogBytes bounds a container log the runner reads; the agent's holds the tool's result (at most 4 MiB

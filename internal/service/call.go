@@ -79,6 +79,11 @@ func (s *Service) Call(ctx context.Context, tool string, args map[string]any, pr
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if c.auditErr != nil && s.OnAuditError != nil {
+			s.OnAuditError(c.id, c.auditErr)
+		}
+	}()
 	t, err := s.Policy.Tool(tool)
 	if err != nil {
 		return nil, c.fail(KindDenied, fmt.Errorf("tool %s is not allowed by the policy", tool))

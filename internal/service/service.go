@@ -51,7 +51,14 @@ type Service struct {
 	WorkspaceDir string
 	// Warm lets calls of tools with a warm pool claim a warm Pod (docs/design/warm-pool.md).
 	Warm bool
-	Now  func() time.Time
+	// Instance names this server process in every tool.request, so that a server started after it was
+	// killed can tell its abandoned calls from a live neighbour's (Recover).
+	Instance string
+	// OnAuditError is told when audit events of a call that had begun could not be written (the disk
+	// filled during the call): the call has run, so its result still goes to the agent, and the operator
+	// must hear of the gap. The MCP server logs it as an error.
+	OnAuditError func(requestID string, err error)
+	Now          func() time.Time
 }
 
 // Kind classifies a refused or failed call.
@@ -100,8 +107,16 @@ func (s *Service) begin(tool string, params map[string]any, progress Progress) (
 		progress = func(string, int, int) {}
 	}
 	c := &call{s: s, id: id, tool: tool, progress: progress}
-	// Without an audit record there is no call: refuse rather than run unrecorded.
-	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: map[string]any{"params": params}}); err != nil {
+	// Without an audit record there is no call: refuse rather than run unrecorded, and refuse up front when
+	// the whole chain would not fit.
+	if err := s.Audit.CheckSpace(audit.CallReserve); err != nil {
+		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
+	}
+	fields := map[string]any{"params": params}
+	if s.Instance != "" {
+		fields[FieldServer] = s.Instance
+	}
+	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields}); err != nil {
 		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
 	}
 	return c, nil
@@ -109,7 +124,7 @@ func (s *Service) begin(tool string, params map[string]any, progress Progress) (
 
 func (c *call) audit(event string, fields map[string]any) {
 	// A failed write after the call began must not pass silently, nor turn a finished sandbox run into a
-	// false failure: it is kept and reported by the caller (AuditErr).
+	// false failure: it is kept and reported through Service.OnAuditError when the call ends.
 	if err := c.s.Audit.Write(audit.Event{RequestID: c.id, Name: event, Tool: c.tool, Fields: fields}); err != nil {
 		c.auditErr = errors.Join(c.auditErr, err)
 	}

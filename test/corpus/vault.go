@@ -38,7 +38,7 @@ func (e *LoginRefused) Unwrap() error { return e.Err }
 
 // Login logs in to the tool's JWT auth role with jwt, as the credential agent does.
 func (v VaultTarget) Login(ctx context.Context, role, jwt string) error {
-	c, err := broker.NewClient(v.Addr, "")
+	c, err := broker.NewClient(v.Addr, "", "")
 	if err != nil {
 		return err
 	}

@@ -312,22 +312,37 @@ func (d *driver) deploymentUID(ctx context.Context) (string, error) {
 // approve runs `agent-sandbox approve` on a terminal: this process's own when a person is there, otherwise a
 // pseudo-terminal that this driver types into. Either way the product's only approval path is used.
 func (d *driver) approve(ctx context.Context, id string) error {
+	transcript, err := Approve(ctx, d.cfg, id)
+	if transcript != "" {
+		d.r.ApproveTranscript = transcript
+		for _, line := range strings.Split(strings.TrimRight(transcript, "\n"), "\n") {
+			d.say("   │ %s", line)
+		}
+		d.say("   (typed through a pseudo-terminal: this run has no person at the keyboard)")
+	}
+	return err
+}
+
+// Approve runs `agent-sandbox approve ID` for cfg: on this process's terminal when cfg has no passphrase
+// file, else on a pseudo-terminal that it types the request ID and the passphrase into; it returns what
+// the approver saw there. extra are more flags of approve (--ttl).
+func Approve(ctx context.Context, cfg Config, id string, extra ...string) (string, error) {
 	// The approver reads the saved plan with their own kubeconfig and describes it with terraform here.
-	args := []string{"approve", id, "--db", d.cfg.DB, "--key", d.cfg.ApproverKey, "--audience", d.cfg.Audience,
-		"--kubeconfig", d.cfg.AdminKubeconfig, "--policy", d.cfg.Policy}
-	if d.cfg.PassphraseFile == "" {
-		cmd := exec.CommandContext(ctx, d.cfg.Binary, args...)
+	args := append([]string{"approve", id, "--db", cfg.DB, "--key", cfg.ApproverKey, "--audience", cfg.Audience,
+		"--kubeconfig", cfg.AdminKubeconfig, "--policy", cfg.Policy}, extra...)
+	if cfg.PassphraseFile == "" {
+		cmd := exec.CommandContext(ctx, cfg.Binary, args...)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		return cmd.Run()
+		return "", cmd.Run()
 	}
-	pass, err := os.ReadFile(d.cfg.PassphraseFile)
+	pass, err := os.ReadFile(cfg.PassphraseFile)
 	if err != nil {
-		return err
+		return "", err
 	}
-	cmd := exec.CommandContext(ctx, d.cfg.Binary, args...)
+	cmd := exec.CommandContext(ctx, cfg.Binary, args...)
 	tty, err := pty.Start(cmd)
 	if err != nil {
-		return fmt.Errorf("start approve on a pseudo-terminal: %w", err)
+		return "", fmt.Errorf("start approve on a pseudo-terminal: %w", err)
 	}
 	defer tty.Close()
 	var transcript bytes.Buffer
@@ -344,27 +359,23 @@ func (d *driver) approve(ctx context.Context, id string) error {
 		return nil
 	}
 	if err := waitFor(`or "yes": `); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Fprintf(tty, "%s\n", id)
 	if err := waitFor("Passphrase for approver key"); err != nil {
-		return err
+		return "", err
 	}
 	if err := waitFor(": "); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Fprintf(tty, "%s\n", strings.TrimSpace(string(pass)))
 	_, _ = io.Copy(io.Discard, rd)
 	werr := cmd.Wait()
-	d.r.ApproveTranscript = strings.ReplaceAll(transcript.String(), "\r", "")
-	for _, line := range strings.Split(strings.TrimRight(d.r.ApproveTranscript, "\n"), "\n") {
-		d.say("   │ %s", line)
-	}
-	d.say("   (typed through a pseudo-terminal: this run has no person at the keyboard)")
+	out := strings.ReplaceAll(transcript.String(), "\r", "")
 	if werr != nil {
-		return fmt.Errorf("approve failed: %w", werr)
+		return out, fmt.Errorf("approve failed: %w", werr)
 	}
-	return nil
+	return out, nil
 }
 
 // replayAtCluster plays an attacker who bypasses the MCP server with the token of a consumed approval,

@@ -9,6 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -151,6 +155,7 @@ func TestBroker(t *testing.T) {
 	t.Run("ExpiryWithoutRevoke", e.testExpiry)
 	t.Run("CredAgent", e.testCredAgent)
 	t.Run("CredAgentFailures", e.testCredAgentFailures)
+	t.Run("VaultNamespaceHeader", e.testVaultNamespaceHeader)
 	t.Run("PruneRemovedTool", e.testPrune)
 	t.Run("Latency", e.testLatency)
 }
@@ -331,7 +336,7 @@ func (e *brokerEnv) mint(t *testing.T, toolName, ns string) (*broker.Client, *br
 		t.Fatal(err)
 	}
 	ca := e.pol.Spec.Sandbox.CredentialAgent
-	c, err := broker.NewClient(e.vault.Addr, "")
+	c, err := broker.NewClient(e.vault.Addr, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +493,7 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	// (A token of the apply tool bound to another tool's Pod cannot even be made: the API server refuses to
 	// bind a ServiceAccount's token to a Pod that runs as another ServiceAccount.)
 	// Through our code the refusal is ErrRejected, and says why.
-	c, err := broker.NewClient(e.vault.Addr, "")
+	c, err := broker.NewClient(e.vault.Addr, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +842,7 @@ func (e *brokerEnv) measure(t *testing.T, name string, n int, pace time.Duration
 	for range n {
 		next := time.Now().Add(pace)
 		jwt := e.saToken(t, "tool-k8s-get-pod-status", "vault")
-		c, err := broker.NewClient(e.vault.Addr, "")
+		c, err := broker.NewClient(e.vault.Addr, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -880,4 +885,92 @@ func brokerPercentile(d []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
 	return s[max(i-1, 0)]
+}
+
+// testVaultNamespaceHeader: with VAULT_NAMESPACE set, `vault configure` makes every request in that
+// namespace, and so does the real cred-agent process with --vault-namespace (the flag the webhook renders
+// from the policy's credentialAgent.vaultNamespace). The dev Vault here is OSS, which has no namespaces
+// and ignores the header, so a recording proxy in front of it checks that the header is sent while the
+// configuration and the credential are the real ones. Without a namespace the configure above and every
+// other case send none (checked last, through the same proxy).
+func (e *brokerEnv) testVaultNamespaceHeader(t *testing.T) {
+	const ns = "admin/team-a"
+	var mu sync.Mutex
+	var seen []string // one per request: the header's value, or "<none>"
+	target, err := url.Parse(e.vault.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := "<none>"
+		if h := r.Header.Values("X-Vault-Namespace"); len(h) > 0 {
+			v = strings.Join(h, ",")
+		}
+		mu.Lock()
+		seen = append(seen, v)
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	check := func(what, want string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			t.Errorf("%s: no request reached Vault", what)
+		}
+		for i, v := range seen {
+			if v != want {
+				t.Errorf("%s: request %d carries X-Vault-Namespace %s, want %s", what, i, v, want)
+			}
+		}
+		t.Logf("%s: %d Vault requests, each with X-Vault-Namespace %s", what, len(seen), want)
+		seen = nil
+	}
+
+	t.Setenv("VAULT_NAMESPACE", ns)
+	args := []string{"vault", "configure", "--policy", e.policyFile, "--vault-addr", srv.URL,
+		"--vault-token-file", e.tokenFile, "--kubeconfig", e.api.KubeconfigPath}
+	var stdout, stderr bytes.Buffer
+	code := app.Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	e.out.add("vault configure in a namespace", stdout.String(), stderr.String())
+	if code != 0 || !strings.HasPrefix(stdout.String(), "unchanged: ") {
+		t.Errorf("configure with VAULT_NAMESPACE: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "note: configuring Vault namespace "+ns+" (from VAULT_NAMESPACE)") {
+		t.Errorf("no note that the policy does not name the namespace: %q", stderr.String())
+	}
+	check("vault configure", ns)
+
+	dir := t.TempDir()
+	tokenFile := e.writeFile(t, "token", e.saToken(t, "tool-k8s-get-pod-status", "vault"))
+	agentArgs := e.agentArgs(t, dir, "k8s_get_pod_status", tokenFile)
+	agentArgs[0] = "--vault-addr=" + srv.URL
+	p := e.startAgent(t, append(agentArgs, "--vault-namespace="+ns)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for broker.KubeconfigReady(filepath.Join(dir, "kubeconfig")) != nil {
+		if time.Now().After(deadline) || p.exited() {
+			t.Fatalf("no kubeconfig after 30s\nstdout: %s\nstderr: %s", p.stdout, p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Errorf("cred-agent exit %d; stderr %s", code, p.stderr)
+	}
+	check("cred-agent --vault-namespace", ns)
+
+	// OSS configure without a namespace still works and sends none.
+	t.Setenv("VAULT_NAMESPACE", "")
+	stdout.Reset()
+	stderr.Reset()
+	code = app.Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	e.out.add("vault configure without a namespace", stdout.String(), stderr.String())
+	if code != 0 || !strings.HasPrefix(stdout.String(), "unchanged: ") || stderr.Len() != 0 {
+		t.Errorf("configure without VAULT_NAMESPACE: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	check("vault configure without a namespace", "<none>")
 }

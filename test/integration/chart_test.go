@@ -378,6 +378,7 @@ func TestChartPolicy(t *testing.T) {
 			"--set", "image.tag=v1.2.3",
 			"--set", "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 			"--set", "vault.address=https://vault.example:8200",
+			"--set", "vault.namespace=admin/team-a",
 			"--set", "apiServer.url=https://203.0.113.10:443",
 			"--set", "clusterID=gke-prod-1",
 			"--set-json", `sandbox.nodeSelector={"sandbox.gke.io/runtime":"gvisor"}`,
@@ -394,6 +395,7 @@ func TestChartPolicy(t *testing.T) {
 			{"spec.clusterID", c.Spec.ClusterID, "gke-prod-1"},
 			{"credentialAgent.image", ca.Image, image},
 			{"credentialAgent.vaultAddress", ca.VaultAddress, "https://vault.example:8200"},
+			{"credentialAgent.vaultNamespace", ca.VaultNamespace, "admin/team-a"},
 			{"credentialAgent.apiServer", ca.APIServer, "https://203.0.113.10:443"},
 			{"sandbox.nodeSelector", fmt.Sprint(sb.NodeSelector), "map[sandbox.gke.io/runtime:gvisor]"},
 		}
@@ -1196,6 +1198,7 @@ func TestChartRejects(t *testing.T) {
 		{"timeout zero", []string{"--set", "webhook.timeoutSeconds=0"}, "/webhook/timeoutSeconds"},
 		{"no replicas", []string{"--set", "webhook.replicaCount=0"}, "/webhook/replicaCount"},
 		{"bad pull policy", []string{"--set", "image.pullPolicy=Sometimes"}, "/image/pullPolicy"},
+		{"bad Vault namespace", []string{"--set", "vault.namespace=/admin//team"}, "/vault/namespace"},
 		{"egress without port", []string{"--set-json", `vault.egress=[{"cidr":"10.0.0.1/32"}]`}, "/vault/egress/0"},
 		{"webhook in the sandbox namespace", []string{"--namespace", chartSandboxNS}, "never into the namespace it guards"},
 		{"approver keys not JSON", []string{"--set-string", "approvers.jwks=not json"}, "approvers.jwks must be a JWK set"},

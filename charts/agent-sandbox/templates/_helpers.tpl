@@ -122,6 +122,9 @@ policy read it with: include "agent-sandbox.policy" . | fromYaml
 {{- $agent := required "files/policy.yaml has no spec.sandbox.credentialAgent" $sandbox.credentialAgent }}
 {{- $_ := set $agent "image" (include "agent-sandbox.credentialAgentImage" .) }}
 {{- $_ := set $agent "vaultAddress" .Values.vault.address }}
+{{- with .Values.vault.namespace }}
+{{- $_ := set $agent "vaultNamespace" . }}
+{{- end }}
 {{- $_ := set $agent "apiServer" .Values.apiServer.url }}
 {{- /*
 Tools with per-call Terraform inputs (a workspace or a saved plan) or a check run in the runner image, which

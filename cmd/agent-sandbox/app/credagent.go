@@ -21,22 +21,23 @@ import (
 // credAgentOptions are the flags of `cred-agent`. The admission webhook renders exactly these; nothing
 // here comes from the environment, and no credential is ever a flag or an environment variable.
 type credAgentOptions struct {
-	VaultAddr    string
-	VaultCAFile  string
-	AuthMount    string
-	AuthRole     string
-	SecretsMount string
-	SecretsRole  string
-	Namespace    string
-	TokenFile    string
-	APIServer    string
-	APICAFile    string
-	Out          string
-	ResultFile   string
-	ClaimFile    string
-	DoneFile     string
-	Scope        string
-	LoginTimeout time.Duration
+	VaultAddr      string
+	VaultCAFile    string
+	VaultNamespace string
+	AuthMount      string
+	AuthRole       string
+	SecretsMount   string
+	SecretsRole    string
+	Namespace      string
+	TokenFile      string
+	APIServer      string
+	APICAFile      string
+	Out            string
+	ResultFile     string
+	ClaimFile      string
+	DoneFile       string
+	Scope          string
+	LoginTimeout   time.Duration
 
 	streams IO
 }
@@ -76,6 +77,7 @@ credential.failed event, and the agent stays up until it is stopped.`,
 	f := cmd.Flags()
 	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address")
 	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default: the system roots)")
+	f.StringVar(&o.VaultNamespace, "vault-namespace", "", "Vault Enterprise / HCP Vault namespace of both mounts (default: the root namespace)")
 	f.StringVar(&o.AuthMount, "auth-mount", policy.DefaultVaultAuthMount, "mount path of Vault's JWT auth method")
 	f.StringVar(&o.AuthRole, "auth-role", "", "Vault login role (the tool's)")
 	f.StringVar(&o.SecretsMount, "secrets-mount", policy.DefaultVaultSecretsMount, "mount path of Vault's Kubernetes secrets engine")
@@ -113,7 +115,7 @@ func (o *credAgentOptions) Validate() error {
 
 func (o *credAgentOptions) config() broker.AgentConfig {
 	return broker.AgentConfig{
-		VaultAddr: o.VaultAddr, VaultCAFile: o.VaultCAFile,
+		VaultAddr: o.VaultAddr, VaultCAFile: o.VaultCAFile, VaultNamespace: o.VaultNamespace,
 		AuthMount: o.AuthMount, AuthRole: o.AuthRole,
 		SecretsMount: o.SecretsMount, SecretsRole: o.SecretsRole,
 		Namespace: o.Namespace, Scope: o.Scope,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/instance"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
@@ -42,10 +44,11 @@ type mcpOptions struct {
 
 	httpToken string
 	logLevel  slog.Level
+	paths     clientPaths
 }
 
 func newMCPCommand(streams IO) *cobra.Command {
-	o := &mcpOptions{}
+	o := &mcpOptions{paths: newClientPaths()}
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the agent-sandbox tools to an MCP client (Claude, Cursor, ...) over stdio or streamable HTTP",
@@ -64,15 +67,27 @@ serve beyond this machine, put a TLS-terminating proxy in front of it.
 
 Every call runs as one gVisor sandbox Job in the cluster of --kubeconfig; the server needs only a
 kubeconfig limited to the sandbox namespace (create Jobs and ConfigMaps, read Jobs, Pods and logs).
+'agent-sandbox kubeconfig refresh' writes one, and 'make install-client' installs this binary, the
+policy and the demo workspace, so that a client configuration needs no flag at all:
+
+  --kubeconfig  ~/.config/agent-sandbox/mcp.kubeconfig if it exists, else $KUBECONFIG
+  --policy      $AGENT_SANDBOX_POLICY, else ~/.config/agent-sandbox/policy.yaml, else ./policy/policy.yaml
+  --workspaces  $AGENT_SANDBOX_WORKSPACES, else ~/.config/agent-sandbox/workspaces, else ./terraform
+
+(~/.config is $XDG_CONFIG_HOME when that is set.) A missing default is an error that names every path
+it tried.
 terraform_apply waits for a human's approval, made with 'agent-sandbox approve' in a terminal; no tool
 can approve. Every call is written to the hash-chained audit log.`,
-		Example: `  agent-sandbox mcp --policy policy/policy.yaml --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig
-  claude mcp add agent-sandbox -- agent-sandbox mcp --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig
+		Example: `  # after sudo make deploy && make install-client: everything from ~/.config/agent-sandbox
+  agent-sandbox mcp
+  claude mcp add agent-sandbox -- agent-sandbox mcp
+
+  # a checkout of the repository and a kubeconfig elsewhere
+  agent-sandbox mcp --policy policy/policy.yaml --workspaces terraform --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig
 
   # streamable HTTP on loopback, with a token only you can read
   (umask 077; openssl rand -hex 32 > ~/.config/agent-sandbox/http-token)
-  agent-sandbox mcp --http 127.0.0.1:8765 --http-token-file ~/.config/agent-sandbox/http-token \
-    --kubeconfig ~/.kube/agent-sandbox-mcp.kubeconfig`,
+  agent-sandbox mcp --http 127.0.0.1:8765 --http-token-file ~/.config/agent-sandbox/http-token`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
@@ -85,11 +100,11 @@ can approve. Every call is written to the hash-chained audit log.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.PolicyFile, "policy", envOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"), "policy file (the same policy the webhook enforces) [$AGENT_SANDBOX_POLICY]")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig limited to the sandbox namespace [$KUBECONFIG]")
+	f.StringVar(&o.PolicyFile, "policy", "", "policy file, the same policy the webhook enforces [default $AGENT_SANDBOX_POLICY, else ~/.config/agent-sandbox/policy.yaml, else ./policy/policy.yaml]")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig limited to the sandbox namespace [default ~/.config/agent-sandbox/mcp.kubeconfig if it exists, else $KUBECONFIG]")
 	f.StringVar(&o.DB, "db", "", "approvals database [$AGENT_SANDBOX_DB, default ~/.local/state/agent-sandbox/approvals.db]")
 	f.StringVar(&o.AuditLog, "audit-log", "", "audit log [$AGENT_SANDBOX_AUDIT_LOG, default ~/.local/state/agent-sandbox/audit.jsonl]")
-	f.StringVar(&o.Workspaces, "workspaces", envOr("AGENT_SANDBOX_WORKSPACES", "terraform"), "folder with one sub-folder of Terraform files per workspace [$AGENT_SANDBOX_WORKSPACES]")
+	f.StringVar(&o.Workspaces, "workspaces", "", "folder with one sub-folder of Terraform files per workspace [default $AGENT_SANDBOX_WORKSPACES, else ~/.config/agent-sandbox/workspaces, else ./terraform]")
 	f.IntVar(&o.MaxConcurrency, "max-concurrency", 4, "sandboxes that may run at once")
 	f.BoolVar(&o.Warm, "warm", true, "claim a ready warm Pod for tools whose policy declares a warm pool; without one (or with --warm=false) the call runs as a cold Job")
 	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765; MCP endpoint /mcp) instead of stdio")
@@ -106,9 +121,26 @@ func envOr(name, def string) string {
 	return def
 }
 
-// Complete fills the default paths.
+// Complete fills the default paths. A default that does not exist is a not-found error naming every path
+// tried.
 func (o *mcpOptions) Complete() error {
+	if o.paths.getenv == nil {
+		o.paths = newClientPaths()
+	}
+	var errs []error
 	var err error
+	if o.PolicyFile, err = o.paths.policy(o.PolicyFile); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Workspaces, err = o.paths.workspaces(o.Workspaces); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Kubeconfig, err = o.paths.mcpKubeconfig(o.Kubeconfig); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return notFoundError{err}
+	}
 	if o.DB == "" {
 		if o.DB, err = approval.DefaultDBPath(); err != nil {
 			return err
@@ -123,9 +155,6 @@ func (o *mcpOptions) Complete() error {
 // Validate reports every problem with the flags at once.
 func (o *mcpOptions) Validate() error {
 	var errs []error
-	if o.Kubeconfig == "" {
-		errs = append(errs, errors.New("--kubeconfig (or $KUBECONFIG) is required: the server needs the sandbox namespace's credentials"))
-	}
 	if o.MaxConcurrency < 1 {
 		errs = append(errs, errors.New("--max-concurrency must be at least 1"))
 	}
@@ -259,6 +288,14 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		return err
 	}
 	defer auditLog.Close()
+	// This process's liveness mark, beside the audit log: a server started after this one was killed finds
+	// its open calls and closes them (Service.Recover).
+	serversDir := filepath.Join(filepath.Dir(o.AuditLog), "servers")
+	inst, err := instance.Start(serversDir)
+	if err != nil {
+		return err
+	}
+	defer inst.Close()
 
 	ns := p.Spec.Sandbox.Namespace
 	runner := sandbox.NewRunner(cs, ns, o.MaxConcurrency)
@@ -269,10 +306,26 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Workspaces:   &sandbox.Workspaces{Client: cs, Namespace: ns},
 		WorkspaceDir: o.Workspaces,
 		Warm:         o.Warm,
+		Instance:     inst.ID,
+		OnAuditError: func(requestID string, err error) {
+			log.Error("audit events of a call could not be written; the audit log has a gap", "requestID", requestID, "error", err.Error())
+		},
 	}
+	go func() {
+		// In the background: a client waits for no cluster call before the server answers.
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		rec, err := svc.Recover(rctx, runner, func(id string) bool { return instance.Alive(serversDir, id) })
+		for _, r := range rec {
+			log.Info("closed a call abandoned by a stopped server", "requestID", r.RequestID, "tool", r.Tool, "jobsDeleted", r.Jobs)
+		}
+		if err != nil {
+			log.Warn("recovering abandoned calls", "error", err.Error())
+		}
+	}()
 	ready := func() {
 		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
-			"sandboxNamespace", ns, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],
+			"sandboxNamespace", ns, "policyFile", o.PolicyFile, "kubeconfig", o.Kubeconfig, "workspaces", o.Workspaces, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],
 			"version", versionInfo().Version)
 	}
 	if o.HTTPAddr == "" {

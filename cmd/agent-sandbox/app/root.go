@@ -136,6 +136,8 @@ for a human to approve them with a signed token.`,
 		newCredAgentCommand(streams),
 		newRunCommand(streams),
 		newMCPCommand(streams),
+		newKubeconfigCommand(streams),
+		newPreflightCommand(streams),
 	)
 	return root
 }

@@ -77,8 +77,12 @@ The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it need
 and write policies (an admin or root token). ACL policies named agent-sandbox-* that configure did not
 write are never overwritten or deleted: configure stops with an error naming one it would have to
 overwrite. --dry-run prints the same lines prefixed "would" and changes nothing, neither in the cluster
-nor in Vault. $VAULT_NAMESPACE (Vault Enterprise, HCP Vault) is refused, not ignored: namespaces are
-not supported yet.`,
+nor in Vault.
+
+Vault Enterprise and HCP Vault: every Vault request is made in the namespace of $VAULT_NAMESPACE, else of
+the policy's spec.sandbox.credentialAgent.vaultNamespace (they must agree when both are set). The
+credential agents log in to the namespace the webhook's policy names, so name it there too (the Helm
+chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_NAMESPACE names it.`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -131,18 +135,40 @@ func (o *vaultConfigureOptions) Validate() error {
 	if o.VaultTokenFile == "" && o.getenv("VAULT_TOKEN") == "" {
 		errs = append(errs, errors.New("a Vault token is required: --vault-token-file or VAULT_TOKEN"))
 	}
-	// The Vault client ignores VAULT_NAMESPACE on purpose, so configure would write to the root namespace
-	// while the operator believes it writes to theirs: refuse instead. Supporting Vault Enterprise / HCP
-	// namespaces needs the credential agent to log in to the same namespace, which it cannot yet.
-	if ns := o.getenv("VAULT_NAMESPACE"); ns != "" {
-		errs = append(errs, fmt.Errorf("VAULT_NAMESPACE=%q is set, but agent-sandbox does not support Vault namespaces yet (the credential agent logs in to the root namespace); unset it to configure the root namespace", ns))
+	if ns := o.envVaultNamespace(); ns != "" && !policy.IsVaultNamespace(ns) {
+		errs = append(errs, fmt.Errorf("VAULT_NAMESPACE=%q is not a Vault namespace path (names separated by single '/', such as admin/team-a)", ns))
 	}
 	return errors.Join(errs...)
+}
+
+// envVaultNamespace is $VAULT_NAMESPACE without leading or trailing slashes (the Vault CLI accepts both).
+func (o *vaultConfigureOptions) envVaultNamespace() string {
+	return strings.Trim(strings.TrimSpace(o.getenv("VAULT_NAMESPACE")), "/")
+}
+
+// vaultNamespace is the Vault Enterprise / HCP Vault namespace to configure: $VAULT_NAMESPACE, else the
+// policy's. Two different ones are an error: the agents would log in where configure wrote nothing.
+func (o *vaultConfigureOptions) vaultNamespace(pol *policy.Compiled) (string, error) {
+	env, fromPolicy := o.envVaultNamespace(), pol.Spec.Sandbox.CredentialAgent.VaultNamespace
+	switch {
+	case env != "" && fromPolicy != "" && env != fromPolicy:
+		return "", fmt.Errorf("VAULT_NAMESPACE=%q but the policy's spec.sandbox.credentialAgent.vaultNamespace is %q: the credential agents log in to the policy's; make them the same", env, fromPolicy)
+	case env != "" && fromPolicy == "":
+		fmt.Fprintf(o.streams.ErrOut, "note: configuring Vault namespace %s (from VAULT_NAMESPACE); the credential agents log in to it only if the webhook's policy names it too (spec.sandbox.credentialAgent.vaultNamespace; the Helm chart: --set vault.namespace=%s)\n", env, env)
+		return env, nil
+	case env != "":
+		return env, nil
+	}
+	return fromPolicy, nil
 }
 
 // Run loads the policy, connects to the cluster and configures Vault.
 func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 	pol, err := policy.LoadFile(o.PolicyFile)
+	if err != nil {
+		return err
+	}
+	vaultNS, err := o.vaultNamespace(pol)
 	if err != nil {
 		return err
 	}
@@ -175,17 +201,18 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 		}
 	}
 	_, err = broker.Configure(ctx, broker.ConfigureConfig{
-		Policy:           pol,
-		Kube:             kube,
-		KubernetesHost:   host,
-		KubernetesCA:     ca,
-		VaultAddr:        o.VaultAddr,
-		VaultCAFile:      o.VaultCAFile,
-		VaultNamespace:   o.VaultNamespace,
-		DryRun:           o.DryRun,
-		OIDCDiscoveryURL: o.OIDCDiscoveryURL,
-		OIDCDiscoveryCA:  discoveryCA,
-		Out:              o.streams.Out,
+		Policy:                   pol,
+		Kube:                     kube,
+		KubernetesHost:           host,
+		KubernetesCA:             ca,
+		VaultAddr:                o.VaultAddr,
+		VaultCAFile:              o.VaultCAFile,
+		VaultNamespace:           o.VaultNamespace,
+		DryRun:                   o.DryRun,
+		VaultEnterpriseNamespace: vaultNS,
+		OIDCDiscoveryURL:         o.OIDCDiscoveryURL,
+		OIDCDiscoveryCA:          discoveryCA,
+		Out:                      o.streams.Out,
 	}, token)
 	if errors.Is(err, broker.ErrTokenRefused) {
 		err = fmt.Errorf("%w; %s", err, tokenRefusedHint)

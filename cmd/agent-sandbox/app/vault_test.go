@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 func TestVaultConfigureValidate(t *testing.T) {
@@ -21,9 +23,13 @@ func TestVaultConfigureValidate(t *testing.T) {
 	if err := o.Validate(); err != nil || o.VaultAddr != "http://v:8200" || o.PolicyFile != defaultPolicyFile || o.VaultNamespace != "agent-sandbox-system" {
 		t.Errorf("from the environment: %v %+v", err, o)
 	}
-	env["VAULT_NAMESPACE"] = "admin/team-a"
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `VAULT_NAMESPACE="admin/team-a" is set, but agent-sandbox does not support Vault namespaces yet`) {
-		t.Errorf("VAULT_NAMESPACE: Validate = %v, want a refusal", err)
+	env["VAULT_NAMESPACE"] = "admin/team-a/"
+	if err := o.Validate(); err != nil {
+		t.Errorf("VAULT_NAMESPACE: Validate = %v", err)
+	}
+	env["VAULT_NAMESPACE"] = "admin team"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), `VAULT_NAMESPACE="admin team" is not a Vault namespace path`) {
+		t.Errorf("a bad VAULT_NAMESPACE: Validate = %v, want a refusal", err)
 	}
 	delete(env, "VAULT_NAMESPACE")
 	if tok, err := o.vaultToken(); err != nil || tok != "t" {
@@ -77,4 +83,70 @@ current-context: x
 	if strings.Contains(stderr, "SuperSecret") {
 		t.Error("the token was printed")
 	}
+}
+
+// TestVaultConfigureNamespace: the Vault namespace comes from $VAULT_NAMESPACE, else from the policy; two
+// different ones are refused, and one named only by the environment is pointed out on stderr.
+func TestVaultConfigureNamespace(t *testing.T) {
+	withNS, err := policy.Load(mustReadPolicyWith(t, "admin/team-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := policy.Load(mustReadPolicyWith(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, env string
+		pol       *policy.Compiled
+		want      string
+		wantErr   string
+		wantNote  bool
+	}{
+		{"neither", "", without, "", "", false},
+		{"policy only", "", withNS, "admin/team-a", "", false},
+		{"environment only", "/admin/team-b/", without, "admin/team-b", "", true},
+		{"both agree", "admin/team-a", withNS, "admin/team-a", "", false},
+		{"both differ", "admin/team-b", withNS, "", `VAULT_NAMESPACE="admin/team-b" but the policy's spec.sandbox.credentialAgent.vaultNamespace is "admin/team-a"`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr strings.Builder
+			o := &vaultConfigureOptions{streams: IO{ErrOut: &stderr}, getenv: func(k string) string {
+				if k == "VAULT_NAMESPACE" {
+					return tt.env
+				}
+				return ""
+			}}
+			got, err := o.vaultNamespace(tt.pol)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("namespace %q, %v; want %q", got, err, tt.want)
+			}
+			if note := strings.Contains(stderr.String(), "--set vault.namespace="+tt.want); note != tt.wantNote {
+				t.Errorf("stderr %q, want a note: %v", stderr.String(), tt.wantNote)
+			}
+		})
+	}
+}
+
+// mustReadPolicyWith is the shipped policy with credentialAgent.vaultNamespace set to ns (none if empty).
+func mustReadPolicyWith(t *testing.T, ns string) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns == "" {
+		return data
+	}
+	const anchor = "      vaultAudience: vault\n"
+	if !strings.Contains(string(data), anchor) {
+		t.Fatalf("the shipped policy has no %q line", anchor)
+	}
+	return []byte(strings.Replace(string(data), anchor, anchor+"      vaultNamespace: "+ns+"\n", 1))
 }

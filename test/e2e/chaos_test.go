@@ -1,0 +1,642 @@
+//go:build e2e && chaos
+
+package e2e
+
+// make chaos: faults injected on the live cluster while real calls run. Each scenario is a subtest of
+// TestChaos; scripts/chaos.sh prints one PASS or FAIL line per scenario. A scenario passes when nothing
+// unsafe was admitted, every call ended with a result or one clear line of error, nothing was left behind
+// (sandbox Jobs and Pods, Vault-minted ServiceAccounts and Roles) and the next call works.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/service"
+	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/demo"
+)
+
+type chaos struct {
+	t     *testing.T
+	cfg   demo.Config
+	cs    kubernetes.Interface
+	p     *policy.Compiled
+	ns    string
+	state string // the local cluster's state folder ($AS_STATE)
+	up    string // the command that (re)starts stopped local components
+	// before holds the call Jobs that existed when the scenario began: not the scenario's own.
+	before map[string]bool
+}
+
+// server is one MCP server process and a client session with it.
+type server struct {
+	client *mcp.Client
+	cmd    *exec.Cmd
+}
+
+func (c *chaos) start(ctx context.Context, cfg demo.Config, extra ...string) *server {
+	c.t.Helper()
+	args := append([]string{"mcp", "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
+		"--workspaces", cfg.Workspaces, "--db", cfg.DB, "--audit-log", cfg.AuditLog}, extra...)
+	cmd := exec.CommandContext(ctx, cfg.Binary, args...)
+	client, err := mcp.DialCommand(ctx, cmd)
+	if err != nil {
+		c.t.Fatalf("start the MCP server: %v", err)
+	}
+	return &server{client: client, cmd: cmd}
+}
+
+func (s *server) kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.client.Close()
+}
+
+func TestChaos(t *testing.T) {
+	cfg := config(t)
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &chaos{t: t, cfg: cfg, cs: admin(t, cfg.AdminKubeconfig), p: p, ns: p.Spec.Sandbox.Namespace,
+		state: env(t, "E2E_STATE"), up: env(t, "E2E_UP")}
+	t.Run("webhook replica killed during 20 calls", c.webhookReplicaKilled)
+	t.Run("Vault restarted during a call", c.vaultRestarted)
+	t.Run("kube-apiserver restarted during a call", c.apiserverRestarted)
+	t.Run("MCP server killed between plan and apply", c.serverKilledBeforeApply)
+	t.Run("MCP server killed during a run", c.serverKilledDuringRun)
+	t.Run("audit disk full", c.auditDiskFull)
+	t.Run("approval expires while its apply is queued", c.approvalExpiresQueued)
+}
+
+// oneLineError checks that a failed call says why in one line.
+func oneLineError(t *testing.T, what string, res *mcp.Result) {
+	t.Helper()
+	if !res.IsError {
+		return
+	}
+	if strings.TrimSpace(res.Text) == "" || strings.Contains(strings.TrimSpace(res.Text), "\n") {
+		t.Errorf("%s failed without one clear line: %q", what, res.Text)
+	}
+}
+
+// callJobs lists the sandbox Jobs that serve calls (not the pool's unclaimed warm Jobs).
+func (c *chaos) callJobs(ctx context.Context) []string {
+	jobs, err := c.cs.BatchV1().Jobs(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	claimed := map[string]bool{}
+	for _, pod := range pods.Items {
+		if pod.Annotations[contract.AnnotationClaim] != "" {
+			claimed[pod.Labels["job-name"]] = true
+		}
+	}
+	var out []string
+	for _, j := range jobs.Items {
+		if _, warm := j.Labels[contract.LabelWarm]; (!warm || claimed[j.Name]) && !c.before[j.Name] {
+			out = append(out, j.Name)
+		}
+	}
+	return out
+}
+
+// begin starts a scenario: the call Jobs that exist now are not its own.
+func (c *chaos) begin(t *testing.T) {
+	c.t, c.before = t, nil
+	before := map[string]bool{}
+	for _, j := range c.callJobs(context.Background()) {
+		before[j] = true
+	}
+	if len(before) > 0 {
+		t.Logf("call Jobs from before this scenario (not counted): %v", before)
+	}
+	c.before = before
+}
+
+// vaultMinted lists the ServiceAccounts, Roles and RoleBindings Vault minted in demo-app since since.
+func (c *chaos) vaultMinted(ctx context.Context, since time.Time) []string {
+	var out []string
+	keep := func(kind string, m metav1.ObjectMeta) {
+		if strings.HasPrefix(m.Name, "v-as-") && !m.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
+			out = append(out, kind+"/"+m.Name)
+		}
+	}
+	if l, err := c.cs.CoreV1().ServiceAccounts("demo-app").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			keep("serviceaccount", o.ObjectMeta)
+		}
+	}
+	if l, err := c.cs.RbacV1().Roles("demo-app").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			keep("role", o.ObjectMeta)
+		}
+	}
+	if l, err := c.cs.RbacV1().RoleBindings("demo-app").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			keep("rolebinding", o.ObjectMeta)
+		}
+	}
+	return out
+}
+
+// nothingLeft waits up to a minute for every call Job and every Vault-minted object since since to be
+// gone, and fails the test naming what stayed.
+func (c *chaos) nothingLeft(ctx context.Context, since time.Time) {
+	c.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		jobs, minted := c.callJobs(ctx), c.vaultMinted(ctx, since)
+		if len(jobs) == 0 && len(minted) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Errorf("left behind after a minute: Jobs %v, Vault-minted %v", jobs, minted)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitForCallJob returns the name of the first call Job that appears.
+func (c *chaos) waitForCallJob(ctx context.Context) (string, error) {
+	for ctx.Err() == nil {
+		if jobs := c.callJobs(ctx); len(jobs) > 0 {
+			return jobs[0], nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", ctx.Err()
+}
+
+// works checks that a k8s_get_pod_status call succeeds on s.
+func (c *chaos) works(ctx context.Context, s *server, what string) {
+	c.t.Helper()
+	res, err := s.client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+	if err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+	if res.IsError {
+		c.t.Errorf("%s: the next call failed: %s", what, res.Text)
+	}
+}
+
+func (c *chaos) auditVerify(ctx context.Context, path string) {
+	c.t.Helper()
+	out, err := exec.CommandContext(ctx, c.cfg.Binary, "audit", "verify", "--file", path).CombinedOutput()
+	if err != nil {
+		c.t.Errorf("audit verify: %v: %s", err, out)
+	}
+}
+
+// fresh gives the scenario its own approvals database and audit log.
+func (c *chaos) fresh() demo.Config {
+	cfg := c.cfg
+	dir := c.t.TempDir()
+	cfg.DB, cfg.AuditLog = filepath.Join(dir, "approvals.db"), filepath.Join(dir, "audit.jsonl")
+	return cfg
+}
+
+func (c *chaos) webhookReplicaKilled(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	s := c.start(ctx, cfg)
+	defer s.kill()
+
+	dep, err := c.cs.AppsV1().Deployments(releaseNS).Get(ctx, "agent-sandbox-webhook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).String()
+
+	// An attacker keeps submitting an unsafe Job (host network) straight to the API server throughout.
+	var unsafeTried, unsafeAdmitted atomic.Int64
+	attackCtx, stopAttack := context.WithCancel(ctx)
+	var attack sync.WaitGroup
+	attack.Add(1)
+	go func() {
+		defer attack.Done()
+		tool, _ := c.p.Tool("k8s_get_pod_status")
+		for attackCtx.Err() == nil {
+			inv, _ := tool.Invoke(map[string]any{"namespace": "demo-app"})
+			id, _ := approval.NewRequestID()
+			job, err := sandbox.RenderJob(c.p, sandbox.JobSpec{Invocation: inv, RequestID: id})
+			if err == nil {
+				job.Spec.Template.Spec.HostNetwork = true
+				unsafeTried.Add(1)
+				if created, err := c.cs.BatchV1().Jobs(c.ns).Create(attackCtx, job, metav1.CreateOptions{}); err == nil {
+					unsafeAdmitted.Add(1)
+					_ = c.cs.BatchV1().Jobs(c.ns).Delete(context.Background(), created.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	const calls, workers = 20, 4
+	var done atomic.Int64
+	var killed atomic.Bool
+	results := make(chan *mcp.Result, calls)
+	work := make(chan int, calls)
+	for i := 0; i < calls; i++ {
+		work <- i
+	}
+	close(work)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				res, err := s.client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+				if err != nil {
+					res = &mcp.Result{IsError: true, Text: "protocol error: " + err.Error()}
+				}
+				results <- res
+				if done.Add(1) == 3 && killed.CompareAndSwap(false, true) {
+					pods, err := c.cs.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
+					if err == nil && len(pods.Items) > 0 {
+						victim := pods.Items[0].Name
+						_ = c.cs.CoreV1().Pods(releaseNS).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+						t.Logf("killed webhook Pod %s after 3 calls", victim)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	stopAttack()
+	attack.Wait()
+	ok, failed := 0, 0
+	for res := range results {
+		if res.IsError {
+			failed++
+			oneLineError(t, "a call", res)
+			t.Logf("failed call: %s", res.Text)
+		} else {
+			ok++
+		}
+	}
+	t.Logf("20 calls: %d succeeded, %d failed clearly; unsafe Jobs submitted %d, admitted %d", ok, failed, unsafeTried.Load(), unsafeAdmitted.Load())
+	if !killed.Load() {
+		t.Error("no webhook Pod was killed")
+	}
+	if unsafeAdmitted.Load() != 0 || unsafeTried.Load() == 0 {
+		t.Errorf("unsafe Jobs admitted: %d of %d", unsafeAdmitted.Load(), unsafeTried.Load())
+	}
+	if ok+failed != calls {
+		t.Errorf("%d of %d calls ended", ok+failed, calls)
+	}
+	if ok < calls/2 {
+		t.Errorf("only %d of %d calls succeeded with one replica left", ok, calls)
+	}
+	c.nothingLeft(ctx, since)
+	// The Deployment replaces the killed replica.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		d, err := c.cs.AppsV1().Deployments(releaseNS).Get(ctx, dep.Name, metav1.GetOptions{})
+		if err == nil && d.Status.ReadyReplicas == *d.Spec.Replicas {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the webhook Deployment did not get its replicas back")
+		}
+		time.Sleep(time.Second)
+	}
+	c.auditVerify(ctx, cfg.AuditLog)
+}
+
+// faultDuringCall starts a cold k8s_get_pod_status call, injects fault as soon as its Job exists, waits
+// for the call's result and lets repair run. It returns the call's result.
+func (c *chaos) faultDuringCall(ctx context.Context, s *server, fault, repair func() error) *mcp.Result {
+	c.t.Helper()
+	type outcome struct {
+		res *mcp.Result
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		res, err := s.client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+		got <- outcome{res, err}
+	}()
+	jctx, cancel := context.WithTimeout(ctx, time.Minute)
+	job, err := c.waitForCallJob(jctx)
+	cancel()
+	if err != nil {
+		c.t.Fatalf("no Job appeared for the call: %v", err)
+	}
+	c.t.Logf("Job %s exists: injecting the fault", job)
+	if err := fault(); err != nil {
+		c.t.Fatalf("inject the fault: %v", err)
+	}
+	o := <-got
+	if err := repair(); err != nil {
+		c.t.Fatalf("repair: %v", err)
+	}
+	if o.err != nil {
+		c.t.Fatalf("the call ended with a protocol error: %v", o.err)
+	}
+	c.t.Logf("the call ended: error=%v %s", o.res.IsError, firstN(o.res.Text, 300))
+	oneLineError(c.t, "the call", o.res)
+	return o.res
+}
+
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func (c *chaos) sh(cmd string) error {
+	out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", cmd, err, out)
+	}
+	return nil
+}
+
+func (c *chaos) vaultRestarted(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	s := c.start(ctx, cfg, "--warm=false")
+	defer s.kill()
+	stop, restart := env(t, "E2E_VAULT_STOP"), env(t, "E2E_VAULT_RESTART")
+	res := c.faultDuringCall(ctx, s, func() error { return c.sh(stop) }, func() error { return c.sh(restart) })
+	if !res.IsError {
+		t.Logf("the call finished before Vault went away (it had its credential already)")
+	}
+	c.nothingLeft(ctx, since)
+	c.works(ctx, s, "after Vault came back")
+	c.auditVerify(ctx, cfg.AuditLog)
+}
+
+func (c *chaos) apiserverRestarted(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	s := c.start(ctx, cfg, "--warm=false")
+	defer s.kill()
+	pidfile := filepath.Join(c.state, "run", "kube-apiserver.pid")
+	// Killed with SIGTERM, it shuts down gracefully; up.sh may only start it again once its port is free.
+	stop := func() error {
+		return c.sh("p=$(cat " + pidfile + ") && kill $p && for i in $(seq 300); do kill -0 $p 2>/dev/null || exit 0; sleep 0.2; done; exit 1")
+	}
+	// up.sh starts what is not running; the API server takes about five seconds to be ready.
+	res := c.faultDuringCall(ctx, s, stop, func() error { return c.sh(c.up + " >/dev/null 2>&1") })
+	t.Logf("call during the API server restart: error=%v", res.IsError)
+	c.nothingLeft(ctx, since)
+	c.works(ctx, s, "after the API server came back")
+	c.auditVerify(ctx, cfg.AuditLog)
+}
+
+func (c *chaos) serverKilledBeforeApply(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	s1 := c.start(ctx, cfg)
+	res, err := s1.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+	if err != nil || res.IsError {
+		t.Fatalf("terraform_plan: %v %+v", err, res)
+	}
+	var plan service.PlanOutput
+	if err := res.Decode(&plan); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
+	res, err = s1.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending service.ApplyOutput
+	if err := res.Decode(&pending); err != nil || pending.Status != service.StatusApprovalRequired {
+		t.Fatalf("terraform_apply without approval: %v %+v", err, pending)
+	}
+	s1.kill()
+	t.Logf("killed the MCP server with %s pending", pending.ApprovalRequest)
+
+	out, err := exec.CommandContext(ctx, cfg.Binary, "approvals", "show", pending.ApprovalRequest, "--db", cfg.DB, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("approvals show after the kill: %v", err)
+	}
+	var shown map[string]any
+	if err := json.Unmarshal(out, &shown); err != nil {
+		t.Fatalf("approvals show -o json: %v: %s", err, out)
+	}
+	summary := fmt.Sprint(shown["plan_summary"])
+	if summary == "" || strings.Contains(summary, "no record") || !strings.Contains(summary, plan.PlanID[:12]) {
+		t.Errorf("after the restart the pending approval does not show its real summary: %q", summary)
+	}
+	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest); err != nil {
+		t.Fatal(err)
+	}
+	s2 := c.start(ctx, cfg)
+	defer s2.kill()
+	res, err = s2.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied service.ApplyOutput
+	if err := res.Decode(&applied); err != nil || applied.Status != service.StatusApplied {
+		t.Fatalf("terraform_apply on the restarted server: %v %+v %s", err, applied, res.Text)
+	}
+	c.nothingLeft(ctx, since)
+	c.auditVerify(ctx, cfg.AuditLog)
+}
+
+func (c *chaos) serverKilledDuringRun(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	s1 := c.start(ctx, cfg, "--warm=false")
+	go func() { _, _ = s1.client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"}) }()
+	jctx, jcancel := context.WithTimeout(ctx, time.Minute)
+	job, err := c.waitForCallJob(jctx)
+	jcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.kill()
+	t.Logf("killed the MCP server while Job %s ran", job)
+
+	s2 := c.start(ctx, cfg, "--warm=false")
+	defer s2.kill()
+	// The new server closes the dead one's call: Job deleted, chain completed.
+	deadline := time.Now().Add(time.Minute)
+	var abandoned *audit.Record
+	for abandoned == nil && time.Now().Before(deadline) {
+		recs, _ := audit.ReadFile(cfg.AuditLog, audit.Filter{})
+		for i := range recs {
+			if recs[i].Event == audit.EventToolResult && recs[i].Fields["abandoned"] == true {
+				abandoned = &recs[i]
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if abandoned == nil {
+		t.Fatal("the restarted server did not close the abandoned call in the audit log")
+	}
+	t.Logf("closed: %s %v", abandoned.RequestID, abandoned.Fields["jobs_deleted"])
+	c.nothingLeft(ctx, since)
+	c.auditVerify(ctx, cfg.AuditLog)
+	c.works(ctx, s2, "on the restarted server")
+}
+
+func (c *chaos) auditDiskFull(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	dir := t.TempDir()
+	if err := c.sh("mount -t tmpfs -o size=8m agent-sandbox-chaos " + dir); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.sh("umount " + dir) }()
+	cfg.AuditLog = filepath.Join(dir, "audit.jsonl")
+	s := c.start(ctx, cfg, "--warm=false")
+	defer s.kill()
+	c.works(ctx, s, "before the disk fills")
+
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Close()
+	before := len(c.callJobs(ctx))
+	res, err := s.client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Text, "audit log cannot be written") {
+		t.Errorf("with the audit disk full the call was not refused: %+v", res)
+	}
+	oneLineError(t, "the refused call", res)
+	if n := len(c.callJobs(ctx)); n > before {
+		t.Errorf("a Job was created for a call that could not be recorded")
+	}
+	c.auditVerify(ctx, cfg.AuditLog)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	c.works(ctx, s, "after space was freed")
+	c.auditVerify(ctx, cfg.AuditLog)
+	c.nothingLeft(ctx, since)
+}
+
+func (c *chaos) approvalExpiresQueued(t *testing.T) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	since := time.Now()
+	cfg := c.fresh()
+	// One sandbox at a time, so the apply waits behind a slow call.
+	s := c.start(ctx, cfg, "--max-concurrency=1", "--warm=false")
+	defer s.kill()
+	res, err := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+	if err != nil || res.IsError {
+		t.Fatalf("terraform_plan: %v %+v", err, res)
+	}
+	var plan service.PlanOutput
+	_ = res.Decode(&plan)
+	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
+	res, err = s.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending service.ApplyOutput
+	_ = res.Decode(&pending)
+	if pending.Status != service.StatusApprovalRequired {
+		t.Fatalf("terraform_apply without approval: %+v", pending)
+	}
+	dep, err := c.cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest, "--ttl=8s"); err != nil {
+		t.Fatal(err)
+	}
+	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires.
+	slow := make(chan *mcp.Result, 1)
+	go func() {
+		r, _ := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+		slow <- r
+	}()
+	slowJob, err := c.waitForCallJob(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the slow call's Job %s holds the only slot", slowJob)
+	start := time.Now()
+	res, err = s.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-slow
+	t.Logf("apply after %s in the queue: error=%v %s", time.Since(start).Round(time.Millisecond), res.IsError, firstN(res.Text, 300))
+	if time.Since(start) < 8*time.Second {
+		t.Logf("note: the apply did not wait 8 s in the queue")
+	}
+	var applied service.ApplyOutput
+	_ = res.Decode(&applied)
+	if !res.IsError && applied.Status == service.StatusApplied {
+		t.Fatalf("an apply ran on an expired approval")
+	}
+	if !strings.Contains(strings.ToLower(res.Text+applied.Message+string(applied.Status)), "expire") {
+		t.Errorf("the refusal does not say the approval expired: %q %+v", res.Text, applied)
+	}
+	oneLineError(t, "the expired apply", res)
+	after, err := c.cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || after.UID != dep.UID || after.Generation != dep.Generation {
+		t.Errorf("the Deployment changed under an expired approval")
+	}
+	c.nothingLeft(ctx, since)
+	c.auditVerify(ctx, cfg.AuditLog)
+}

@@ -1,0 +1,288 @@
+package scripts
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// noApproversMessage is what deploy says, exactly, when a non-local cluster is given no approver keys.
+const noApproversMessage = "error: APPROVERS_JWKS is not set. On a cluster other than the local one, deploy makes no approver key " +
+	"and trusts only the public keys you give it, so that nothing but a person can approve. Each approver makes a key on " +
+	"their own machine with `agent-sandbox keygen` (it asks for a passphrase and writes ~/.config/agent-sandbox/approver.key, " +
+	"which never leaves that machine, and its public half ~/.config/agent-sandbox/approver.key.jwks.json) and sends you the " +
+	".jwks.json file; put all of them in one JWK set with `jq -s '{keys: map(.keys[])}' alice.jwks.json bob.jwks.json > " +
+	"approvers.jwks.json` and run again with APPROVERS_JWKS=approvers.jwks.json.\n"
+
+// Two approvers' public keys, as `agent-sandbox keygen` writes them.
+const approversJWKS = `{"keys":[
+ {"kty":"OKP","crv":"Ed25519","kid":"alice","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","alg":"EdDSA","use":"sig"},
+ {"kty":"OKP","crv":"Ed25519","kid":"bob","x":"3p7bfXt9wbTTW2HC7OQ1Nz-DQ8hbeGdNrfx-FG-IK08","alg":"EdDSA","use":"sig"}]}`
+
+// deployEnv is a sandbox for one run of deploy.sh: its state, cache and home folders are empty temporary
+// folders, and every program that could build, make a key or reach a network or cluster (go, openssl,
+// curl, helm, kubectl, vault) is replaced by a stub that records the call and fails.
+type deployEnv struct {
+	dir, state, cache, home, calls string
+	env                            []string
+}
+
+func newDeployEnv(t *testing.T) *deployEnv {
+	t.Helper()
+	for _, tool := range []string{"bash", "python3", "awk", "getent"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	e := &deployEnv{dir: dir, state: filepath.Join(dir, "state"), cache: filepath.Join(dir, "cache"), home: filepath.Join(dir, "home"),
+		calls: filepath.Join(dir, "calls")}
+	stubs := filepath.Join(dir, "stubs")
+	for _, d := range []string{e.state, e.cache, e.home, stubs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tool := range []string{"go", "openssl", "curl", "wget", "helm", "kubectl", "vault", "ssh-keygen"} {
+		stub := "#!/bin/sh\necho \"" + tool + " $*\" >> " + e.calls + "\nexit 1\n"
+		if err := os.WriteFile(filepath.Join(stubs, tool), []byte(stub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.env = []string{
+		"PATH=" + stubs + ":" + os.Getenv("PATH"),
+		"HOME=" + e.home,
+		"AGENT_SANDBOX_STATE=" + e.state,
+		"AGENT_SANDBOX_CACHE=" + e.cache,
+		"DEPLOY_DRY_RUN=1",
+		// Anything that still tried the network would fail at once.
+		"http_proxy=http://127.0.0.1:1", "https_proxy=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1",
+		"GOPROXY=off",
+	}
+	return e
+}
+
+// nonLocal is the environment the install guide names for a cluster other than the local one.
+func (e *deployEnv) nonLocal(t *testing.T) []string {
+	t.Helper()
+	kc := filepath.Join(e.dir, "gke.kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append(e.env,
+		"KUBECONFIG="+kc,
+		"API_SERVER_URL=https://203.0.113.10:443", "API_CIDR=203.0.113.10/32",
+		"VAULT_ADDR=https://vault.example.com:8200", "VAULT_POD_ADDR=https://10.10.0.5:8200", "VAULT_CIDR=10.10.0.5/32",
+		"IMAGE=registry.example.com/agent-sandbox:v1.2.3",
+	)
+}
+
+// run runs scripts/deploy.sh from dir with env and returns its exit code and output.
+func (e *deployEnv) run(t *testing.T, dir string, env []string) (int, string, string) {
+	t.Helper()
+	script, err := filepath.Abs("../../scripts/deploy.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Dir = dir
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deploy.sh: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	return code, stdout.String(), stderr.String()
+}
+
+// created lists every file under the sandbox's state, cache and home folders (the stub log aside).
+func (e *deployEnv) created(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, root := range []string{e.state, e.cache, e.home} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+func (e *deployEnv) noCalls(t *testing.T) {
+	t.Helper()
+	if b, err := os.ReadFile(e.calls); err == nil {
+		t.Errorf("the dry run ran programs that build, make keys or reach a cluster:\n%s", b)
+	}
+}
+
+// TestDeployNonLocalTrustsOnlyTheGivenKeys: on a cluster other than the local one (the variables of
+// docs/install.md), the plan creates no approver key and no passphrase, trusts exactly the JWK set given
+// in APPROVERS_JWKS (given relative to where deploy was started), and nothing is built, written or asked
+// of a cluster, Vault or the network before the dry run stops.
+func TestDeployNonLocalTrustsOnlyTheGivenKeys(t *testing.T) {
+	e := newDeployEnv(t)
+	jwks := filepath.Join(e.dir, "approvers.jwks.json")
+	if err := os.WriteFile(jwks, []byte(approversJWKS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS=approvers.jwks.json", "VAULT_NAMESPACE=admin/team-a"))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	out := stdout + stderr
+	for _, want := range []string{
+		"  cluster:            " + filepath.Join(e.dir, "gke.kubeconfig") + " (not the local cluster)\n",
+		"  approver key:       none created\n",
+		"  trusted approvers:  " + jwks + " (keys: alice, bob); nothing else can approve\n",
+		"  vault:              configure https://vault.example.com:8200 (namespace admin/team-a) from policy/policy.yaml\n",
+		"  MCP kubeconfig:     " + filepath.Join(e.home, ".config", "agent-sandbox", "mcp.kubeconfig") + "\n",
+		" --set-file approvers.jwks=" + jwks + " ",
+		" --set vault.namespace=admin/team-a",
+		" --set image.repository=registry.example.com/agent-sandbox --set image.tag=v1.2.3 ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q", want)
+		}
+	}
+	// The only JWK set named anywhere is the given one; no key or passphrase of the local cluster appears.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "jwks") && strings.Count(line, ".jwks.json") != strings.Count(line, jwks) {
+			t.Errorf("a JWK set other than APPROVERS_JWKS is named: %s", line)
+		}
+	}
+	for _, never := range []string{"create ", ".key", "passphrase", "trusted.jwks.json", "verify", e.state} {
+		if strings.Contains(out, never) {
+			t.Errorf("the plan mentions %q", never)
+		}
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("the dry run created %v", files)
+	}
+	e.noCalls(t)
+}
+
+// TestDeployNonLocalWithoutApprovers: without APPROVERS_JWKS deploy stops with one paragraph that says
+// how approvers make their keys and how to combine them; a file holding a private key is refused too.
+func TestDeployNonLocalWithoutApprovers(t *testing.T) {
+	e := newDeployEnv(t)
+	code, stdout, stderr := e.run(t, e.dir, e.nonLocal(t))
+	if code == 0 || stdout != "" || stderr != noApproversMessage {
+		t.Errorf("exit %d, stdout %q\nstderr %q\nwant   %q", code, stdout, stderr, noApproversMessage)
+	}
+
+	private := filepath.Join(e.dir, "private.jwks.json")
+	if err := os.WriteFile(private, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+private))
+	if code == 0 || !strings.Contains(stderr, "holds a PRIVATE key (k1)") {
+		t.Errorf("a private key: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+filepath.Join(e.dir, "missing.json")))
+	if code == 0 || !strings.Contains(stderr, "missing.json: no such file. On a cluster other than the local one") {
+		t.Errorf("a missing file: exit %d, stderr %q", code, stderr)
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("a refused run created %v", files)
+	}
+	e.noCalls(t)
+}
+
+// TestDeployLocalPlan: on the local cluster (no KUBECONFIG) the plan makes the demo approver and the
+// verify key in the state folder and trusts both, and, run through sudo, writes a second MCP kubeconfig
+// for the sudo user; the dry run itself still creates nothing.
+func TestDeployLocalPlan(t *testing.T) {
+	e := newDeployEnv(t)
+	env := e.env
+	if os.Geteuid() == 0 {
+		env = append(env, "SUDO_USER=nobody")
+	}
+	code, stdout, stderr := e.run(t, e.dir, env)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	out := stdout + stderr
+	keys := filepath.Join(e.state, "approver")
+	for _, want := range []string{
+		"  cluster:            the local cluster (" + filepath.Join(e.state, "admin.kubeconfig") + ")\n",
+		"  approver key:       create " + filepath.Join(keys, "approver.key") + " (local cluster only)\n",
+		"  approver key:       create " + filepath.Join(keys, "verify.key") + " (local cluster only)\n",
+		" --set-file approvers.jwks=" + filepath.Join(keys, "trusted.jwks.json") + " ",
+		"  MCP kubeconfig:     " + filepath.Join(e.state, "mcp.kubeconfig") + " (owner root)\n",
+		" --set sandbox.createNamespace=false",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q", want)
+		}
+	}
+	if os.Geteuid() == 0 && !strings.Contains(out, "/.config/agent-sandbox/mcp.kubeconfig (owner nobody)\n") {
+		t.Error("run through sudo, the plan writes no MCP kubeconfig for the sudo user")
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("the dry run created %v", files)
+	}
+	e.noCalls(t)
+}
+
+// TestDeployEKSShapedPlan: an API server URL without a port (EKS) means 443, several comma-separated
+// endpoint CIDRs become several NetworkPolicy endpoints, and VAULT_CIDR=none leaves the egress to Vault to
+// the values files of HELM_VALUES (an in-cluster Vault), which are passed to helm; without one it is refused.
+func TestDeployEKSShapedPlan(t *testing.T) {
+	e := newDeployEnv(t)
+	jwks := filepath.Join(e.dir, "approvers.jwks.json")
+	values := filepath.Join(e.dir, "eks-values.yaml")
+	for f, content := range map[string]string{jwks: approversJWKS, values: "networkPolicy:\n  extraEgress: []\n"} {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"APPROVERS_JWKS=" + jwks, "VAULT_CIDR=none"}
+	for _, v := range e.nonLocal(t) {
+		if !strings.HasPrefix(v, "API_SERVER_URL=") && !strings.HasPrefix(v, "API_CIDR=") && !strings.HasPrefix(v, "VAULT_CIDR=") {
+			env = append(env, v)
+		}
+	}
+	env = append(env, "API_SERVER_URL=https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com", "API_CIDR=10.0.1.0/24,10.0.2.0/24",
+		"VAULT_CONFIGURE_FLAGS=--oidc-discovery-url https://oidc.eks.eu-west-1.amazonaws.com/id/0123ABCD")
+	code, _, stderr := e.run(t, e.dir, env)
+	if code == 0 || !strings.Contains(stderr, "VAULT_CIDR=none leaves the egress to Vault to a values file, but HELM_VALUES names none") {
+		t.Errorf("VAULT_CIDR=none without HELM_VALUES: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = e.run(t, e.dir, append(env, "HELM_VALUES=eks-values.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		" -f " + values + " ",
+		" --set apiServer.url=https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com ",
+		` --set apiServer.endpoints\[0\].cidr=10.0.1.0/24 --set apiServer.endpoints\[0\].port=443 `,
+		` --set apiServer.endpoints\[1\].cidr=10.0.2.0/24 --set apiServer.endpoints\[1\].port=443 `,
+		` --set-json vault.egress=\[\] `,
+		"from policy/policy.yaml --oidc-discovery-url https://oidc.eks.eu-west-1.amazonaws.com/id/0123ABCD\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the plan lacks %q", want)
+		}
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("the dry run created %v", files)
+	}
+	e.noCalls(t)
+}
