@@ -132,12 +132,12 @@ has Terraform; the others in the credential agent's image, which has agent-sandb
 the latter of warm tools (their entry point executes the claimed argv), and they need nothing more.
 */}}
 {{- $runner := include "agent-sandbox.runnerImage" . }}
-{{- $agent := include "agent-sandbox.credentialAgentImage" . }}
+{{- $agentImage := include "agent-sandbox.credentialAgentImage" . }}
 {{- range $spec.tools }}
 {{- if or .workspace .plan .check }}
 {{- $_ := set . "image" $runner }}
 {{- else }}
-{{- $_ := set . "image" $agent }}
+{{- $_ := set . "image" $agentImage }}
 {{- end }}
 {{- end }}
 {{- with .Values.sandbox.nodeSelector }}
