@@ -6,7 +6,7 @@ export GOTOOLCHAIN ?= local
 export GOFLAGS ?= -buildvcs=false
 BIN := bin/agent-sandbox
 FUZZTIME ?= 10s
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .DEFAULT_GOAL := help
 
@@ -38,6 +38,10 @@ lint: ## go vet, gofmt and shellcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v shellcheck >/dev/null; then shellcheck -x -S warning scripts/*.sh bench/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
 
+.PHONY: chart-docs
+chart-docs: ## Regenerate charts/agent-sandbox/README.md (the values reference) from values.schema.json
+	$(GO) run ./scripts/chartdoc
+
 .PHONY: mutate-exactness
 mutate-exactness: ## Weaken each comparison of the webhook's exactness check in turn; every one must fail a unit test
 	$(GO) run ./scripts/mutate-exactness $(MUTATE_FLAGS)
@@ -49,6 +53,16 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s)
 .PHONY: bench
 bench: ## Run the Go benchmarks (CEL rules, token verify, approval consume, audit write)
 	$(GO) test -run '^$$' -bench . -benchmem ./cel/... ./internal/...
+
+##@ Release
+
+.PHONY: release
+release: ## Build the images (webhook, credential agent, runner; OCI + SBOM) and the chart into dist/ without Docker; PUSH=1 REGISTRY=... pushes
+	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" PUSH="$(PUSH)" CHECK="$(CHECK)" scripts/release.sh
+
+.PHONY: release-check
+release-check: ## Build the release twice (the second time with an empty Go build cache) and fail unless every file is identical
+	REGISTRY="$(REGISTRY)" VERSION="$(VERSION)" CHECK=1 scripts/release.sh
 
 ##@ Local cluster (root, Linux)
 

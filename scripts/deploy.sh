@@ -18,13 +18,17 @@
 #                                in-cluster Vault).
 #   HELM_VALUES=a.yaml,b.yaml    more values files for the chart (GKE's sandbox.nodeSelector/tolerations, say).
 #   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--oidc-discovery-url ...).
+#   CHART=dist/charts/agent-sandbox-VERSION.tgz
+#                                install a packaged release (make release) instead of charts/agent-sandbox: its
+#                                values name its own images (by digest), so IMAGE is not used; on the local
+#                                cluster they are imported from RELEASE_DIR (default dist/) first.
 #   DEPLOY_DRY_RUN=1             print the plan (keys made, approver keys trusted, MCP kubeconfig paths, the
 #                                helm arguments) and stop before building, or touching the cluster or Vault.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 # Paths given in variables are relative to where deploy was started, not to the repository.
 abs() { case $1 in ''|/*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
-for v in KUBECONFIG APPROVERS_JWKS VAULT_TOKEN_FILE MCP_KUBECONFIG; do
+for v in KUBECONFIG APPROVERS_JWKS VAULT_TOKEN_FILE MCP_KUBECONFIG CHART RELEASE_DIR; do
   [ -n "${!v:-}" ] && printf -v "$v" '%s' "$(abs "${!v}")"
 done
 values_files=()
@@ -38,6 +42,11 @@ if [ -z "${KUBECONFIG:-}" ] || [ "$KUBECONFIG" = "$AS_STATE/admin.kubeconfig" ];
 RELEASE_NS=${RELEASE_NS:-agent-sandbox-system}
 SANDBOX_NS=$(awk '/^  sandbox:/{s=1} s && /namespace:/{print $2; exit}' policy/policy.yaml)
 KEYS=$AS_STATE/approver
+# The chart: the repository's folder (the dev image, built here), or a packaged release whose values already
+# name its images.
+CHART=${CHART:-$AS_ROOT/charts/agent-sandbox}
+RELEASE_DIR=${RELEASE_DIR:-$AS_ROOT/dist}
+[ -e "$CHART" ] || die "CHART=$CHART does not exist (make release writes dist/charts/agent-sandbox-*.tgz)"
 
 # The person the MCP kubeconfig is for: the one who ran sudo, else whoever runs this.
 CLIENT_USER=$(sudo_user)
@@ -111,7 +120,9 @@ url_port() {
 }
 set_args=()
 for f in "${values_files[@]}"; do set_args+=(-f "$f"); done
-set_args+=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set "apiServer.url=$API_SERVER_URL")
+# A packaged release chart names its own images (by digest); the chart folder runs IMAGE.
+[ -d "$CHART" ] && set_args+=(--set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}")
+set_args+=(--set "apiServer.url=$API_SERVER_URL")
 IFS=, read -r -a cidrs <<< "$API_CIDR"
 for i in "${!cidrs[@]}"; do
   set_args+=(--set "apiServer.endpoints[$i].cidr=${cidrs[$i]}" --set "apiServer.endpoints[$i].port=$(url_port "$API_SERVER_URL")")
@@ -147,7 +158,7 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
   echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
   echo "  MCP kubeconfig:     $MCP_KC${MCP_KC_OWNER:+ (owner $MCP_KC_OWNER)}"
   [ -n "$USER_KC" ] && echo "  MCP kubeconfig:     $USER_KC (owner $CLIENT_USER)"
-  printf '  helm:               upgrade --install agent-sandbox charts/agent-sandbox -n %s --create-namespace' "$RELEASE_NS"
+  printf '  helm:               upgrade --install agent-sandbox %s -n %s --create-namespace' "${CHART#"$AS_ROOT"/}" "$RELEASE_NS"
   printf ' %q' "${set_args[@]}"; echo
 } >&2
 ((DRY_RUN)) && exit 0
@@ -159,7 +170,9 @@ if ! [ -x "$(bin_kube kubectl)" ]; then
   command -v kubectl >/dev/null || die "kubectl is needed: put it on PATH (or build the local cluster's with make tools)"
   KUBECTL() { kubectl "$@"; }
 fi
-((LOCAL)) && "$AS_ROOT/scripts/image-agent-sandbox.sh"
+if ((LOCAL)); then
+  if [ -d "$CHART" ]; then "$AS_ROOT/scripts/image-agent-sandbox.sh"; else "$AS_ROOT/scripts/release-import.sh" "$RELEASE_DIR"; fi
+fi
 BIN=$AS_CACHE/agent-sandbox-bin
 (CGO_ENABLED=0 go build -trimpath -o "$BIN" ./cmd/agent-sandbox)
 
@@ -196,7 +209,7 @@ PY
 fi
 
 log "installing the Helm chart (release agent-sandbox in $RELEASE_NS)"
-"$HELM" upgrade --install agent-sandbox charts/agent-sandbox -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
+"$HELM" upgrade --install agent-sandbox "$CHART" -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
   --wait --timeout 3m 2>&1 | sed '/found symbolic link/d' >&2
 KUBECTL -n "$RELEASE_NS" rollout restart deployment/agent-sandbox-webhook >/dev/null
 KUBECTL -n "$RELEASE_NS" rollout status deployment/agent-sandbox-webhook --timeout=120s >&2

@@ -31,8 +31,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	psaapi "k8s.io/pod-security-admission/api"
+	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -40,6 +43,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
@@ -417,6 +421,45 @@ func TestChartPolicy(t *testing.T) {
 		}
 	})
 
+	t.Run("a release's three images", func(t *testing.T) {
+		// What make release writes into the packaged chart: one image per role, pinned by digest.
+		ref := func(name, hex string) string {
+			return "ghcr.io/acme/agent-sandbox-" + name + ":v0.2.0@sha256:" + strings.Repeat(hex, 64)
+		}
+		args := []string{"--set", "image.tag=v0.2.0", "--set", "credentialAgent.image.tag=v0.2.0", "--set", "runner.image.tag=v0.2.0"}
+		for value, name := range map[string]string{"image": "webhook", "credentialAgent.image": "credential-agent", "runner.image": "runner"} {
+			hex := map[string]string{"webhook": "a", "credential-agent": "b", "runner": "c"}[name]
+			args = append(args, "--set", value+".repository=ghcr.io/acme/agent-sandbox-"+name, "--set", value+".digest=sha256:"+strings.Repeat(hex, 64))
+		}
+		r := chartRenderArgs(t, args...)
+		c, err := policy.Load(r.policyDocument(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Spec.Sandbox.CredentialAgent.Image, ref("credential-agent", "b"); got != want {
+			t.Errorf("credentialAgent.image = %q, want %q", got, want)
+		}
+		// Terraform tools (a workspace, a saved plan or a check) in the runner; the rest, warm tools among
+		// them, in the credential agent's image, as the policy requires of warm tools.
+		runners := 0
+		for _, tool := range c.Spec.Tools {
+			want := ref("credential-agent", "b")
+			if tool.Workspace != nil || tool.Plan != nil || len(tool.Check) > 0 {
+				want = ref("runner", "c")
+				runners++
+			}
+			if tool.Image != want {
+				t.Errorf("tool %s image = %q, want %q", tool.Name, tool.Image, want)
+			}
+		}
+		if runners == 0 || runners == len(c.Spec.Tools) {
+			t.Errorf("%d of %d tools run in the runner image; the shipped policy has Terraform tools and others", runners, len(c.Spec.Tools))
+		}
+		if got, want := r.deployment(t).Spec.Template.Spec.Containers[0].Image, ref("webhook", "a"); got != want {
+			t.Errorf("webhook image = %q, want %q", got, want)
+		}
+	})
+
 	t.Run("values.policy replaces the file", func(t *testing.T) {
 		custom, err := policy.Decode(shipped)
 		if err != nil {
@@ -538,6 +581,9 @@ func TestChartWebhookDeployment(t *testing.T) {
 	}
 	if flags["--audit-anchor-retention"] != "720h" {
 		t.Errorf("--audit-anchor-retention=%s, want the default 720h", flags["--audit-anchor-retention"])
+	}
+	if flags["--metrics-secure"] != "true" {
+		t.Errorf("--metrics-secure=%q, want true: metrics are served through controller-runtime's secure serving by default", flags["--metrics-secure"])
 	}
 	if flags["--tls-mode"] != "self" || flags["--namespace"] != "$(POD_NAMESPACE)" {
 		t.Errorf("--tls-mode=%s --namespace=%s, want self and $(POD_NAMESPACE)", flags["--tls-mode"], flags["--namespace"])
@@ -676,8 +722,14 @@ func TestChartRBAC(t *testing.T) {
 		if crb.RoleRef.Name != crName || len(crb.Subjects) != 1 || crb.Subjects[0].Name != chartService || crb.Subjects[0].Namespace != chartNamespace {
 			t.Errorf("ClusterRoleBinding %s: %+v", crName, crb)
 		}
-		if n := len(r.find("ClusterRole", "")); n != 1 {
-			t.Errorf("want exactly one ClusterRole, got %d", n)
+		// Besides the CA injection, only the secure metrics' two ClusterRoles (TestChartMetrics).
+		var names []string
+		for _, o := range r.find("ClusterRole", "") {
+			names = append(names, o.name)
+		}
+		slices.Sort(names)
+		if want := []string{crName, crName + "-metrics-auth", crName + "-metrics-reader"}; !slices.Equal(names, want) {
+			t.Errorf("ClusterRoles = %v, want %v", names, want)
 		}
 	})
 
@@ -688,8 +740,12 @@ func TestChartRBAC(t *testing.T) {
 		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""}, {"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
 		}
+		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 3 {
+			t.Errorf("cert-manager mode needs no cluster-wide permission but the secure metrics' reviews, got %d cluster roles and bindings", n)
+		}
+		r = chartRenderArgs(t, "--set", "tls.mode=certManager", "--set", "webhook.metrics.secure=false")
 		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 0 {
-			t.Errorf("cert-manager mode needs no cluster-wide permission, got %d cluster roles and bindings", n)
+			t.Errorf("cert-manager mode with plain metrics needs no cluster-wide permission, got %d cluster roles and bindings", n)
 		}
 	})
 
@@ -978,6 +1034,177 @@ func TestChartCertManager(t *testing.T) {
 	}
 }
 
+// TestChartMetrics: secure metrics by default (the webhook may create the two reviews controller-runtime's
+// filter needs; scrapers get a reader role, bound only to the subjects the values name), plain metrics on
+// request, and an optional ServiceMonitor that scrapes the Service's metrics port with the webhook's CA.
+func TestChartMetrics(t *testing.T) {
+	type rule struct{ groups, resources, urls, verbs string }
+	rulesOf := func(rs []rbacv1.PolicyRule) []rule {
+		var out []rule
+		for _, r := range rs {
+			out = append(out, rule{strings.Join(r.APIGroups, ","), strings.Join(r.Resources, ","), strings.Join(r.NonResourceURLs, ","), strings.Join(r.Verbs, ",")})
+		}
+		return out
+	}
+	auth, reader := chartNamespace+":"+chartService+"-metrics-auth", chartNamespace+":"+chartService+"-metrics-reader"
+
+	r := chartRenderArgs(t)
+	var cr rbacv1.ClusterRole
+	r.get(t, "ClusterRole", "", auth, &cr)
+	if got, want := rulesOf(cr.Rules), []rule{{"authentication.k8s.io", "tokenreviews", "", "create"}, {"authorization.k8s.io", "subjectaccessreviews", "", "create"}}; !slices.Equal(got, want) {
+		t.Errorf("%s rules = %+v, want %+v", auth, got, want)
+	}
+	var crb rbacv1.ClusterRoleBinding
+	r.get(t, "ClusterRoleBinding", "", auth, &crb)
+	if crb.RoleRef.Name != auth || len(crb.Subjects) != 1 || crb.Subjects[0].Name != chartService || crb.Subjects[0].Namespace != chartNamespace {
+		t.Errorf("%s must bind the webhook's ServiceAccount only: %+v", auth, crb)
+	}
+	var readerRole rbacv1.ClusterRole
+	r.get(t, "ClusterRole", "", reader, &readerRole)
+	if got, want := rulesOf(readerRole.Rules), []rule{{"", "", "/metrics", "get"}}; !slices.Equal(got, want) {
+		t.Errorf("%s rules = %+v, want %+v", reader, got, want)
+	}
+	if r.has("ClusterRoleBinding", "", reader) || len(r.find("ServiceMonitor", "")) != 0 {
+		t.Error("by default nobody is bound to the metrics reader role and no ServiceMonitor is rendered")
+	}
+
+	r = chartRenderArgs(t, "--set-json", `webhook.metrics.readers=[{"kind":"ServiceAccount","name":"prometheus-k8s","namespace":"monitoring"}]`)
+	crb = rbacv1.ClusterRoleBinding{}
+	r.get(t, "ClusterRoleBinding", "", reader, &crb)
+	if crb.RoleRef.Name != reader || len(crb.Subjects) != 1 || crb.Subjects[0].Name != "prometheus-k8s" || crb.Subjects[0].Namespace != "monitoring" {
+		t.Errorf("readers must be bound to %s: %+v", reader, crb)
+	}
+
+	type serviceMonitor struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			NamespaceSelector struct {
+				MatchNames []string `json:"matchNames"`
+			} `json:"namespaceSelector"`
+			Selector  metav1.LabelSelector `json:"selector"`
+			Endpoints []struct {
+				Port, Path, Scheme, Interval, ScrapeTimeout, BearerTokenFile string
+				TLSConfig                                                    map[string]any `json:"tlsConfig"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	decodeSM := func(t *testing.T, r *chartRender) serviceMonitor {
+		t.Helper()
+		o, ok := r.lookup("ServiceMonitor", chartNamespace, chartService)
+		if !ok || o.gvk.GroupVersion().String() != "monitoring.coreos.com/v1" {
+			t.Fatalf("no monitoring.coreos.com/v1 ServiceMonitor %s/%s: %s", chartNamespace, chartService, r.summary())
+		}
+		var sm serviceMonitor
+		if err := json.Unmarshal(o.json, &sm); err != nil {
+			t.Fatal(err)
+		}
+		if len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("endpoints: %+v", sm.Spec.Endpoints)
+		}
+		return sm
+	}
+	r = chartRenderArgs(t, "--set", "webhook.metrics.serviceMonitor.enabled=true", "--set", "webhook.metrics.serviceMonitor.labels.release=kube-prometheus")
+	sm := decodeSM(t, r)
+	var svc corev1.Service
+	r.get(t, "Service", chartNamespace, chartService, &svc)
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Labels[k] != v {
+			t.Errorf("the ServiceMonitor's selector %s=%s does not select the webhook Service (labels %v)", k, v, svc.Labels)
+		}
+	}
+	e := sm.Spec.Endpoints[0]
+	ca, _ := e.TLSConfig["ca"].(map[string]any)
+	secret, _ := ca["secret"].(map[string]any)
+	if e.Port != "metrics" || e.Scheme != "https" || e.BearerTokenFile == "" || secret["name"] != "agent-sandbox-webhook-tls" || secret["key"] != "ca.crt" ||
+		e.TLSConfig["serverName"] != chartService+"."+chartNamespace+".svc" || e.TLSConfig["insecureSkipVerify"] != nil ||
+		!slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{chartNamespace}) || sm.Metadata.Labels["release"] != "kube-prometheus" {
+		t.Errorf("ServiceMonitor: %+v", sm)
+	}
+
+	r = chartRenderArgs(t, "--set", "webhook.metrics.serviceMonitor.enabled=true", "--set", "webhook.metrics.secure=false")
+	if e := decodeSM(t, r).Spec.Endpoints[0]; e.Scheme != "http" || e.TLSConfig != nil || e.BearerTokenFile != "" {
+		t.Errorf("plain metrics are scraped over http without a token: %+v", e)
+	}
+	if r.has("ClusterRole", "", auth) || r.has("ClusterRole", "", reader) {
+		t.Error("plain metrics need no review permissions and no reader role")
+	}
+	if args := r.deployment(t).Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--metrics-secure=false") {
+		t.Errorf("plain metrics: args %q lack --metrics-secure=false", args)
+	}
+	r = chartRenderArgs(t, "--set", "webhook.metrics.serviceMonitor.enabled=true", "--set", "webhook.metrics.serviceMonitor.tlsConfig.insecureSkipVerify=true")
+	if tc := decodeSM(t, r).Spec.Endpoints[0].TLSConfig; tc["insecureSkipVerify"] != true || tc["ca"] != nil {
+		t.Errorf("an explicit tlsConfig replaces the default: %+v", tc)
+	}
+	if r := chartRenderArgs(t, "--set", "webhook.metrics.enabled=false", "--set", "webhook.metrics.serviceMonitor.enabled=true"); len(r.find("ServiceMonitor", "")) != 0 || r.has("ClusterRole", "", auth) {
+		t.Error("with metrics off there is nothing to scrape or authorize")
+	}
+}
+
+// TestChartHelmTest: helm test runs one Pod, in the release namespace, that passes the restricted Pod
+// Security Standard, runs check-install with flags the command accepts and names the chart's own Service
+// and namespaces; its ServiceAccount may create Jobs in the sandbox namespace and nothing else.
+func TestChartHelmTest(t *testing.T) {
+	r := chartRenderArgs(t, "--set-json", `imagePullSecrets=[{"name":"regcred"}]`)
+	name := chartService + "-test"
+	var pod corev1.Pod
+	r.get(t, "Pod", chartNamespace, name, &pod)
+	if pod.Annotations["helm.sh/hook"] != "test" {
+		t.Errorf("the test Pod is not a helm test hook: %v", pod.Annotations)
+	}
+	if len(r.find("Pod", chartSandboxNS)) != 0 {
+		t.Error("a Pod is rendered into the sandbox namespace, where only the Job controller may create Pods")
+	}
+	eval, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.MajorMinorVersion(1, 35)}
+	if res := psapolicy.AggregateCheckResults(eval.EvaluatePod(restricted, &pod.ObjectMeta, &pod.Spec)); !res.Allowed {
+		t.Errorf("the test Pod violates restricted Pod Security: %s", res.ForbiddenReason())
+	}
+	if pod.Spec.ServiceAccountName != name || pod.Spec.AutomountServiceAccountToken == nil || !*pod.Spec.AutomountServiceAccountToken ||
+		pod.Spec.RestartPolicy != corev1.RestartPolicyNever || len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("test Pod spec: %+v", pod.Spec)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != r.deployment(t).Spec.Template.Spec.Containers[0].Image {
+		t.Errorf("the test Pod runs %s, not the webhook's image", c.Image)
+	}
+	if len(c.Args) == 0 || c.Args[0] != "check-install" {
+		t.Fatalf("test Pod args %q, want check-install", c.Args)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := app.Main(context.Background(), append(slices.Clone(c.Args), "--help"), strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Errorf("agent-sandbox %s refuses the chart's flags: %s", strings.Join(c.Args, " "), stderr.String())
+	}
+	for _, want := range []string{"--service=" + chartService, "--namespace=" + chartNamespace, "--sandbox-namespace=" + chartSandboxNS} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("test Pod args %q lack %s", c.Args, want)
+		}
+	}
+	var sa corev1.ServiceAccount
+	r.get(t, "ServiceAccount", chartNamespace, name, &sa)
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Error("the test ServiceAccount must not automount a token into other Pods")
+	}
+	var role rbacv1.Role
+	r.get(t, "Role", chartSandboxNS, name, &role)
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, []string{"batch"}) || !slices.Equal(role.Rules[0].Resources, []string{"jobs"}) ||
+		!slices.Equal(role.Rules[0].Verbs, []string{"create"}) {
+		t.Errorf("test Role rules = %+v, want create jobs only", role.Rules)
+	}
+	var rb rbacv1.RoleBinding
+	r.get(t, "RoleBinding", chartSandboxNS, name, &rb)
+	if rb.RoleRef.Name != name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != name || rb.Subjects[0].Namespace != chartNamespace {
+		t.Errorf("test RoleBinding: %+v", rb)
+	}
+	if r := chartRenderArgs(t, "--set", "tests.enabled=false"); r.has("Pod", chartNamespace, name) || r.has("Role", chartSandboxNS, name) {
+		t.Error("tests.enabled=false still renders the test Pod or its Role")
+	}
+}
+
 // TestChartRejects: values that would weaken the webhook or cannot work fail the render with a clear message.
 func TestChartRejects(t *testing.T) {
 	_, chart, _ := chartPaths(t)
@@ -1251,6 +1478,34 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
+	testUser, testGroups := saUser(chartNamespace, chartService+"-test")
+	t.Run("helm test's check as its ServiceAccount", func(t *testing.T) {
+		cfg := rest.CopyConfig(api.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: testUser, Groups: testGroups}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No webhook process runs here, and the configurations fail closed: the chart's RBAC lets the check
+		// reach admission (not Forbidden by RBAC), and the check reports the unreachable webhook as such.
+		_, err = installcheck.CheckDeniesUnsafeJob(ctx, cs.BatchV1().Jobs(chartSandboxNS), chartSandboxNS, "registry.invalid/x", chartWebhookNames())
+		if !errors.Is(err, installcheck.ErrUnreachable) {
+			t.Errorf("check-install's dry run as the test ServiceAccount = %v, want ErrUnreachable", err)
+		}
+	})
+
+	t.Run("other operators' APIs are checked at install", func(t *testing.T) {
+		for _, tc := range []struct{ set, want string }{
+			{"tls.mode=certManager", "this cluster does not serve cert-manager.io/v1 Certificate"},
+			{"webhook.metrics.serviceMonitor.enabled=true", "this cluster does not serve monitoring.coreos.com/v1 ServiceMonitor"},
+		} {
+			_, err := chartHelm(t, append([]string{"upgrade", chartRelease, chart, "--dry-run=server", "--set", "sandbox.createNamespace=false", "--set", tc.set}, kube...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm upgrade --set %s on a cluster without that API: %v, want a failure saying %q", tc.set, err, tc.want)
+			}
+		}
+	})
+
 	mcpUser, mcpGroups := saUser(chartSandboxNS, "agent-sandbox-mcp")
 	for _, tc := range []struct {
 		who                                  string
@@ -1278,6 +1533,16 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		{"webhook", hookUser, hookGroups, "create", "batch", "jobs", "", "demo-app", "", false},
 		{"webhook", hookUser, hookGroups, "delete", "", "pods", "", chartSandboxNS, "p", false},
 		{"webhook", hookUser, hookGroups, "update", "coordination.k8s.io", "leases", "", chartNamespace, "someone-elses", false},
+		// The secure metrics: the webhook may ask the API server to check a scrape's token.
+		{"webhook", hookUser, hookGroups, "create", "authentication.k8s.io", "tokenreviews", "", "", "", true},
+		{"webhook", hookUser, hookGroups, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", "", true},
+		// helm test's ServiceAccount: create Jobs in the sandbox namespace (every one still passes the
+		// webhook), and nothing else.
+		{"test", testUser, testGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
+		{"test", testUser, testGroups, "get", "batch", "jobs", "", chartSandboxNS, "j", false},
+		{"test", testUser, testGroups, "create", "", "pods", "", chartSandboxNS, "", false},
+		{"test", testUser, testGroups, "create", "batch", "jobs", "", "demo-app", "", false},
+		{"test", testUser, testGroups, "get", "", "secrets", "", chartNamespace, "agent-sandbox-webhook-tls", false},
 		{"mcp", mcpUser, mcpGroups, "patch", "", "pods", "", chartSandboxNS, "p", true},
 		{"mcp", mcpUser, mcpGroups, "patch", "", "pods", "status", chartSandboxNS, "p", false},
 		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
@@ -1308,6 +1573,19 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 			t.Errorf("%s may %s %s/%s %s in %q (name %q): %v, want %v", tc.who, tc.verb, tc.resource, tc.sub, tc.group, tc.ns, tc.name, sar.Status.Allowed, tc.allowed)
 		}
 	}
+}
+
+// chartWebhookNames are the names of the webhooks the chart registers.
+func chartWebhookNames() []string {
+	m, v := webhook.Configurations(webhook.ConfigurationsFor{Name: "x", SandboxNamespace: "agent-sandbox"})
+	var names []string
+	for _, w := range m.Webhooks {
+		names = append(names, w.Name)
+	}
+	for _, w := range v.Webhooks {
+		names = append(names, w.Name)
+	}
+	return names
 }
 
 // chartCABundles checks that every webhook of both configurations has a caBundle.

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
@@ -348,7 +350,19 @@ func TestWebhookFailClosed(t *testing.T) {
 	if _, err := env.corpus.SafeJob(ctx, true); err != nil {
 		t.Fatalf("with the webhook up: %v", err)
 	}
+	// What the chart's helm test checks, against the real API server: an unsafe Job is refused by the
+	// webhook while it is up, and "cannot call the webhook" is told apart from a denial once it is down.
+	names := chartWebhookNames()
+	jobs := env.corpus.Attacker.BatchV1().Jobs(env.corpus.Namespace())
+	if denial, err := installcheck.CheckDeniesUnsafeJob(ctx, jobs, env.corpus.Namespace(), "registry.invalid/x", names); err != nil {
+		t.Errorf("check-install's unsafe Job with the webhook up: %v", err)
+	} else {
+		t.Logf("check-install's unsafe Job: %s", denial)
+	}
 	env.hook.Stop()
+	if _, err := installcheck.CheckDeniesUnsafeJob(ctx, jobs, env.corpus.Namespace(), "registry.invalid/x", names); !errors.Is(err, installcheck.ErrUnreachable) {
+		t.Errorf("check-install's unsafe Job with the webhook down = %v, want ErrUnreachable", err)
+	}
 	_, err := env.corpus.CreateJob(ctx, env.corpus.Job("k8s_get_pod_status", corpus.PodParams(), ""), false)
 	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Fatalf("with the webhook stopped, a sandbox Job was not rejected by the webhook failure policy: %v", err)

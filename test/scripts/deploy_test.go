@@ -286,3 +286,37 @@ func TestDeployEKSShapedPlan(t *testing.T) {
 	}
 	e.noCalls(t)
 }
+
+// TestDeployPackagedChart: CHART= a packaged release (given relative to where deploy was started) is what
+// helm installs, with the images its values name: no image.repository or image.tag from IMAGE.
+func TestDeployPackagedChart(t *testing.T) {
+	e := newDeployEnv(t)
+	jwks := filepath.Join(e.dir, "approvers.jwks.json")
+	if err := os.WriteFile(jwks, []byte(approversJWKS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(e.dir, "dist", "charts", "agent-sandbox-0.2.0.tgz")
+	if err := os.MkdirAll(filepath.Dir(pkg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pkg, []byte("a chart"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/agent-sandbox-0.2.0.tgz"))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	out := stdout + stderr
+	if !strings.Contains(out, "  helm:               upgrade --install agent-sandbox "+pkg+" -n agent-sandbox-system ") {
+		t.Errorf("the plan does not install %s", pkg)
+	}
+	if strings.Contains(out, "image.repository") || strings.Contains(out, "image.tag") {
+		t.Error("the plan overrides the packaged chart's images with IMAGE")
+	}
+	e.noCalls(t)
+
+	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/no-such.tgz"))
+	if code == 0 || !strings.Contains(stderr, "CHART="+filepath.Join(e.dir, "dist/charts/no-such.tgz")+" does not exist") {
+		t.Errorf("a missing CHART: exit %d, %q", code, stderr)
+	}
+}

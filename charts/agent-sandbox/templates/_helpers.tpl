@@ -62,14 +62,40 @@ app.kubernetes.io/component: webhook
 {{- end }}
 
 {{/*
-The image reference: repository[:tag][@digest]. It runs the webhook and, through the policy, the credential
-agent and every tool of the shipped policy.
+The webhook's image reference: repository[:tag][@digest]. With the default values it is the one image that
+also runs the credential agent and every tool (see agent-sandbox.credentialAgentImage and
+agent-sandbox.runnerImage).
 */}}
 {{- define "agent-sandbox.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag }}
-{{- $ref := .Values.image.repository }}
+{{- include "agent-sandbox.imageRef" (list . .Values.image) }}
+{{- end }}
+
+{{/* The credential agent's image: credentialAgent.image, or the webhook's image when its repository is empty. */}}
+{{- define "agent-sandbox.credentialAgentImage" -}}
+{{- if .Values.credentialAgent.image.repository }}
+{{- include "agent-sandbox.imageRef" (list . .Values.credentialAgent.image) }}
+{{- else }}
+{{- include "agent-sandbox.image" . }}
+{{- end }}
+{{- end }}
+
+{{/* The image of the shipped policy's Terraform tools: runner.image, or the webhook's image when its repository is empty. */}}
+{{- define "agent-sandbox.runnerImage" -}}
+{{- if .Values.runner.image.repository }}
+{{- include "agent-sandbox.imageRef" (list . .Values.runner.image) }}
+{{- else }}
+{{- include "agent-sandbox.image" . }}
+{{- end }}
+{{- end }}
+
+{{/* repository[:tag][@digest] of (list $ imageValues); an empty tag means the chart's appVersion. */}}
+{{- define "agent-sandbox.imageRef" -}}
+{{- $root := index . 0 }}
+{{- $img := index . 1 }}
+{{- $tag := default $root.Chart.AppVersion $img.tag }}
+{{- $ref := $img.repository }}
 {{- if $tag }}{{ $ref = printf "%s:%s" $ref $tag }}{{ end }}
-{{- if .Values.image.digest }}{{ $ref = printf "%s@%s" $ref .Values.image.digest }}{{ end }}
+{{- if $img.digest }}{{ $ref = printf "%s@%s" $ref $img.digest }}{{ end }}
 {{- $ref }}
 {{- end }}
 
@@ -94,15 +120,25 @@ policy read it with: include "agent-sandbox.policy" . | fromYaml
 {{- $spec := required "files/policy.yaml has no spec" $p.spec }}
 {{- $sandbox := required "files/policy.yaml has no spec.sandbox" $spec.sandbox }}
 {{- $agent := required "files/policy.yaml has no spec.sandbox.credentialAgent" $sandbox.credentialAgent }}
-{{- $image := include "agent-sandbox.image" . }}
-{{- $_ := set $agent "image" $image }}
+{{- $_ := set $agent "image" (include "agent-sandbox.credentialAgentImage" .) }}
 {{- $_ := set $agent "vaultAddress" .Values.vault.address }}
 {{- with .Values.vault.namespace }}
 {{- $_ := set $agent "vaultNamespace" . }}
 {{- end }}
 {{- $_ := set $agent "apiServer" .Values.apiServer.url }}
+{{- /*
+Tools with per-call Terraform inputs (a workspace or a saved plan) or a check run in the runner image, which
+has Terraform; the others in the credential agent's image, which has agent-sandbox alone. The policy requires
+the latter of warm tools (their entry point executes the claimed argv), and they need nothing more.
+*/}}
+{{- $runner := include "agent-sandbox.runnerImage" . }}
+{{- $agentImage := include "agent-sandbox.credentialAgentImage" . }}
 {{- range $spec.tools }}
-{{- $_ := set . "image" $image }}
+{{- if or .workspace .plan .check }}
+{{- $_ := set . "image" $runner }}
+{{- else }}
+{{- $_ := set . "image" $agentImage }}
+{{- end }}
 {{- end }}
 {{- with .Values.sandbox.nodeSelector }}
 {{- $_ := set $sandbox "nodeSelector" . }}
@@ -150,4 +186,13 @@ service:
 annotations:
   cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "agent-sandbox.webhookName" .) }}
 {{- end }}
+{{- end }}
+
+{{/*
+"true" when the chart is rendered against a cluster (helm install, upgrade, or --dry-run=server), empty under
+helm template and helm lint, where lookup returns nothing. Presence checks of other operators' APIs (cert-manager,
+prometheus-operator) run only then: a template render cannot know what the target cluster serves.
+*/}}
+{{- define "agent-sandbox.connected" -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end }}
 {{- end }}

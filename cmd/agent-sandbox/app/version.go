@@ -10,11 +10,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version overrides the version the build info reports. Release builds set it with
-// -ldflags "-X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.version=v1.2.3" (make build does,
-// from git describe); `go install github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox@v1.2.3` needs
-// nothing: the module version is in the build info.
-var version = ""
+// version, commit and commitTime override what the build info reports. Release builds set them with
+//
+//	-ldflags "-X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.version=v1.2.3
+//	          -X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.commit=<full SHA>
+//	          -X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.commitTime=<RFC 3339>"
+//
+// (make build sets the version from git describe; make release sets all three). Release builds run with
+// -buildvcs=false so that the binary does not depend on the state of the work tree, which is why the commit
+// is stamped explicitly. `go install github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox@v1.2.3` needs
+// none of them: the module version is in the build info.
+var version, commit, commitTime = "", "", ""
 
 // VersionInfo says which build is running.
 type VersionInfo struct {
@@ -53,12 +59,15 @@ func (v VersionInfo) String() string {
 // versionInfo describes this binary.
 func versionInfo() VersionInfo {
 	bi, _ := debug.ReadBuildInfo()
-	return buildVersion(bi, version)
+	return buildVersion(bi, stamp{Version: version, Commit: commit, CommitTime: commitTime})
 }
 
+// stamp is what -ldflags -X set; an empty field leaves the build info's value.
+type stamp struct{ Version, Commit, CommitTime string }
+
 // buildVersion derives the version from the build info (nil when the binary has none) and the ldflags
-// override.
-func buildVersion(bi *debug.BuildInfo, override string) VersionInfo {
+// stamp.
+func buildVersion(bi *debug.BuildInfo, override stamp) VersionInfo {
 	v := VersionInfo{Version: "devel", GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi != nil {
 		if bi.GoVersion != "" {
@@ -79,8 +88,15 @@ func buildVersion(bi *debug.BuildInfo, override string) VersionInfo {
 			}
 		}
 	}
-	if override != "" {
-		v.Version = override
+	if override.Version != "" {
+		v.Version = override.Version
+	}
+	if override.Commit != "" {
+		// An explicit commit replaces the VCS stamp as a whole: its modified flag described another build.
+		v.Commit, v.Modified = override.Commit, false
+	}
+	if override.CommitTime != "" {
+		v.CommitTime = override.CommitTime
 	}
 	return v
 }

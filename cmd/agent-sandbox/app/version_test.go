@@ -42,13 +42,17 @@ func TestBuildVersion(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		bi       *debug.BuildInfo
-		override string
+		override stamp
 		want     string
 	}{
-		{"go install @version", bi, "", "agent-sandbox v1.2.3 (commit 0123456789ab-dirty, 2026-12-01T10:00:00Z, go1.26.0, "},
-		{"ldflags override", bi, "v9.9.9", "agent-sandbox v9.9.9 (commit 0123456789ab-dirty, "},
-		{"go build in a checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}, "", "agent-sandbox devel (go1.26.0, "},
-		{"no build info", nil, "", "agent-sandbox devel (go"},
+		{"go install @version", bi, stamp{}, "agent-sandbox v1.2.3 (commit 0123456789ab-dirty, 2026-12-01T10:00:00Z, go1.26.0, "},
+		{"ldflags override", bi, stamp{Version: "v9.9.9"}, "agent-sandbox v9.9.9 (commit 0123456789ab-dirty, "},
+		{"release build", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}},
+			stamp{Version: "v1.0.0", Commit: "fedcba9876543210fedcba9876543210fedcba98", CommitTime: "2026-12-02T08:00:00Z"},
+			"agent-sandbox v1.0.0 (commit fedcba987654, 2026-12-02T08:00:00Z, go1.26.0, "},
+		{"release build over a VCS stamp", bi, stamp{Commit: "fedcba9876543210fedcba9876543210fedcba98"}, "agent-sandbox v1.2.3 (commit fedcba987654, 2026-12-01T10:00:00Z, "},
+		{"go build in a checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}, stamp{}, "agent-sandbox devel (go1.26.0, "},
+		{"no build info", nil, stamp{}, "agent-sandbox devel (go"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := buildVersion(tc.bi, tc.override).String(); !strings.HasPrefix(got, tc.want) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -38,6 +40,7 @@ type webhookOptions struct {
 	WebhookConfig      string
 	Namespace          string
 	MetricsAddr        string
+	MetricsSecure      bool
 	HealthAddr         string
 	JobControllerUsers []string
 	SchedulerUsers     []string
@@ -94,6 +97,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringVar(&o.WebhookConfig, "webhook-config", "agent-sandbox", "name of the Mutating- and ValidatingWebhookConfiguration to inject the caBundle into")
 	f.StringVar(&o.Namespace, "namespace", "", "the webhook's own namespace (default $POD_NAMESPACE); the approval ledger, the audit anchors and the TLS Secret live there")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address (\"0\" disables)")
+	f.BoolVar(&o.MetricsSecure, "metrics-secure", false, "serve metrics over HTTPS with the webhook's certificate (--cert-dir), only to callers whose bearer token the API server authenticates and authorizes for get on /metrics (needs create on tokenreviews and subjectaccessreviews)")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringSliceVar(&o.JobControllerUsers, "job-controller-user", webhook.DefaultJobControllerUsers, "API users allowed to create Pods in sandbox namespaces (the Job controller)")
 	f.StringSliceVar(&o.SchedulerUsers, "scheduler-user", webhook.DefaultSchedulerUsers, "API users allowed to bind sandbox Pods to nodes (the scheduler)")
@@ -178,7 +182,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                o.metricsOptions(),
 		HealthProbeBindAddress: o.HealthAddr,
 		WebhookServer:          crwebhook.NewServer(crwebhook.Options{Port: o.Port, CertDir: o.CertDir}),
 	})
@@ -245,6 +249,22 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	}
 	log.Info("serving admission webhook", "port", o.Port, "tlsMode", o.TLSMode)
 	return mgr.Start(ctx)
+}
+
+// metricsOptions serves metrics in plain HTTP, or with --metrics-secure through controller-runtime's secure
+// serving: HTTPS with the webhook's own certificate (the files in --cert-dir, reloaded when they change),
+// each request's bearer token checked by the API server (TokenReview, then a SubjectAccessReview for get on
+// the request's path), and HTTP/2 off, as controller-runtime's own scaffolding advises, so the endpoint is
+// not exposed to HTTP/2's stream-reset and rapid-reset attacks.
+func (o *webhookOptions) metricsOptions() metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		opts.SecureServing = true
+		opts.CertDir = o.CertDir
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	}
+	return opts
 }
 
 // apiReader reads Jobs and Pods straight from the API server: a Pod's owner was admitted moments ago and

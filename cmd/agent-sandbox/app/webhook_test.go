@@ -1,0 +1,26 @@
+package app
+
+import (
+	"crypto/tls"
+	"testing"
+)
+
+// TestWebhookMetricsOptions: --metrics-secure serves metrics through controller-runtime's secure serving with
+// the webhook's own certificate, the API server's authentication and authorization, and HTTP/1.1 only;
+// without it, plain HTTP.
+func TestWebhookMetricsOptions(t *testing.T) {
+	o := &webhookOptions{MetricsAddr: ":8080", CertDir: "/certs"}
+	if m := o.metricsOptions(); m.SecureServing || m.FilterProvider != nil || m.BindAddress != ":8080" {
+		t.Errorf("plain metrics: %+v", m)
+	}
+	o.MetricsSecure = true
+	m := o.metricsOptions()
+	if !m.SecureServing || m.FilterProvider == nil || m.CertDir != "/certs" || len(m.TLSOpts) != 1 {
+		t.Fatalf("secure metrics: %+v", m)
+	}
+	c := &tls.Config{NextProtos: []string{"h2"}}
+	m.TLSOpts[0](c)
+	if len(c.NextProtos) != 1 || c.NextProtos[0] != "http/1.1" {
+		t.Errorf("secure metrics offer %v, want HTTP/1.1 only", c.NextProtos)
+	}
+}

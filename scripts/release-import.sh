@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Imports the images of a release folder (make release; dist/ by default) into the local cluster's containerd,
+# under their release names and by digest, so that the packaged chart's image references
+# (REGISTRY/agent-sandbox-*:VERSION@sha256:...) resolve on the local node without a registry. scripts/deploy.sh
+# runs it when CHART names a packaged chart.
+#
+#   sudo scripts/release-import.sh [DIST]
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+DIST=${1:-$AS_ROOT/dist}
+need_root "importing images into the local cluster's containerd" deploy
+[ -f "$DIST/release.json" ] || die "no release in $DIST (release.json is missing); run: make release"
+[ -S "$AS_STATE/run/containerd.sock" ] || die "the local cluster is not up; run: make up"
+ctr_cmd() { "$(bin_containerd ctr)" -a "$AS_STATE/run/containerd.sock" -n k8s.io "$@"; }
+
+# One line per image: repository, OCI archive (relative to DIST), image index digest.
+python3 - "$DIST/release.json" <<'PY' |
+import json, sys
+for i in json.load(open(sys.argv[1]))["images"]:
+    print(i["repository"], i["archive"], i["digest"])
+PY
+while read -r repo archive digest; do
+  # --base-name keeps only this repository's names; --digests adds REPO@sha256:<index>, the name the kubelet
+  # looks up for an image reference that carries a digest.
+  ctr_cmd images import --base-name "$repo" --digests "$DIST/$archive" >/dev/null
+  ctr_cmd images ls -q | grep -qx "$repo@$digest" || die "after importing $archive, containerd has no image $repo@$digest"
+  log "imported $repo@$digest"
+done
