@@ -6,7 +6,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "make chaos" chaos
-cd "$AS_ROOT"
+cd "$AS_ROOT" || exit 1
 make -s build >/dev/null || die "build failed"
 log=$(mktemp); trap 'rm -f "$log"' EXIT
 E2E_TAGS=e2e,chaos E2E_TIMEOUT=60m scripts/e2e.sh -run '^TestChaos$' >"$log" 2>&1
