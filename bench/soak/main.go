@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
-	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 )
 
@@ -237,7 +237,7 @@ func run(o options) (int, error) {
 	var jobs []string
 	var left []string
 	for i := 0; i < 60; i++ {
-		if jobs, err = callJobs(ctx, cs, pol.Spec.Sandbox.Namespace); err != nil {
+		if jobs, err = sandbox.CallJobs(ctx, cs, pol.Spec.Sandbox.Namespace); err != nil {
 			return 0, err
 		}
 		if left, err = minted(ctx, cs, pol, since); err != nil {
@@ -361,30 +361,6 @@ func incompleteChains(path string) ([]string, int, error) {
 		}
 	}
 	return bad, calls, nil
-}
-
-func callJobs(ctx context.Context, cs kubernetes.Interface, ns string) ([]string, error) {
-	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	claimed := map[string]bool{}
-	for _, p := range pods.Items {
-		if p.Annotations[contract.AnnotationClaim] != "" {
-			claimed[p.Labels["job-name"]] = true
-		}
-	}
-	var out []string
-	for _, j := range jobs.Items {
-		if _, warm := j.Labels[contract.LabelWarm]; !warm || claimed[j.Name] {
-			out = append(out, j.Name)
-		}
-	}
-	return out, nil
 }
 
 // minted lists the Vault-minted objects in the policy's target namespaces created at or after since.

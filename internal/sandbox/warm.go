@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -142,4 +145,30 @@ func ParseClaim(s string) (*Claim, error) {
 		return nil, fmt.Errorf("the claim lacks a request ID, tool, namespace, parameters or argv")
 	}
 	return &c, nil
+}
+
+// CallJobs lists the sandbox Jobs in namespace that serve calls: cold Jobs and claimed warm Jobs, not the
+// pool's unclaimed warm Jobs. Leak checks (chaos, soak, e2e) count these.
+func CallJobs(ctx context.Context, c kubernetes.Interface, namespace string) ([]string, error) {
+	jobs, err := c.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	claimed := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.Annotations[contract.AnnotationClaim] != "" {
+			claimed[p.Labels[batchv1.JobNameLabel]] = true
+		}
+	}
+	var out []string
+	for _, j := range jobs.Items {
+		if _, warm := j.Labels[contract.LabelWarm]; !warm || claimed[j.Name] {
+			out = append(out, j.Name)
+		}
+	}
+	return out, nil
 }

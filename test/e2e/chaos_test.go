@@ -29,7 +29,6 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
-	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
@@ -101,26 +100,16 @@ func oneLineError(t *testing.T, what string, res *mcp.Result) {
 	}
 }
 
-// callJobs lists the sandbox Jobs that serve calls (not the pool's unclaimed warm Jobs).
+// callJobs lists the call Jobs (sandbox.CallJobs) that were not there when the scenario began.
 func (c *chaos) callJobs(ctx context.Context) []string {
-	jobs, err := c.cs.BatchV1().Jobs(c.ns).List(ctx, metav1.ListOptions{})
+	all, err := sandbox.CallJobs(ctx, c.cs, c.ns)
 	if err != nil {
 		c.t.Fatal(err)
-	}
-	pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	claimed := map[string]bool{}
-	for _, pod := range pods.Items {
-		if pod.Annotations[contract.AnnotationClaim] != "" {
-			claimed[pod.Labels["job-name"]] = true
-		}
 	}
 	var out []string
-	for _, j := range jobs.Items {
-		if _, warm := j.Labels[contract.LabelWarm]; (!warm || claimed[j.Name]) && !c.before[j.Name] {
-			out = append(out, j.Name)
+	for _, j := range all {
+		if !c.before[j] {
+			out = append(out, j)
 		}
 	}
 	return out

@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -364,27 +363,11 @@ func TestE2EVaultDown(t *testing.T) {
 	t.Logf("failed after %s: %s", time.Since(start).Round(time.Millisecond), res.Text)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		jobs, err := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The pool's unclaimed warm Jobs are no call's; a claimed one served a call and must be gone like a
 		// cold Job.
-		pods, err := cs.CoreV1().Pods(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
+		left, err := sandbox.CallJobs(ctx, cs, p.Spec.Sandbox.Namespace)
 		if err != nil {
 			t.Fatal(err)
-		}
-		claimed := map[string]bool{}
-		for _, pod := range pods.Items {
-			if pod.Annotations[contract.AnnotationClaim] != "" {
-				claimed[pod.Labels[batchv1.JobNameLabel]] = true
-			}
-		}
-		var left []string
-		for _, j := range jobs.Items {
-			if _, warm := j.Labels[contract.LabelWarm]; !warm || claimed[j.Name] {
-				left = append(left, j.Name)
-			}
 		}
 		if len(left) == 0 {
 			break
