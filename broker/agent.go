@@ -369,6 +369,7 @@ func (a *Agent) Revoke(ctx context.Context) error {
 	if errors.Is(rmErr, os.ErrNotExist) {
 		rmErr = nil
 	}
+	began := a.cfg.Now()
 	err := a.client.RevokeSelf(ctx)
 	// Vault refuses an expired token; its expiry already revoked the lease.
 	expired := errors.Is(err, ErrPermissionDenied) && !a.cfg.Now().Before(tokenExpiry)
@@ -382,7 +383,8 @@ func (a *Agent) Revoke(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("vault revoke failed (the lease ends with its TTL at %s): %w",
 			cred.ExpiresAt().UTC().Format(time.RFC3339), err), removeErr(a.cfg.Out, rmErr))
 	}
-	fields := map[string]any{"lease_id": cred.LeaseID, "service_account": cred.ServiceAccount}
+	fields := map[string]any{"lease_id": cred.LeaseID, "service_account": cred.ServiceAccount,
+		"took_ms": a.cfg.Now().Sub(began).Milliseconds()}
 	if expired {
 		fields["expired"] = true
 	}

@@ -73,6 +73,9 @@ func TestLoadErrorsHavePaths(t *testing.T) {
 		{"string without pattern", "      pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?'\n      maxLength: 63", "      maxLength: 63", []string{"spec.tools[0].parameters[0].pattern: Required"}},
 		{"bad vault namespace", "      vaultAudience: vault\n", "      vaultAudience: vault\n      vaultNamespace: /admin//team a\n", []string{"spec.sandbox.credentialAgent.vaultNamespace", "Vault namespace path"}},
 		{"token ttl too long", "tokenTTL: 30m", "tokenTTL: 2h", []string{"spec.approval.tokenTTL"}},
+		{"cpu request above the limit", `resources: {cpu: "1", cpuRequest: 50m, memory: 128Mi}`, `resources: {cpu: "1", cpuRequest: "2", memory: 128Mi}`, []string{"spec.tools[0].resources.cpuRequest", "at most cpu (1)"}},
+		{"zero cpu request", `resources: {cpu: "1", cpuRequest: 50m, memory: 128Mi}`, `resources: {cpu: "1", cpuRequest: "0", memory: 128Mi}`, []string{"spec.tools[0].resources.cpuRequest", "more than 0"}},
+		{"agent cpu request above its limit", "resources: {cpu: 200m, cpuRequest: 50m, memory: 64Mi}", "resources: {cpu: 200m, cpuRequest: 300m, memory: 64Mi}", []string{"spec.sandbox.credentialAgent.resources.cpuRequest"}},
 		{"bad CEL", "- name: runtime-class\n    expression: |-\n", "- name: runtime-class\n    expression: |-\n      podSpec.( ||\n", []string{"spec.admissionRules[0].expression:"}},
 		{"non-bool CEL", "settings.runtimeClassName != '' &&\n      podSpec.?runtimeClassName.orValue('') == settings.runtimeClassName", "podSpec.?runtimeClassName.orValue('')", []string{"spec.admissionRules[0].expression:", "bool"}},
 	}

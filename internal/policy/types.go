@@ -307,10 +307,18 @@ type FilledBy string
 // folder as (the tool's Workspace.Parameter).
 const FilledByWorkspace FilledBy = "workspace"
 
-// Resources are CPU and memory limits; requests are set equal to them.
+// Resources are CPU and memory limits. The memory request equals the limit; the CPU request is CPURequest
+// when set, the limit otherwise.
+//
+// A gVisor sandbox runs its whole kernel inside the Pod's CPU quota (the sum of its containers' limits), so a
+// small CPU limit makes every step of a call slow — the sandbox's boot, the Go runtime of the tool, its TLS
+// handshakes. A small CPURequest with a larger limit lets a short call burst on an idle node while the
+// scheduler still packs many sandboxes per node; the limit still bounds what one sandbox can take.
 type Resources struct {
 	CPU    resource.Quantity `json:"cpu,omitempty"`
 	Memory resource.Quantity `json:"memory,omitempty"`
+	// CPURequest is what the scheduler reserves (default: CPU). It must be more than 0 and at most CPU.
+	CPURequest *resource.Quantity `json:"cpuRequest,omitempty"`
 }
 
 // Signal is a named pattern over plan output that marks it destructive.

@@ -133,6 +133,7 @@ func (sb *Sandbox) validate(fp *field.Path) field.ErrorList {
 	if c.Resources.CPU.Sign() <= 0 || c.Resources.Memory.Sign() <= 0 {
 		errs = append(errs, field.Invalid(ca.Child("resources"), describe(c.Resources), "cpu and memory must be more than 0"))
 	}
+	errs = append(errs, cpuRequest(ca.Child("resources", "cpuRequest"), c.Resources)...)
 	return errs
 }
 
@@ -202,6 +203,7 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	if t.Resources.CPU.Sign() <= 0 || t.Resources.Memory.Sign() <= 0 {
 		errs = append(errs, field.Invalid(fp.Child("resources"), describe(t.Resources), "cpu and memory limits must be more than 0"))
 	}
+	errs = append(errs, cpuRequest(fp.Child("resources", "cpuRequest"), t.Resources)...)
 
 	params := map[string]*Parameter{}
 	for i := range t.Parameters {
@@ -372,3 +374,15 @@ func httpURL(fp *field.Path, v string) field.ErrorList {
 
 // anchor makes a pattern match whole values only.
 func anchor(p string) string { return `^(?:` + p + `)$` }
+
+// cpuRequest checks an explicit CPU request: more than 0 and at most the CPU limit (Kubernetes refuses a
+// request above the limit; a request of 0 would let the scheduler pack sandboxes without bound).
+func cpuRequest(fp *field.Path, r Resources) field.ErrorList {
+	if r.CPURequest == nil {
+		return nil
+	}
+	if r.CPURequest.Sign() <= 0 || r.CPURequest.Cmp(r.CPU) > 0 {
+		return field.ErrorList{field.Invalid(fp, r.CPURequest.String(), "must be more than 0 and at most cpu ("+r.CPU.String()+")")}
+	}
+	return nil
+}

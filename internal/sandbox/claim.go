@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,8 +56,17 @@ func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSecond
 		return nil, ctx.Err()
 	}
 	start := time.Now()
-	pod, err := r.claim(ctx, tool, claim)
+	limit := 2 * time.Minute
+	if deadlineSeconds != nil {
+		limit = time.Duration(*deadlineSeconds)*time.Second + time.Minute
+	}
+	fctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	pod, stream, err := r.claim(fctx, tool, claim)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	jobName := pod.Labels[batchv1.JobNameLabel]
@@ -69,13 +80,7 @@ func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSecond
 		res.Timings.Total = time.Since(start)
 	}()
 
-	limit := 2 * time.Minute
-	if deadlineSeconds != nil {
-		limit = time.Duration(*deadlineSeconds)*time.Second + time.Minute
-	}
-	fctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	if err := r.followWarm(fctx, pod.Name, res, progress, jobName); err != nil {
+	if err := r.followWarm(fctx, pod.Name, stream, res, progress, jobName); err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
@@ -93,11 +98,17 @@ func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSecond
 // claim patches the claim onto one ready, unclaimed warm Pod of tool. A Pod someone else claimed first
 // (a conflict) or that the webhook refuses (it finished, say) is skipped; after claimCandidates the call
 // goes cold, where the webhook checks the same things again and explains a refusal.
-func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, error) {
+//
+// The credential agent's log stream of a candidate is opened before its claim and returned with the
+// claimed Pod (nil if it could not be opened: followWarm opens one then). The kubelet follows a log file
+// with inotify, but installs the watch only once it has read to the end; a line written in between waits
+// for its one-second forced re-read. A stream opened on an agent that says nothing until its claim is
+// already waiting, so the agent's first lines reach the server at once.
+func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, io.ReadCloser, error) {
 	sel := labels.Set{contract.LabelTool: tool, contract.LabelWarm: "true"}.String()
 	pods, err := r.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return nil, errNoWarmPod
+		return nil, nil, errNoWarmPod
 	}
 	var ready []*corev1.Pod
 	for i := range pods.Items {
@@ -105,7 +116,7 @@ func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, er
 			ready = append(ready, p)
 		}
 	}
-	rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+	preferSettled(ready, time.Now())
 	for i, p := range ready {
 		if i == claimCandidates {
 			break
@@ -115,21 +126,70 @@ func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, er
 			"annotations":     map[string]string{contract.AnnotationClaim: claim},
 		}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		stream, serr := r.agentLog(ctx, p.Name)
+		if serr != nil {
+			stream = nil
 		}
 		claimed, err := r.Client.CoreV1().Pods(r.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			return claimed, stream, nil
+		}
+		if stream != nil {
+			stream.Close()
+		}
 		switch {
-		case err == nil:
-			return claimed, nil
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
 			continue
 		case isConnectionError(err) || strings.Contains(err.Error(), "failed calling webhook"):
-			return nil, classifyCreate(err)
+			return nil, nil, classifyCreate(err)
 		}
 	}
-	return nil, errNoWarmPod
+	return nil, nil, errNoWarmPod
+}
+
+// agentLog opens the credential agent's log of a warm Pod as a stream, from its start.
+func (r *Runner) agentLog(ctx context.Context, pod string) (io.ReadCloser, error) {
+	streams := r.Streams
+	if streams == nil {
+		streams = r.Client
+	}
+	return streams.CoreV1().Pods(r.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: contract.CredentialAgentContainer, Follow: true}).Stream(ctx)
+}
+
+// settleTime is how long a warm Pod's tool container has run before a claim reaches it at once. On a Pod
+// that has only just started, the kubelet is still busy with it, and the claim's downward-API file appears
+// about a second late (measured on the local cluster: ~1 s for a Pod claimed as it became ready, ~50 ms
+// for one claimed 2 s later).
+const settleTime = 2 * time.Second
+
+// preferSettled shuffles the candidates (concurrent calls spread over the pool instead of racing for one
+// Pod) and then moves the settled ones — running for settleTime by the node's clock — before the fresh
+// ones. A clock skew between this host and the node only loses the preference, never a Pod.
+func preferSettled(pods []*corev1.Pod, now time.Time) {
+	rand.Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
+	settled := func(p *corev1.Pod) bool {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == contract.ToolContainer && s.State.Running != nil {
+				return now.Sub(s.State.Running.StartedAt.Time) >= settleTime
+			}
+		}
+		return false
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		sa, sb := settled(a), settled(b)
+		switch {
+		case sa == sb:
+			return 0
+		case sa:
+			return -1
+		default:
+			return 1
+		}
+	})
 }
 
 // Claimable is a warm Pod that is running, with its tool and agent started, not claimed and not going away.
@@ -151,9 +211,10 @@ func Claimable(p *corev1.Pod) bool {
 // errStreamBroken means the log stream ended or failed before the result; it is opened again.
 var errStreamBroken = errors.New("the log stream broke")
 
-// followWarm reads the claimed Pod's credential-agent log as a stream until the tool.result event. A stream
-// that breaks before it (an API server or kubelet hiccup) is opened again, from the start of the log.
-func (r *Runner) followWarm(ctx context.Context, pod string, res *Result, progress func(Stage, string), job string) error {
+// followWarm reads the claimed Pod's credential-agent log as a stream until the tool.result event, starting
+// with first when it is not nil. A stream that breaks before it (an API server or kubelet hiccup) is opened
+// again, from the start of the log.
+func (r *Runner) followWarm(ctx context.Context, pod string, first io.ReadCloser, res *Result, progress func(Stage, string), job string) error {
 	claimed := time.Now()
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -164,24 +225,23 @@ func (r *Runner) followWarm(ctx context.Context, pod string, res *Result, progre
 			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 			}
 		}
-		if err = r.followOnce(ctx, pod, res, progress, job, claimed); !errors.Is(err, errStreamBroken) {
+		if err = r.followOnce(ctx, pod, first, res, progress, job, claimed); !errors.Is(err, errStreamBroken) {
 			return err
 		}
+		first = nil
 	}
 	return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneLine(scrub.String(err.Error())))
 }
 
-func (r *Runner) followOnce(ctx context.Context, pod string, res *Result, progress func(Stage, string), job string, claimed time.Time) error {
-	streams := r.Streams
-	if streams == nil {
-		streams = r.Client
-	}
-	rc, err := streams.CoreV1().Pods(r.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: contract.CredentialAgentContainer, Follow: true}).Stream(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, res *Result, progress func(Stage, string), job string, claimed time.Time) error {
+	if rc == nil {
+		var err error
+		if rc, err = r.agentLog(ctx, pod); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneLine(scrub.String(err.Error())))
 		}
-		return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneLine(scrub.String(err.Error())))
 	}
 	defer rc.Close()
 	var issued time.Time

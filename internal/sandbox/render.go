@@ -227,10 +227,15 @@ func HardenedContainerSecurityContext() *corev1.SecurityContext {
 	}
 }
 
-// Resources sets requests equal to limits, so a sandbox is never overcommitted.
+// Resources sets the limits of r, and requests equal to them except for CPU when the policy asks for a
+// smaller CPU request: memory is never overcommitted, CPU may burst up to its limit.
 func Resources(r policy.Resources) corev1.ResourceRequirements {
 	l := corev1.ResourceList{corev1.ResourceCPU: r.CPU, corev1.ResourceMemory: r.Memory}
-	return corev1.ResourceRequirements{Limits: l, Requests: l.DeepCopy()}
+	req := l.DeepCopy()
+	if r.CPURequest != nil {
+		req[corev1.ResourceCPU] = r.CPURequest.DeepCopy()
+	}
+	return corev1.ResourceRequirements{Limits: l, Requests: req}
 }
 
 func copyMap(m map[string]string) map[string]string {

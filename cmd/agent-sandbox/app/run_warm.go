@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +29,8 @@ type runWarmOptions struct {
 	CredentialWait time.Duration
 
 	streams IO
+	// ranInProcess records that the claimed tool ran in this process (logged with its end).
+	ranInProcess bool
 }
 
 func newRunWarmCommand(streams IO) *cobra.Command {
@@ -87,16 +91,51 @@ func (o *runWarmOptions) Run(ctx context.Context) error {
 		return o.finish(runFail(o.streams, log, fmt.Errorf("the claim is for tool %q, this Pod runs %s", claim.Tool, o.Tool)))
 	}
 	log.Info("claimed", "request_id", claim.RequestID, "namespace", claim.Namespace)
+	claimed := time.Now()
 	if err := waitKubeconfig(ctx, o.Kubeconfig, o.CredentialWait); err != nil {
 		return o.finish(runFail(o.streams, log, err))
 	}
-	return o.finish(o.exec(ctx, claim))
+	started := time.Now()
+	log.Info("credential ready", "waited_ms", started.Sub(claimed).Milliseconds())
+	err = o.exec(ctx, claim)
+	log.Info("tool exited", "took_ms", time.Since(started).Milliseconds(), "in_process", o.ranInProcess)
+	return o.finish(err)
 }
 
-// exec runs the claimed argv as a child with the tool's deadline; the child writes the result file itself.
+// exec runs the claimed argv with the tool's deadline; the tool writes the result file itself. An argv that
+// names this very binary's own tool runners (`<this executable> run <tool> ...`, what every built-in tool
+// renders) runs in this process, through the same command line as a child would parse: the Go runtime and
+// the runners' packages are already loaded, which saves most of a call's time under gVisor (measured on the
+// local cluster: ~0.5 s for a child, of which the tool's own work is a small part). Any other argv is
+// executed as a child, directly, no shell.
 func (o *runWarmOptions) exec(ctx context.Context, claim *sandbox.Claim) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
+	if inProcess(claim.Argv) {
+		o.ranInProcess = true
+		done := make(chan int, 1)
+		go func() {
+			// A panic in a tool ends the tool, as it would end a child (exit 2), not this entry point: the
+			// done marker is still written and the agent revokes at once.
+			defer func() {
+				if r := recover(); r != nil {
+					fmt.Fprintf(o.streams.ErrOut, "the tool panicked: %v\n", r)
+					done <- 2
+				}
+			}()
+			done <- Main(ctx, claim.Argv[1:], nil, o.streams.ErrOut, o.streams.ErrOut)
+		}()
+		select {
+		case code := <-done:
+			if code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		case <-ctx.Done():
+			// The tool ignored its context; the process exits after the done marker, taking it along.
+			return runFail(o.streams, nil, fmt.Errorf("the tool exceeded its deadline (%s)", o.Deadline))
+		}
+	}
 	cmd := exec.CommandContext(ctx, claim.Argv[0], claim.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, o.streams.ErrOut, o.streams.ErrOut
 	cmd.WaitDelay = 5 * time.Second
@@ -112,6 +151,33 @@ func (o *runWarmOptions) exec(ctx context.Context, claim *sandbox.Claim) error {
 		return runFail(o.streams, nil, fmt.Errorf("start the tool: %w", err))
 	}
 	return nil
+}
+
+// inProcess reports whether argv runs one of this binary's tool runners: argv[0] is this executable (by
+// path, both resolved) and argv[1] is "run" with a runner other than warm itself. Everything else — another
+// program, another subcommand — stays a child process.
+func inProcess(argv []string) bool {
+	if len(argv) < 3 || argv[1] != "run" || argv[2] == "warm" || strings.HasPrefix(argv[2], "-") {
+		return false
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	return samePath(self, argv[0])
+}
+
+// samePath compares two paths after resolving symbolic links.
+func samePath(a, b string) bool {
+	ra, err := filepath.EvalSymlinks(a)
+	if err != nil {
+		return false
+	}
+	rb, err := filepath.EvalSymlinks(b)
+	if err != nil {
+		return false
+	}
+	return ra == rb
 }
 
 // finish writes the done marker whatever happened — holding the exit code, which the credential agent
