@@ -17,12 +17,16 @@ ctr_cmd() { "$(bin_containerd ctr)" -a "$AS_STATE/run/containerd.sock" -n k8s.io
 python3 - "$DIST/release.json" <<'PY' |
 import json, sys
 for i in json.load(open(sys.argv[1]))["images"]:
-    print(i["repository"], i["archive"], i["digest"])
+    print(i["repository"], i["tag"], i["archive"], i["digest"])
 PY
-while read -r repo archive digest; do
-  # --base-name keeps only this repository's names; --digests adds REPO@sha256:<index>, the name the kubelet
-  # looks up for an image reference that carries a digest.
-  ctr_cmd images import --base-name "$repo" --digests "$DIST/$archive" >/dev/null
+while read -r repo tag archive digest; do
+  # --base-name keeps only this repository's names. The kubelet looks an image reference that carries a
+  # digest up as REPO@sha256:<index>; ctr's --digests adds that name only to images without a tag, so the
+  # tagged image is given it explicitly, after checking that the tag points at that very index.
+  ctr_cmd images import --base-name "$repo" "$DIST/$archive" >/dev/null
+  got=$(ctr_cmd images ls | awk -v n="$repo:$tag" '$1 == n {print $3}')
+  [ "$got" = "$digest" ] || die "after importing $archive, $repo:$tag is ${got:-missing}, not the release's $digest"
+  ctr_cmd images tag --force "$repo:$tag" "$repo@$digest" >/dev/null
   ctr_cmd images ls -q | grep -qx "$repo@$digest" || die "after importing $archive, containerd has no image $repo@$digest"
   log "imported $repo@$digest"
 done

@@ -55,7 +55,11 @@ type Options struct {
 	Image string
 	// Timeout bounds the retries: right after an install the webhook may still be starting.
 	Timeout time.Duration
-	Dial    DialFunc
+	// Endpoints, when set, lists the Service's ready endpoints as host:port. Each one is checked for TLS
+	// directly (every replica, and no cluster DNS needed); without it, or when it lists none, the
+	// Service's DNS name is dialled.
+	Endpoints func(ctx context.Context) ([]string, error)
+	Dial      DialFunc
 	Now     func() time.Time
 	Out     io.Writer
 }
@@ -69,10 +73,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
 	host := fmt.Sprintf("%s.%s.svc", o.Service, o.Namespace)
-	addr := net.JoinHostPort(host, fmt.Sprint(o.Port))
 	var errs []error
 	report := func(what string, detail string, err error) {
 		if err != nil {
@@ -82,20 +83,51 @@ func Run(ctx context.Context, o Options) error {
 		}
 		fmt.Fprintf(o.Out, "ok   %s: %s\n", what, detail)
 	}
-
-	var cert *x509.Certificate
-	err := retry(ctx, func() (err error) {
-		cert, err = CheckTLS(ctx, o.Dial, addr, host, o.Now())
-		return err
-	})
-	detail := ""
-	if cert != nil {
-		detail = fmt.Sprintf("certificate for %s, valid until %s", host, cert.NotAfter.UTC().Format(time.RFC3339))
+	// Each check has the whole timeout to itself: one that never passes does not starve the next.
+	within := func(f func(ctx context.Context) error) error {
+		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+		return retry(cctx, func() error { return f(cctx) })
 	}
-	report("webhook Service "+addr+" answers TLS", detail, err)
+
+	// The endpoints are waited for while the webhook starts; a listing that fails (no right to list them,
+	// say) falls back to the DNS name at once, with a note.
+	var addrs []string
+	var listErr error
+	_ = within(func(ctx context.Context) error {
+		if o.Endpoints == nil {
+			return nil
+		}
+		addrs, listErr = o.Endpoints(ctx)
+		if listErr == nil && len(addrs) == 0 {
+			return errors.New("no ready endpoints yet")
+		}
+		return nil
+	})
+	target := "webhook Service " + host + " (each ready endpoint)"
+	if len(addrs) == 0 {
+		if listErr != nil {
+			fmt.Fprintf(o.Out, "note the webhook's endpoints cannot be listed (%v); dialling the Service's DNS name\n", listErr)
+		}
+		addrs = []string{net.JoinHostPort(host, fmt.Sprint(o.Port))}
+		target = "webhook Service " + addrs[0]
+	}
+	var details []string
+	err := within(func(ctx context.Context) error {
+		details = details[:0]
+		for _, addr := range addrs {
+			cert, err := CheckTLS(ctx, o.Dial, addr, host, o.Now())
+			if err != nil {
+				return fmt.Errorf("%s: %w", addr, err)
+			}
+			details = append(details, fmt.Sprintf("%s: certificate for %s, valid until %s", addr, host, cert.NotAfter.UTC().Format(time.RFC3339)))
+		}
+		return nil
+	})
+	report(target+" answers TLS", strings.Join(details, "; "), err)
 
 	var denial string
-	err = retry(ctx, func() (err error) {
+	err = within(func(ctx context.Context) (err error) {
 		denial, err = CheckDeniesUnsafeJob(ctx, o.Jobs, o.SandboxNamespace, o.Image, o.WebhookNames)
 		return err
 	})

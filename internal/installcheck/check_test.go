@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	batchv1 "k8s.io/api/batch/v1"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -149,5 +150,56 @@ func TestRetry(t *testing.T) {
 		return nil
 	}); err != nil || calls != 2 {
 		t.Errorf("a check that passes on the second try: %v after %d calls", err, calls)
+	}
+}
+
+// slowDenier refuses as the webhook does, but only after it failed to call it for a while (the webhook
+// is still starting).
+type slowDenier struct{ until time.Time }
+
+func (s slowDenier) Create(context.Context, *batchv1.Job, metav1.CreateOptions) (*batchv1.Job, error) {
+	gr := schema.GroupResource{Group: "batch", Resource: "jobs"}
+	if time.Now().Before(s.until) {
+		return nil, apierrors.NewInternalError(errors.New(`failed calling webhook "jobs.validate.agent-sandbox.dev": connection refused`))
+	}
+	return nil, apierrors.NewForbidden(gr, "x", errors.New(`admission webhook "jobs.validate.agent-sandbox.dev" denied the request: no`))
+}
+
+// TestRunEndpoints: with endpoints listed, each one is dialled (no cluster DNS needed) and named in the
+// report; a TLS check that never passes does not use up the Job check's time (each check has the whole
+// timeout).
+func TestRunEndpoints(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	var dialled []string
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dialled = append(dialled, addr)
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}
+	var out bytes.Buffer
+	timeout := 2 * time.Second
+	o := Options{Service: "agent-sandbox-webhook", Namespace: "agent-sandbox-system", Port: 443, SandboxNamespace: "agent-sandbox",
+		Jobs: slowDenier{until: time.Now().Add(timeout + timeout/2)}, WebhookNames: names, Timeout: timeout, Dial: dial, Out: &out,
+		Endpoints: func(context.Context) ([]string, error) { return []string{"10.0.0.1:9443", "10.0.0.2:9443"}, nil }}
+	err := Run(context.Background(), o)
+	// httptest's certificate is not for agent-sandbox-webhook.agent-sandbox-system.svc: the TLS check fails.
+	if err == nil || !strings.Contains(out.String(), "FAIL webhook Service agent-sandbox-webhook.agent-sandbox-system.svc (each ready endpoint) answers TLS: 10.0.0.1:9443:") {
+		t.Errorf("Run = %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "ok   an unsafe Job") {
+		t.Errorf("the Job check ran out of time behind the failing TLS check:\n%s", out.String())
+	}
+	if len(dialled) == 0 || dialled[0] != "10.0.0.1:9443" {
+		t.Errorf("dialled %v, want the endpoints", dialled)
+	}
+
+	// Endpoints that cannot be listed: a note, and the DNS name is dialled.
+	out.Reset()
+	dialled = nil
+	o.Jobs = slowDenier{}
+	o.Endpoints = func(context.Context) ([]string, error) { return nil, errors.New("forbidden") }
+	_ = Run(context.Background(), o)
+	if !strings.Contains(out.String(), "note the webhook's endpoints cannot be listed (forbidden)") || len(dialled) == 0 || dialled[0] != "agent-sandbox-webhook.agent-sandbox-system.svc:443" {
+		t.Errorf("dialled %v\n%s", dialled, out.String())
 	}
 }

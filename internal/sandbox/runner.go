@@ -156,6 +156,11 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 	polls := 0
 	t := time.NewTicker(r.PollInterval)
 	defer t.Stop()
+	// Once the credential agent runs, its log is followed as a stream: the agent reports the result right
+	// after it revoked, and the kubelet takes another relist or two to publish that the agent exited.
+	sctx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	var reported <-chan struct{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -176,6 +181,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 				if s.State.Running != nil && sidecarStarted.IsZero() {
 					sidecarStarted = time.Now()
 					res.Timings.PodStart = sidecarStarted.Sub(admitted)
+					reported = r.watchResult(sctx, pod.Name)
 				}
 				if s.Started != nil && *s.Started && sidecarReady.IsZero() && !sidecarStarted.IsZero() {
 					sidecarReady = time.Now()
@@ -213,9 +219,10 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					agentDone = true
 				}
 			}
-			// The tool has exited and the credential agent has revoked and exited: the run is over. The
-			// Pod's phase and the Job's condition follow a few seconds later; nothing here waits for them.
-			if toolDone && agentDone {
+			// The tool has exited and the credential agent has revoked and reported (or exited): the run is
+			// over. The Pod's phase and the Job's condition follow a few seconds later; nothing here waits
+			// for them.
+			if toolDone && (agentDone || closed(reported)) {
 				res.Timings.Run = time.Since(toolRunning)
 				progress(StageDone)
 				return nil
@@ -418,6 +425,42 @@ func parseEvents(out []byte) (events []map[string]any, result []byte, resultErr 
 		events = append(events, scrub.Value(ev).(map[string]any))
 	}
 	return events, result, resultErr
+}
+
+// watchResult follows the credential agent's log of pod as a stream and closes the returned channel when
+// the agent has reported the tool's result. A stream that fails or ends early just never closes it: the
+// Pod's status still ends the run.
+func (r *Runner) watchResult(ctx context.Context, pod string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		rc, err := r.agentLog(ctx, pod)
+		if err != nil {
+			return
+		}
+		defer rc.Close()
+		sc := bufio.NewScanner(rc)
+		sc.Buffer(make([]byte, 64<<10), maxLogBytes)
+		for sc.Scan() {
+			var ev struct {
+				Event string `json:"event"`
+			}
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == toolResultEvent {
+				close(done)
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// closed reports whether ch is closed (a nil channel never is).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // toolResultEvent is the credential agent's event that carries the tool's result (broker.EventToolResult).

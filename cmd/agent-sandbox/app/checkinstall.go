@@ -1,12 +1,17 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -31,7 +36,9 @@ func newCheckInstallCommand(streams IO) *cobra.Command {
 		Short: "Check an installed webhook from inside the cluster (what the chart's helm test runs)",
 		Long: `Check, from a Pod in the cluster, that the installed agent-sandbox webhook works:
 
-  * its Service answers TLS on --port with a certificate for <service>.<namespace>.svc, valid now;
+  * its Service answers TLS with a certificate for <service>.<namespace>.svc, valid now: every ready
+    endpoint of its https port (from its EndpointSlices, so no cluster DNS is needed), or, when they
+    cannot be listed, the Service's DNS name on --port;
   * the API server refuses an unsafe Job (privileged, host network, no policy tool) in the sandbox
     namespace, and the refusal comes from the agent-sandbox webhook. The Job is a server-side dry run:
     nothing is stored and no approval is consumed. An error calling the webhook fails the check.
@@ -65,6 +72,7 @@ client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox name
 			return installcheck.Run(cmd.Context(), installcheck.Options{
 				Service: o.Service, Namespace: o.Namespace, Port: o.Port, SandboxNamespace: o.SandboxNamespace,
 				Jobs: cs.BatchV1().Jobs(o.SandboxNamespace), WebhookNames: names, Image: o.Image, Timeout: o.Timeout, Out: streams.Out,
+				Endpoints: func(ctx context.Context) ([]string, error) { return webhookEndpoints(ctx, cs, o.Namespace, o.Service) },
 			})
 		},
 	}
@@ -94,4 +102,30 @@ func (o *checkInstallOptions) Validate() error {
 		errs = append(errs, errors.New("--timeout must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// webhookEndpoints lists the ready endpoints of the Service's https port as host:port, from its
+// EndpointSlices: the test Pod dials each replica directly, which needs no cluster DNS.
+func webhookEndpoints(ctx context.Context, cs kubernetes.Interface, namespace, service string) ([]string, error) {
+	slices, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	if err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, sl := range slices.Items {
+		for _, p := range sl.Ports {
+			if p.Port == nil || p.Name == nil || *p.Name != "https" {
+				continue
+			}
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+					continue
+				}
+				for _, a := range ep.Addresses {
+					addrs = append(addrs, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
+				}
+			}
+		}
+	}
+	return addrs, nil
 }
