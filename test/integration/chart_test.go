@@ -1200,7 +1200,8 @@ func TestChartHelmTest(t *testing.T) {
 	if rb.RoleRef.Name != name || len(rb.Subjects) != 1 || rb.Subjects[0].Name != name || rb.Subjects[0].Namespace != chartNamespace {
 		t.Errorf("test RoleBinding: %+v", rb)
 	}
-	if r := chartRenderArgs(t, "--set", "tests.enabled=false"); r.has("Pod", chartNamespace, name) || r.has("Role", chartSandboxNS, name) {
+	if r := chartRenderArgs(t, "--set", "tests.enabled=false"); r.has("Pod", chartNamespace, name) || r.has("Role", chartSandboxNS, name) ||
+		r.has("Role", chartNamespace, name+"-endpoints") {
 		t.Error("tests.enabled=false still renders the test Pod or its Role")
 	}
 }
@@ -1537,12 +1538,16 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		{"webhook", hookUser, hookGroups, "create", "authentication.k8s.io", "tokenreviews", "", "", "", true},
 		{"webhook", hookUser, hookGroups, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", "", true},
 		// helm test's ServiceAccount: create Jobs in the sandbox namespace (every one still passes the
-		// webhook), and nothing else.
+		// webhook) ...
 		{"test", testUser, testGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
 		{"test", testUser, testGroups, "get", "batch", "jobs", "", chartSandboxNS, "j", false},
 		{"test", testUser, testGroups, "create", "", "pods", "", chartSandboxNS, "", false},
 		{"test", testUser, testGroups, "create", "batch", "jobs", "", "demo-app", "", false},
 		{"test", testUser, testGroups, "get", "", "secrets", "", chartNamespace, "agent-sandbox-webhook-tls", false},
+		// ... and list EndpointSlices in its own namespace, to dial each webhook replica without cluster DNS.
+		{"test", testUser, testGroups, "list", "discovery.k8s.io", "endpointslices", "", chartNamespace, "", true},
+		{"test", testUser, testGroups, "list", "discovery.k8s.io", "endpointslices", "", chartSandboxNS, "", false},
+		{"test", testUser, testGroups, "update", "discovery.k8s.io", "endpointslices", "", chartNamespace, "e", false},
 		{"mcp", mcpUser, mcpGroups, "patch", "", "pods", "", chartSandboxNS, "p", true},
 		{"mcp", mcpUser, mcpGroups, "patch", "", "pods", "status", chartSandboxNS, "p", false},
 		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
