@@ -60,8 +60,8 @@ type Options struct {
 	// Service's DNS name is dialled.
 	Endpoints func(ctx context.Context) ([]string, error)
 	Dial      DialFunc
-	Now     func() time.Time
-	Out     io.Writer
+	Now       func() time.Time
+	Out       io.Writer
 }
 
 // Run runs every check, retrying each until it passes or the timeout passes, and prints one line per
