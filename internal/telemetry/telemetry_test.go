@@ -4,16 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry/telemetrytest"
@@ -138,38 +131,9 @@ func TestCallSpans(t *testing.T) {
 // TestExportOTLPHTTP sends a call's trace through the exporter Setup builds to a real OTLP/HTTP receiver,
 // which decodes the protobuf request as a collector does.
 func TestExportOTLPHTTP(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		got []*coltracepb.ExportTraceServiceRequest
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			t.Errorf("receiver got %s %s (%s)", r.Method, r.URL.Path, r.Header.Get("Content-Type"))
-			http.Error(w, "unexpected", http.StatusBadRequest)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := proto.Unmarshal(body, req); err != nil {
-			t.Errorf("decode export request: %v", err)
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		got = append(got, req)
-		mu.Unlock()
-		b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(b)
-	}))
-	defer srv.Close()
-
+	recv := telemetrytest.NewReceiver(t)
 	ctx := context.Background()
-	tr, shutdown, err := telemetry.Setup(ctx, telemetry.Options{Endpoint: srv.URL, Version: "v-test", Getenv: func(string) string { return "" }})
+	tr, shutdown, err := telemetry.Setup(ctx, telemetry.Options{Endpoint: recv.URL, Version: "v-test", Getenv: func(string) string { return "" }})
 	if err != nil || tr == nil {
 		t.Fatalf("Setup = %v, %v", tr, err)
 	}
@@ -182,30 +146,19 @@ func TestExportOTLPHTTP(t *testing.T) {
 		t.Fatalf("shutdown (flush): %v", err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	wantTrace := telemetry.TraceIDFor("req-otlp")
+	wantTrace := telemetry.TraceIDFor("req-otlp").String()
 	names := map[string]bool{}
-	service := ""
-	for _, req := range got {
-		for _, rs := range req.ResourceSpans {
-			for _, a := range rs.GetResource().GetAttributes() {
-				if a.Key == "service.name" {
-					service = a.GetValue().GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					if string(s.TraceId) != string(wantTrace[:]) {
-						t.Errorf("span %s has trace ID %x, want %s", s.Name, s.TraceId, wantTrace)
-					}
-					names[s.Name] = true
-				}
-			}
+	for _, s := range recv.Spans() {
+		if s.TraceID != wantTrace {
+			t.Errorf("span %s has trace ID %s, want %s", s.Name, s.TraceID, wantTrace)
 		}
+		if s.Attrs[telemetry.AttrRequestID] != "req-otlp" {
+			t.Errorf("span %s has request ID %q", s.Name, s.Attrs[telemetry.AttrRequestID])
+		}
+		names[s.Name] = true
 	}
-	if service != telemetry.ServiceName {
-		t.Errorf("service.name = %q, want %q", service, telemetry.ServiceName)
+	if sv := recv.Services(); len(sv) == 0 || sv[0] != telemetry.ServiceName {
+		t.Errorf("service.name = %v, want %q", sv, telemetry.ServiceName)
 	}
 	for _, n := range []string{"tools/call k8s_get_pod_status", "admission", "run"} {
 		if !names[n] {
