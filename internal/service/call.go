@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
@@ -74,12 +75,15 @@ func (s *Service) workspaceFolders() []string {
 // workspace ConfigMap), a tool that needs a human's approval takes a granted one or files the request, the
 // Job runs in a sandbox, and the tool's result kind decodes, checks and summarises what it returned. The
 // output is the structured result (it always carries the call's request_id).
-func (s *Service) Call(ctx context.Context, tool string, args map[string]any, progress Progress) (any, error) {
+func (s *Service) Call(ctx context.Context, tool string, args map[string]any, progress Progress) (out any, err error) {
+	start := time.Now()
 	c, err := s.begin(tool, args, progress)
 	if err != nil {
 		return nil, err
 	}
+	c.trace = s.Tracer.StartCall(ctx, c.id, tool, start)
 	defer func() {
+		c.endTrace(err)
 		if c.auditErr != nil && s.OnAuditError != nil {
 			s.OnAuditError(c.id, c.auditErr)
 		}
@@ -108,6 +112,7 @@ func (s *Service) Call(ctx context.Context, tool string, args map[string]any, pr
 	if err != nil {
 		return nil, err
 	}
+	c.trace.Set(map[string]any{"namespace": inv.TargetNamespace, "tier": string(t.Tier), "scope": inv.Scope})
 	// A saved plan must exist before a human is asked about it or a Job waits for it.
 	if t.Plan != nil {
 		id, _ := inv.Params[t.Plan.Parameter].(string)

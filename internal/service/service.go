@@ -20,6 +20,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
 )
 
 // Runner runs one call to completion (sandbox.Runner): on a warm Pod claimed with claim when claim is set
@@ -58,7 +59,10 @@ type Service struct {
 	// filled during the call): the call has run, so its result still goes to the agent, and the operator
 	// must hear of the gap. The MCP server logs it as an error.
 	OnAuditError func(requestID string, err error)
-	Now          func() time.Time
+	// Tracer traces every call from its request to its result (nil: no tracing); the trace's ID is derived
+	// from the request ID (telemetry.TraceIDFor).
+	Tracer *telemetry.Tracer
+	Now    func() time.Time
 }
 
 // Kind classifies a refused or failed call.
@@ -96,6 +100,10 @@ type call struct {
 	progress Progress
 	// auditErr collects audit writes that failed after the call began.
 	auditErr error
+	// trace is the call's trace (nil when tracing is off); outcome, when set, is the outcome it ends with
+	// although the call returned no error (approval_required).
+	trace   *telemetry.Call
+	outcome string
 }
 
 func (s *Service) begin(tool string, params map[string]any, progress Progress) (*call, error) {
@@ -181,6 +189,7 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*
 		// A read tool on a warm Pod that could not reach the API server had no effect: run it once more, cold,
 		// in a new Pod (on the local cluster a Pod's connections to the API server are, rarely, never answered).
 		c.audit(EventSandboxRetried, map[string]any{"job": res.JobName, "reason": "the warm Pod's tool could not reach the API server; running once more as a cold Job"})
+		c.trace.Event(telemetry.Event{Name: EventSandboxRetried, Time: time.Now(), Attrs: map[string]any{"job": res.JobName}})
 		res, err = c.runOnce(ctx, inv, job, "")
 	}
 	if err != nil {
@@ -210,6 +219,7 @@ func unreachableAPI(res *sandbox.Result) bool {
 // sandbox and credential events into the audit chain.
 func (c *call) runOnce(ctx context.Context, inv *policy.Invocation, job *batchv1.Job, claim string) (*sandbox.Result, error) {
 	total := len(sandbox.Stages)
+	start := time.Now()
 	res, err := c.s.Runner.RunCall(ctx, job, claim, func(st sandbox.Stage, jobName string) {
 		for i, s := range sandbox.Stages {
 			if s == st {
@@ -226,6 +236,7 @@ func (c *call) runOnce(ctx context.Context, inv *policy.Invocation, job *batchv1
 		c.audit(audit.EventSandboxCompleted, map[string]any{"job": res.JobName, "warm": res.Warm, "exit_code": res.ExitCode, "ok": err == nil && res.ExitCode == 0,
 			"timings_ms": timingsMS(res.Timings)})
 		c.credentialEvents(res, audit.EventCredentialRevoked)
+		c.tracePhases(res, start)
 	}
 	return res, err
 }

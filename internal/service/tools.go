@@ -10,6 +10,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
@@ -71,6 +72,7 @@ func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation
 	c.audit(audit.EventApprovalGranted, map[string]any{"approval_request": req.ID, "approver": req.Approver,
 		"decided_at": req.DecidedAt.UTC().Format(time.RFC3339), "token_id": req.TokenID})
 	c.audit(audit.EventApprovalConsumed, map[string]any{"approval_request": req.ID, "token_id": req.TokenID})
+	c.trace.Event(telemetry.Event{Name: audit.EventApprovalConsumed, Time: time.Now(), Attrs: map[string]any{"approval_request": req.ID, "approver": req.Approver}})
 	return token, req, nil
 }
 
@@ -93,6 +95,8 @@ func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invo
 	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "needs-approval", "tier": string(inv.Tool.Tier), "approval_request": req.ID})
 	c.audit(audit.EventApprovalRequested, map[string]any{"approval_request": req.ID, "plan_id": inv.PlanDigest, "signals": len(req.Signals)})
 	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "status": StatusApprovalRequired, "approval_request": req.ID})
+	c.trace.Event(telemetry.Event{Name: audit.EventApprovalRequested, Time: time.Now(), Attrs: map[string]any{"approval_request": req.ID}})
+	c.outcome = string(KindApprovalRequired)
 	msg := fmt.Sprintf("approval required: ask a human to review and run `%s` in a terminal, then call %s again with the same arguments", cmd, inv.Tool.Name)
 	if kind.approvalRequired == nil {
 		// This kind's result has no place for the request: say it as the tool's answer, one line.

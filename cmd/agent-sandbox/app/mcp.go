@@ -25,6 +25,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 )
 
@@ -41,10 +42,13 @@ type mcpOptions struct {
 	HTTPTokenFile  string
 	AllowedOrigins []string
 	LogLevel       string
+	OTLPEndpoint   string
 
 	httpToken string
-	logLevel  slog.Level
-	paths     clientPaths
+	// otlpURL is where traces go, resolved from --otlp-endpoint or the environment ("" = tracing off).
+	otlpURL  string
+	logLevel slog.Level
+	paths    clientPaths
 }
 
 func newMCPCommand(streams IO) *cobra.Command {
@@ -64,6 +68,12 @@ drive the server; clients that send no Origin (every non-browser client) are una
 GET /healthz answers "ok" without a token; GET /metrics serves Prometheus metrics (tool calls by tool
 and outcome, their durations, calls in flight) and needs the token. The server speaks plain HTTP: to
 serve beyond this machine, put a TLS-terminating proxy in front of it.
+
+With --otlp-endpoint (or $OTEL_EXPORTER_OTLP_ENDPOINT, or $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) the
+server exports an OpenTelemetry trace of every tool call over OTLP/HTTP, in stdio and HTTP mode alike:
+one span for the call and child spans for admission, Pod start, the credential (issue to revoke), the
+run and the clean-up. The trace ID is the first 16 bytes of SHA-256("agent-sandbox/" + request ID), so
+the request ID in the audit log finds the trace. Without an endpoint nothing is traced.
 
 Every call runs as one gVisor sandbox Job in the cluster of --kubeconfig; the server needs only a
 kubeconfig limited to the sandbox namespace (create Jobs and ConfigMaps, read Jobs, Pods and logs).
@@ -111,6 +121,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
 	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
+	f.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces of every tool call to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; a URL with a path is the full traces URL) [default $"+telemetry.EnvEndpoint+" or $"+telemetry.EnvTracesEndpoint+"; none: no tracing]")
 	return cmd
 }
 
@@ -166,6 +177,9 @@ func (o *mcpOptions) Validate() error {
 		errs = append(errs, err)
 	}
 	o.logLevel = level
+	if o.otlpURL, err = (telemetry.Options{Endpoint: o.OTLPEndpoint}).ResolveEndpoint(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.HTTPAddr != "" {
 		errs = append(errs, o.validateHTTP()...)
 	} else if o.HTTPTokenFile != "" || len(o.AllowedOrigins) > 0 {
@@ -297,6 +311,20 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	}
 	defer inst.Close()
 
+	tracer, stopTracing, err := telemetry.Setup(ctx, telemetry.Options{Endpoint: o.otlpURL, Version: versionInfo().Version})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The last calls' spans are flushed on the way out, for a bounded time: an unreachable collector must
+		// not keep the server from exiting.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("flushing traces", "error", err.Error())
+		}
+	}()
+
 	ns := p.Spec.Sandbox.Namespace
 	runner := sandbox.NewRunner(cs, ns, o.MaxConcurrency)
 	runner.Streams = logStreams
@@ -307,6 +335,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		WorkspaceDir: o.Workspaces,
 		Warm:         o.Warm,
 		Instance:     inst.ID,
+		Tracer:       tracer,
 		OnAuditError: func(requestID string, err error) {
 			log.Error("audit events of a call could not be written; the audit log has a gap", "requestID", requestID, "error", err.Error())
 		},
@@ -326,7 +355,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	ready := func() {
 		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
 			"sandboxNamespace", ns, "policyFile", o.PolicyFile, "kubeconfig", o.Kubeconfig, "workspaces", o.Workspaces, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],
-			"version", versionInfo().Version)
+			"otlpEndpoint", o.otlpURL, "version", versionInfo().Version)
 	}
 	if o.HTTPAddr == "" {
 		ready()

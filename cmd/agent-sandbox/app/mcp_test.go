@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry/telemetrytest"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 )
 
@@ -271,5 +273,79 @@ func TestMCPHTTPServe(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), token) || stdout.String() != "" {
 		t.Errorf("the token was logged, or something went to stdout:\nstdout %q\nstderr %s", stdout.String(), stderr.String())
+	}
+}
+
+// TestMCPOTLPFlags: a tracing endpoint that is not an http(s) URL is a usage error (exit 2), whether it
+// comes from the flag or from the standard environment variable.
+func TestMCPOTLPFlags(t *testing.T) {
+	_, base := mcpFixture(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string // $OTEL_EXPORTER_OTLP_ENDPOINT
+		want string
+	}{
+		{"no scheme", []string{"--otlp-endpoint", "127.0.0.1:4318"}, "", `--otlp-endpoint "127.0.0.1:4318": want an http:// or https:// URL`},
+		{"grpc", []string{"--otlp-endpoint", "grpc://c:4317"}, "", "want an http:// or https:// URL"},
+		{"from the environment", nil, "collector", "$" + telemetry.EnvEndpoint + ` "collector"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(telemetry.EnvEndpoint, tc.env)
+			t.Setenv(telemetry.EnvTracesEndpoint, "")
+			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestMCPHTTPTraces runs the real `agent-sandbox mcp --http --otlp-endpoint` against a real OTLP/HTTP
+// receiver: a tool call (refused by the policy, so no cluster is needed) arrives as a trace whose ID is
+// derived from the call's request ID in the audit log.
+func TestMCPHTTPTraces(t *testing.T) {
+	unsetTokenEnv(t)
+	recv := telemetrytest.NewReceiver(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // export each span batch within 50 ms, not 5 s
+	dir, args := mcpFixture(t)
+	token := "tok-" + strings.Repeat("0123456789", 4)
+	args = append(args, "--http", "127.0.0.1:0", "--http-token-file", writeToken(t, dir, token), "--otlp-endpoint", recv.URL)
+	ctx := context.Background()
+	endpoint, _, _ := startMCPHTTP(t, args)
+	c, err := mcp.DialHTTP(ctx, endpoint, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "kube-system"})
+	if err != nil || !res.IsError {
+		t.Fatalf("a call in kube-system: %+v, %v", res, err)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(string(log), "\n", 2)[0]), &first); err != nil || first.RequestID == "" {
+		t.Fatalf("audit log: %v\n%s", err, log)
+	}
+
+	var root *telemetrytest.ReceivedSpan
+	for deadline := time.Now().Add(10 * time.Second); root == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, s := range recv.Spans() {
+			if s.Name == "tools/call k8s_get_pod_status" {
+				root = &s
+			}
+		}
+	}
+	if root == nil {
+		t.Fatalf("no trace of the call arrived; got %+v", recv.Spans())
+	}
+	if root.TraceID != telemetry.TraceIDFor(first.RequestID).String() || root.Attrs[telemetry.AttrRequestID] != first.RequestID ||
+		root.Attrs["agent_sandbox.outcome"] != "denied" {
+		t.Errorf("call span %+v; want trace %s of request %s, outcome denied", root, telemetry.TraceIDFor(first.RequestID), first.RequestID)
 	}
 }
