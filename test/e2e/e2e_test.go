@@ -30,6 +30,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
+	"github.com/agent-sandbox/agent-sandbox/internal/telemetry/telemetrytest"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
@@ -435,7 +437,9 @@ func TestE2EWarmPool(t *testing.T) {
 			}
 			c := cfg
 			c.DB, c.AuditLog = filepath.Join(t.TempDir(), "approvals.db"), filepath.Join(t.TempDir(), "audit.jsonl")
-			client, err := demoClient(ctx, c, mode.args...)
+			// The server exports the call's trace to a real OTLP/HTTP receiver (docs/tracing.md).
+			otlp := telemetrytest.NewReceiver(t)
+			client, err := demoClient(ctx, c, append(mode.args, "--otlp-endpoint", otlp.URL)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,6 +455,8 @@ func TestE2EWarmPool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			client.Close() // the server exits and flushes its spans
+			checkCallTrace(t, otlp, recs[0].RequestID, mode.warm)
 			var chain []string
 			var job string
 			var warm bool
@@ -489,6 +495,53 @@ func TestE2EWarmPool(t *testing.T) {
 	}
 	if _, err := env.WaitWarmPod(ctx, 3*time.Minute); err != nil {
 		t.Errorf("the pool did not refill: %v", err)
+	}
+}
+
+// checkCallTrace waits for the call's trace and checks that it follows the call from the MCP request
+// through the sandbox to the credential's issue and revoke, under the trace ID the request ID gives.
+func checkCallTrace(t *testing.T, otlp *telemetrytest.Receiver, requestID string, warm bool) {
+	t.Helper()
+	traceID := telemetry.TraceIDFor(requestID).String()
+	var spans map[string]telemetrytest.ReceivedSpan
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		spans = map[string]telemetrytest.ReceivedSpan{}
+		for _, s := range otlp.Spans() {
+			if s.TraceID == traceID {
+				spans[s.Name] = s
+			}
+		}
+		if _, ok := spans["tools/call k8s_get_pod_status"]; ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	root, ok := spans["tools/call k8s_get_pod_status"]
+	if !ok {
+		t.Fatalf("no trace %s for request %s reached the OTLP receiver (got %d spans)", traceID, requestID, len(otlp.Spans()))
+	}
+	if root.Attrs["agent_sandbox.request_id"] != requestID || root.Attrs["agent_sandbox.outcome"] != "ok" {
+		t.Errorf("root span attributes %v", root.Attrs)
+	}
+	want := []string{"admission", "credential", "run", "cleanup"}
+	if !warm {
+		want = append(want, "pod_start")
+	}
+	for _, name := range want {
+		s, ok := spans[name]
+		if !ok {
+			t.Errorf("trace %s lacks span %q (has %d spans)", traceID, name, len(spans))
+			continue
+		}
+		if s.Parent == "" {
+			t.Errorf("span %q has no parent", name)
+		}
+	}
+	if cred := spans["credential"]; !isSubsequence([]string{"credential.issued", "credential.revoked"}, cred.Events) {
+		t.Errorf("the credential span's events are %v, want credential.issued then credential.revoked", cred.Events)
+	}
+	if _, ok := spans["pod_start"]; ok && warm {
+		t.Error("a warm call's trace has a pod_start span")
 	}
 }
 

@@ -29,6 +29,8 @@ type ReceivedSpan struct {
 	TraceID string
 	Parent  string
 	Attrs   map[string]string
+	// Events are the names of the span's events, in order.
+	Events []string
 }
 
 // NewReceiver starts a receiver that stops when the test ends. A request that is not an OTLP/HTTP
@@ -82,6 +84,9 @@ func (r *Receiver) add(msg *coltracepb.ExportTraceServiceRequest) {
 					default:
 						sp.Attrs[a.Key] = v.String()
 					}
+				}
+				for _, e := range s.Events {
+					sp.Events = append(sp.Events, e.Name)
 				}
 				r.spans = append(r.spans, sp)
 			}
