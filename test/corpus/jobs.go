@@ -172,6 +172,14 @@ func (e *Env) exactnessCases() []Case {
 			tool(j).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("3Gi")
 			tool(j).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("3Gi")
 		}, pod),
+		// The policy's CPU request is smaller than its limit (cpuRequest): a submitter that reserves the whole
+		// limit (a node's CPU held idle) or less than the policy asks (more sandboxes packed) is refused alike.
+		c("CPU request raised to the limit", "exact-pod-spec", func(j *batchv1.Job) {
+			tool(j).Resources.Requests[corev1.ResourceCPU] = tool(j).Resources.Limits[corev1.ResourceCPU].DeepCopy()
+		}, pod),
+		c("CPU request lowered to 1m", "exact-pod-spec", func(j *batchv1.Job) {
+			tool(j).Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1m")
+		}, pod),
 		c("priorityClassName system-node-critical", "exact-pod-spec", func(j *batchv1.Job) { spec(j).PriorityClassName = "system-node-critical" }, pod),
 		c("terminationGracePeriodSeconds 86400", "exact-pod-spec", func(j *batchv1.Job) { spec(j).TerminationGracePeriodSeconds = ptr.To(int64(86400)) }, pod),
 		c("runAsGroup 0", "exact-pod-spec", func(j *batchv1.Job) { podSC(j).RunAsGroup = ptr.To(int64(0)) }, pod),
