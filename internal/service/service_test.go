@@ -174,6 +174,28 @@ func (f *fixture) apply(ctx context.Context, planID string) (*ApplyOutput, error
 }
 
 // chain returns the events written for one request ID, after checking that the whole log verifies.
+// approve grants request id as a person would: what `agent-sandbox approve` does after the terminal prompt.
+// It returns the signed token.
+func (f *fixture) approve(ctx context.Context, t *testing.T, id string) string {
+	t.Helper()
+	req, err := f.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := approval.NewClaims(req, f.key.KeyID(), f.svc.Policy.Spec.ClusterID, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := approval.Sign(f.key, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Grant(ctx, req.ID, tok, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 func (f *fixture) chain(t *testing.T, requestID string) []string {
 	t.Helper()
 	if _, err := audit.VerifyFile(f.log); err != nil {
@@ -276,21 +298,7 @@ func TestApplyNeedsAnApprovalForExactlyThisPlanOnce(t *testing.T) {
 	}
 
 	// A person approves (what `agent-sandbox approve` does after the terminal prompt).
-	req, err := f.store.Get(ctx, first.ApprovalRequest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := approval.NewClaims(req, f.key.KeyID(), f.svc.Policy.Spec.ClusterID, time.Now(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := approval.Sign(f.key, claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Grant(ctx, req.ID, tok, &claims); err != nil {
-		t.Fatal(err)
-	}
+	tok := f.approve(ctx, t, first.ApprovalRequest)
 
 	// An approval for this plan does not cover another.
 	other, err := f.apply(ctx, strings.Repeat("cd", 32))

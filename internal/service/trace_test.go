@@ -10,7 +10,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
@@ -157,21 +156,7 @@ func TestApprovalTrace(t *testing.T) {
 		t.Fatalf("approval-required call's trace: %+v", pending)
 	}
 
-	req, err := f.store.Get(ctx, first.ApprovalRequest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, err := approval.NewClaims(req, f.key.KeyID(), f.svc.Policy.Spec.ClusterID, time.Now(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := approval.Sign(f.key, claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Grant(ctx, req.ID, tok, &claims); err != nil {
-		t.Fatal(err)
-	}
+	tok := f.approve(ctx, t, first.ApprovalRequest)
 	applied, err := f.apply(ctx, plan)
 	if err != nil || applied.Status != StatusApplied {
 		t.Fatalf("%+v, %v", applied, err)
@@ -181,7 +166,7 @@ func TestApprovalTrace(t *testing.T) {
 	if root.Attrs["agent_sandbox.outcome"] != OutcomeOK || root.Attrs["agent_sandbox.tier"] == "" {
 		t.Errorf("applied call's span: %+v", root)
 	}
-	if len(root.Events) != 1 || root.Events[0].Name != audit.EventApprovalConsumed || root.Events[0].Attrs["agent_sandbox.approval_request"] != req.ID {
+	if len(root.Events) != 1 || root.Events[0].Name != audit.EventApprovalConsumed || root.Events[0].Attrs["agent_sandbox.approval_request"] != first.ApprovalRequest {
 		t.Errorf("the consumed approval is not on the call's span: %+v", root.Events)
 	}
 	if strings.Contains(rec.String(), tok) || strings.Contains(rec.String(), tok[:40]) {
