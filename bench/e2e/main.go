@@ -1,7 +1,8 @@
 // Command e2e measures agent-sandbox end to end on the live cluster (after make deploy): the MCP server's
 // start-up (process start to the initialize reply) and memory; N sequential k8s_get_pod_status calls served
-// by warm Pods and N served by cold Jobs, with p50/p95 of the total and of each phase as the server recorded
-// them in the audit log; and C concurrent callers for a while, in calls per minute. It prints figures; it
+// by warm Pods that have been ready for a moment, a few (-fresh) claiming a Pod the moment it becomes ready,
+// and N served by cold Jobs, with p50/p95 of the total and of each phase as the server recorded them in the
+// audit log; and C concurrent callers for a while, in calls per minute. It prints figures; it
 // asserts nothing.
 package main
 
