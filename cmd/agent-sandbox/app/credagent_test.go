@@ -1,10 +1,12 @@
 package app
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCredAgentReady(t *testing.T) {
@@ -72,3 +74,61 @@ func TestOneLineErrorScrubs(t *testing.T) {
 type testErr struct{ s string }
 
 func (e *testErr) Error() string { return e.s }
+
+// waitClaim sees a claim the way the kubelet delivers it: the downward-API file is empty (no claim
+// annotation yet), then the kubelet writes a new timestamped folder and swaps the ..data link to it.
+func TestWaitClaim(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "claim"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet's atomic writer: a new link, renamed over ..data.
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("..1", "")
+	path := filepath.Join(dir, "claim")
+	if err := os.Symlink("..data/claim", path); err != nil {
+		t.Fatal(err)
+	}
+
+	// No claim: waits until the context ends, then nil without error.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	c, err := waitClaim(ctx, path, 10*time.Millisecond)
+	cancel()
+	if c != nil || err != nil {
+		t.Fatalf("without a claim: %+v, %v; want nil, nil", c, err)
+	}
+
+	// Blank text is no claim either; the claim that lands after it is parsed.
+	write("..2", "\n")
+	claim := `{"requestID":"req-1","tool":"k8s_get_pod_status","namespace":"demo-app","params":{"namespace":"demo-app"},"argv":["/agent-sandbox","run","pod-status"],"auditHead":""}`
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		write("..3", claim)
+	}()
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err = waitClaim(ctx, path, 10*time.Millisecond)
+	if err != nil || c == nil {
+		t.Fatalf("waitClaim = %+v, %v; want the claim", c, err)
+	}
+	if c.RequestID != "req-1" || c.Tool != "k8s_get_pod_status" {
+		t.Errorf("parsed %+v", c)
+	}
+
+	// A claim that does not parse is an error, not a wait.
+	write("..4", `{"requestID":"req-1"}`)
+	if _, err := waitClaim(ctx, path, 10*time.Millisecond); err == nil {
+		t.Error("an incomplete claim was accepted")
+	}
+}

@@ -79,7 +79,7 @@ func (o *runWarmOptions) Validate() error {
 func (o *runWarmOptions) Run(ctx context.Context) error {
 	log := runLogger(o.streams)
 	idle, cancel := context.WithTimeout(ctx, o.IdleTimeout)
-	claim, err := waitClaim(idle, o.ClaimFile)
+	claim, err := waitClaim(idle, o.ClaimFile, claimPollEntry)
 	cancel()
 	switch {
 	case err != nil:
@@ -199,6 +199,10 @@ func (o *runWarmOptions) finish(err error) error {
 	return err
 }
 
+// credentialPoll is how often the entry point looks for the credential once it has the claim: a stat of a
+// memory-backed file, for the few hundred milliseconds the agent takes to log in and fetch it.
+const credentialPoll = 20 * time.Millisecond
+
 // waitKubeconfig waits until the credential agent has written the kubeconfig.
 func waitKubeconfig(ctx context.Context, path string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
@@ -212,7 +216,7 @@ func waitKubeconfig(ctx context.Context, path string, wait time.Duration) error 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(claimPoll):
+		case <-time.After(credentialPoll):
 		}
 	}
 }
