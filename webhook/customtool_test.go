@@ -4,8 +4,11 @@ import (
 	"os"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
@@ -70,5 +73,47 @@ func TestCustomToolIsEnforced(t *testing.T) {
 	plain := newFixture(t)
 	if _, err := plain.checkJob(t, j, Request{}); err == nil {
 		t.Error("the shipped policy's webhook admitted a tool it does not declare")
+	}
+}
+
+// The sidecar's postStart gate: the project's runners wait for the credential themselves and go without it;
+// any other program keeps it, so it never starts before its kubeconfig exists.
+func TestInjectCredentialGate(t *testing.T) {
+	tests := []struct {
+		argv []string
+		gate bool
+	}{
+		{[]string{"/agent-sandbox", "run", "pod-status", "--namespace=demo-app"}, false},
+		{[]string{"/agent-sandbox", "run", "terraform-plan", "--workspace=k8s-demo"}, false},
+		{[]string{"/agent-sandbox", "run", "warm", "--tool=x"}, true},
+		{[]string{"/agent-sandbox", "run", "--help"}, true},
+		{[]string{"/agent-sandbox", "run"}, true},
+		{[]string{"/agent-sandbox", "cred-agent", "ready"}, true},
+		{[]string{"/usr/bin/kubectl", "get", "pods"}, true},
+		{[]string{"/bin/sh", "-c", "/agent-sandbox run pod-status"}, true},
+	}
+	p := loadPolicy(t)
+	tl, err := p.Tool("k8s_get_pod_status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		inv, err := tl.Invoke(map[string]any{"namespace": "demo-app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv.Argv = tt.argv
+		var meta metav1.ObjectMeta
+		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: contract.ToolContainer, Command: tt.argv}}}
+		Inject(&meta, &spec, p, inv)
+		agent := spec.InitContainers[len(spec.InitContainers)-1]
+		if agent.Name != contract.CredentialAgentContainer {
+			t.Fatalf("last init container %q", agent.Name)
+		}
+		gate := agent.Lifecycle != nil && agent.Lifecycle.PostStart != nil && agent.Lifecycle.PostStart.Exec != nil &&
+			len(agent.Lifecycle.PostStart.Exec.Command) > 2 && agent.Lifecycle.PostStart.Exec.Command[2] == "ready"
+		if gate != tt.gate {
+			t.Errorf("argv %q: postStart gate %v, want %v (lifecycle %+v)", tt.argv, gate, tt.gate, agent.Lifecycle)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +30,22 @@ const vaultTokenSeconds = int64(600)
 // validated invocation, never from the object. Inject is pure and idempotent: a template that carries the
 // injected marker is returned unchanged, and it reports whether it changed anything.
 func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, inv *policy.Invocation) bool {
-	return inject(meta, spec, p, credentialAgent(p, inv.Tool, inv.TargetNamespace))
+	agent := credentialAgent(p, inv.Tool, inv.TargetNamespace)
+	if WaitsForCredential(inv.Argv) {
+		agent.Lifecycle = nil
+	}
+	return inject(meta, spec, p, agent)
+}
+
+// WaitsForCredential reports whether a tool's argv is one of the project's own tool runners
+// (`/agent-sandbox run <tool>`), which wait for the credential agent's kubeconfig themselves. Their sidecar
+// gets no postStart gate: the kubelet then starts the tool container while the agent logs in to Vault,
+// instead of after (measured on the local cluster: the gate's exec under gVisor and the tool container's
+// start, one after the other, took about 2 s of a cold call). Any other program keeps the gate, so it never
+// starts before its credential is there. Either way the tool can use no credential before the agent
+// wrote one: the file is its only source.
+func WaitsForCredential(argv []string) bool {
+	return len(argv) >= 3 && argv[0] == "/agent-sandbox" && argv[1] == "run" && argv[2] != "warm" && !strings.HasPrefix(argv[2], "-")
 }
 
 // InjectWarm adds the credential agent to a warm Pod template of tool t: the same sidecar, volumes and
@@ -139,7 +156,8 @@ func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace string) corev
 		// kubelet starts the tool only after this postStart hook returns, which it does once the
 		// kubeconfig exists; a hook that fails restarts the sidecar, so the tool never runs without its
 		// credential. (A startup probe could hold the tool back too, but its one-second period would delay
-		// every call; the hook returns the moment the file is there.)
+		// every call; the hook returns the moment the file is there.) The project's own runners and warm
+		// Pods go without it: they wait for the file themselves (Inject, WaitsForCredential).
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
 			Command: []string{"/agent-sandbox", "cred-agent", "ready", "--file=" + contract.KubeconfigPath, "--wait=60s"}}}},

@@ -95,6 +95,9 @@ var pssMutations = map[string]func(j *batchv1.Job){
 		tc(j).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}}
 	},
 	"postStart tcp to another host": func(j *batchv1.Job) {
+		if sc(j).Lifecycle == nil {
+			sc(j).Lifecycle = &corev1.Lifecycle{}
+		}
 		sc(j).Lifecycle.PostStart = &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}
 	},
 	"preStop http to another host": func(j *batchv1.Job) {

@@ -429,6 +429,9 @@ func violationCases() []violationCase {
 			tool(j).Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}}}}
 		}, "exact-pod-spec"},
 		{"preStop hook on the sidecar", func(j *batchv1.Job) {
+			if sidecar(j).Lifecycle == nil {
+				sidecar(j).Lifecycle = &corev1.Lifecycle{}
+			}
 			sidecar(j).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}
 		}, "exact-pod-spec"},
 		{"stdin", func(j *batchv1.Job) { tool(j).Stdin = true }, "exact-pod-spec"},

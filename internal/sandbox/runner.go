@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -152,7 +153,7 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 // credential agent fails.
 func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
 	admitted := time.Now()
-	var sidecarStarted, sidecarReady, toolRunning, outage time.Time
+	var sidecarStarted, sidecarReady, toolStarted, toolRunning, outage time.Time
 	polls := 0
 	t := time.NewTicker(r.PollInterval)
 	defer t.Stop()
@@ -160,7 +161,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 	// after it revoked, and the kubelet takes another relist or two to publish that the agent exited.
 	sctx, stopStream := context.WithCancel(ctx)
 	defer stopStream()
-	var reported <-chan struct{}
+	var agentLog *agentWatch
 	for {
 		select {
 		case <-ctx.Done():
@@ -181,13 +182,25 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 				if s.State.Running != nil && sidecarStarted.IsZero() {
 					sidecarStarted = time.Now()
 					res.Timings.PodStart = sidecarStarted.Sub(admitted)
-					reported = r.watchResult(sctx, pod.Name)
+					agentLog = r.watchResult(sctx, pod.Name)
 				}
-				if s.Started != nil && *s.Started && sidecarReady.IsZero() && !sidecarStarted.IsZero() {
+				// The credential is there: with the postStart gate, when the kubelet reports the sidecar
+				// started (the hook returned once the kubeconfig existed); without it (the project's runners,
+				// which wait for the file themselves), when the agent reports credential.issued.
+				var credReady bool
+				if gated(pod) {
+					credReady = s.Started != nil && *s.Started && !sidecarStarted.IsZero()
+				} else {
+					credReady = !agentLog.issuedAt().IsZero()
+				}
+				if credReady && sidecarReady.IsZero() {
 					sidecarReady = time.Now()
 					progress(StageCredentials)
 				}
-				if term := failedTermination(s); term != nil && sidecarReady.IsZero() {
+				// An agent that fails before the tool has ended fails the call: before its credential (the
+				// tool, held back by the gate or waiting for the file itself, cannot run without one) or
+				// during the run.
+				if term := failedTermination(s); term != nil && !toolTerminated(pod) {
 					return fmt.Errorf("%w; the agent said: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
 				}
 			}
@@ -196,23 +209,32 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 				if s.Name != contract.ToolContainer {
 					continue
 				}
-				if (s.State.Running != nil || s.State.Terminated != nil) && toolRunning.IsZero() {
-					toolRunning = time.Now()
-					if !sidecarStarted.IsZero() {
-						// From the sidecar's start to the tool's: Vault login, the credential, the kubeconfig
-						// written, the postStart hook returned, the tool container started.
-						res.Timings.Credentials = toolRunning.Sub(sidecarStarted)
-					}
-					if sidecarReady.IsZero() {
-						sidecarReady = toolRunning
-						progress(StageCredentials)
-					}
-					progress(StageRunning)
+				if (s.State.Running != nil || s.State.Terminated != nil) && toolStarted.IsZero() {
+					toolStarted = time.Now()
 				}
 				if s.State.Terminated != nil {
 					res.ExitCode = s.State.Terminated.ExitCode
 					toolDone = true
 				}
+			}
+			// The tool runs once its container does and its credential is there (in this order with the gate;
+			// without it the container usually starts first and waits). A stream that never reported the
+			// credential leaves the container's start.
+			if !toolStarted.IsZero() && toolRunning.IsZero() && (!sidecarReady.IsZero() || toolDone) {
+				toolRunning = toolStarted
+				if sidecarReady.After(toolRunning) {
+					toolRunning = sidecarReady
+				}
+				if !sidecarStarted.IsZero() {
+					// From the sidecar's start to the tool's run: Vault login, the credential, the kubeconfig
+					// written, the tool container started (with the gate: after all that).
+					res.Timings.Credentials = toolRunning.Sub(sidecarStarted)
+				}
+				if sidecarReady.IsZero() {
+					sidecarReady = toolRunning
+					progress(StageCredentials)
+				}
+				progress(StageRunning)
 			}
 			for _, s := range pod.Status.InitContainerStatuses {
 				if s.Name == contract.CredentialAgentContainer && s.State.Terminated != nil {
@@ -222,7 +244,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			// The tool has exited and the credential agent has revoked and reported (or exited): the run is
 			// over. The Pod's phase and the Job's condition follow a few seconds later; nothing here waits
 			// for them.
-			if toolDone && (agentDone || closed(reported)) {
+			if toolDone && (agentDone || (agentLog != nil && closed(agentLog.result))) {
 				res.Timings.Run = time.Since(toolRunning)
 				progress(StageDone)
 				return nil
@@ -280,6 +302,27 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			}
 		}
 	}
+}
+
+// gated reports whether the Pod's credential agent has the postStart gate that holds the tool container back
+// until the kubeconfig exists (webhook.WaitsForCredential: every tool but the project's own runners).
+func gated(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == contract.CredentialAgentContainer {
+			return c.Lifecycle != nil && c.Lifecycle.PostStart != nil
+		}
+	}
+	return false
+}
+
+// toolTerminated reports whether the Pod's tool container has ended.
+func toolTerminated(pod *corev1.Pod) bool {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == contract.ToolContainer && s.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // failedTermination returns the termination record of a container that exited with an error.
@@ -427,11 +470,29 @@ func parseEvents(out []byte) (events []map[string]any, result []byte, resultErr 
 	return events, result, resultErr
 }
 
-// watchResult follows the credential agent's log of pod as a stream and closes the returned channel when
-// the agent has reported the tool's result. A stream that fails or ends early just never closes it: the
-// Pod's status still ends the run.
-func (r *Runner) watchResult(ctx context.Context, pod string) <-chan struct{} {
-	done := make(chan struct{})
+// agentWatch is what following the credential agent's log has seen.
+type agentWatch struct {
+	// result is closed when the agent has reported the tool's result; nil when there is no stream yet.
+	result chan struct{}
+	mu     sync.Mutex
+	issued time.Time
+}
+
+// issuedAt is when the agent's credential.issued event arrived (zero: not yet).
+func (w *agentWatch) issuedAt() time.Time {
+	if w == nil {
+		return time.Time{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.issued
+}
+
+// watchResult follows the credential agent's log of pod as a stream: it notes when the agent reports the
+// credential issued, and closes result when the agent has reported the tool's result. A stream that fails
+// or ends early just never closes it: the Pod's status still ends the run.
+func (r *Runner) watchResult(ctx context.Context, pod string) *agentWatch {
+	w := &agentWatch{result: make(chan struct{})}
 	go func() {
 		rc, err := r.agentLog(ctx, pod)
 		if err != nil {
@@ -444,13 +505,23 @@ func (r *Runner) watchResult(ctx context.Context, pod string) <-chan struct{} {
 			var ev struct {
 				Event string `json:"event"`
 			}
-			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == toolResultEvent {
-				close(done)
+			if json.Unmarshal(sc.Bytes(), &ev) != nil {
+				continue
+			}
+			switch ev.Event {
+			case credentialIssuedEvent:
+				w.mu.Lock()
+				if w.issued.IsZero() {
+					w.issued = time.Now()
+				}
+				w.mu.Unlock()
+			case toolResultEvent:
+				close(w.result)
 				return
 			}
 		}
 	}()
-	return done
+	return w
 }
 
 // closed reports whether ch is closed (a nil channel never is).
@@ -463,8 +534,12 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// toolResultEvent is the credential agent's event that carries the tool's result (broker.EventToolResult).
-const toolResultEvent = "tool.result"
+// The credential agent's events that end the mint and the run (broker.EventIssued,
+// broker.EventToolResult).
+const (
+	credentialIssuedEvent = "credential.issued"
+	toolResultEvent       = "tool.result"
+)
 
 // classifyCreate turns a failed create into an error a person can act on.
 func classifyCreate(err error) error {

@@ -19,9 +19,17 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
-func spec(j *batchv1.Job) *corev1.PodSpec             { return &j.Spec.Template.Spec }
-func tool(j *batchv1.Job) *corev1.Container           { return &j.Spec.Template.Spec.Containers[0] }
-func sidecar(j *batchv1.Job) *corev1.Container        { return &j.Spec.Template.Spec.InitContainers[0] }
+func spec(j *batchv1.Job) *corev1.PodSpec      { return &j.Spec.Template.Spec }
+func tool(j *batchv1.Job) *corev1.Container    { return &j.Spec.Template.Spec.Containers[0] }
+func sidecar(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.InitContainers[0] }
+
+// lifecycle is c's lifecycle, made if it has none.
+func lifecycle(c *corev1.Container) *corev1.Lifecycle {
+	if c.Lifecycle == nil {
+		c.Lifecycle = &corev1.Lifecycle{}
+	}
+	return c.Lifecycle
+}
 func podSC(j *batchv1.Job) *corev1.PodSecurityContext { return j.Spec.Template.Spec.SecurityContext }
 
 func setParams(j *batchv1.Job, p string) {
@@ -204,7 +212,12 @@ func (e *Env) exactnessCases() []Case {
 			tool(j).Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: exec("sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig")}}
 		}, pod),
 		c("preStop hook on the sidecar", "exact-pod-spec", func(j *batchv1.Job) {
-			sidecar(j).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: exec("true")}
+			lifecycle(sidecar(j)).PreStop = &corev1.LifecycleHandler{Exec: exec("true")}
+		}, injected),
+		// The project's runners wait for the credential themselves, so their sidecar has no postStart gate:
+		// a hook there would run a command in the container that holds the Vault token.
+		c("postStart hook on the sidecar copying the Vault token", "exact-pod-spec", func(j *batchv1.Job) {
+			lifecycle(sidecar(j)).PostStart = &corev1.LifecycleHandler{Exec: exec("sh", "-c", "cat /var/run/agent-sandbox/vault/token > /var/run/agent-sandbox/credentials/t")}
 		}, injected),
 		c("stdin", "exact-pod-spec", func(j *batchv1.Job) { tool(j).Stdin = true }, pod),
 		c("tty", "exact-pod-spec", func(j *batchv1.Job) { tool(j).TTY = true }, pod),

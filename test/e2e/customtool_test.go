@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
@@ -50,6 +51,17 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	for _, k := range []string{"scopes", "tools"} {
 		spec[k] = append(spec[k].([]any), extra[k].([]any)...)
 	}
+	// The same tool run as another program (the same binary by another path): not one of the project's
+	// runners by its argv, so its sidecar keeps the postStart gate that holds the tool back until the
+	// credential exists (webhook.WaitsForCredential), as for any program a platform team brings.
+	gated := map[string]any{}
+	for k, v := range extra["tools"].([]any)[0].(map[string]any) {
+		gated[k] = v
+	}
+	gated["name"] = gatedTool
+	argv := append([]any{"//agent-sandbox"}, gated["command"].([]any)[1:]...)
+	gated["command"] = argv
+	spec["tools"] = append(spec["tools"].([]any), gated)
 	dir := t.TempDir()
 	policyFile := filepath.Join(dir, "policy.yaml")
 	data, err := yaml.Marshal(doc)
@@ -146,6 +158,18 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 		t.Fatalf("k8s_list_services returned %+v, want the demo's web Service", out)
 	}
 	t.Logf("k8s_list_services ran in a sandbox: %d Services", len(out.Items))
+	// The gated twin runs too, and the webhook gave it the gate (and the runner none): a dry run returns
+	// the mutated Job.
+	res, err = client.Call(ctx, gatedTool, map[string]any{"namespace": "demo-app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("%s failed: %s", gatedTool, res.Text)
+	}
+	if err := res.Decode(&out); err != nil || out.Kind != "service" {
+		t.Fatalf("%s returned %+v (%v)", gatedTool, out, err)
+	}
 	res, err = client.Call(ctx, "k8s_list_services", map[string]any{"namespace": "kube-system"})
 	if err != nil || !res.IsError {
 		t.Errorf("k8s_list_services in kube-system was not refused: %v %+v", err, res)
@@ -175,6 +199,34 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	if _, err := cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, dry); err != nil {
 		t.Fatalf("the custom tool's exact Job is refused: %v", err)
 	}
+	for name, wantGate := range map[string]bool{"k8s_list_services": false, gatedTool: true} {
+		tl, err := p.Tool(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := tl.Invoke(map[string]any{"namespace": "demo-app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := approval.NewRequestID()
+		j, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, AuditHead: corpus.AuditHead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := cs.BatchV1().Jobs(j.Namespace).Create(ctx, j, dry)
+		if err != nil {
+			t.Fatalf("%s's exact Job is refused: %v", name, err)
+		}
+		gate := false
+		for _, c := range got.Spec.Template.Spec.InitContainers {
+			if c.Name == contract.CredentialAgentContainer {
+				gate = c.Lifecycle != nil && c.Lifecycle.PostStart != nil
+			}
+		}
+		if gate != wantGate {
+			t.Errorf("%s: the admitted Job's credential agent has a postStart gate: %v, want %v", name, gate, wantGate)
+		}
+	}
 	twin := job.DeepCopy()
 	cmd := twin.Spec.Template.Spec.Containers[0].Command
 	cmd[len(cmd)-1] = "--kind=configmap"
@@ -185,6 +237,9 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	}
 	t.Logf("twin with --kind=configmap refused: %v", err)
 }
+
+// gatedTool is the example's tool run as a program that is not one of the project's runners.
+const gatedTool = "k8s_list_services_gated"
 
 // releaseNS is where make deploy installs the chart.
 const releaseNS = "agent-sandbox-system"

@@ -57,8 +57,10 @@ Role and RoleBinding, removes the kubeconfig, prints credential.revoked, then re
 file (--result-file) as a tool.result event — the tool's one JSON result object, scrubbed of the
 credential's exact values and of anything shaped like a secret — and exits 0.
 
-Any failure before the kubeconfig is written prints one line on stderr and exits 1; the sidecar's
-postStart hook ("cred-agent ready") then never returns success and the tool container never starts.
+Any failure before the kubeconfig is written prints one line on stderr and exits 1. A tool that is not one
+of this binary's runners is held back by the sidecar's postStart hook ("cred-agent ready"), which then never
+returns success, so its container never starts; this binary's runners (run pod-status, terraform-plan, ...)
+start beside the agent and wait for the kubeconfig themselves, and without one they use nothing and fail.
 
 In a warm Pod (--claim-file instead of --namespace) the agent does nothing until the Pod's claim — which the
 admission webhook validated — appears in the claim file; it then takes the target namespace from the claim,

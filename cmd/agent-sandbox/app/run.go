@@ -7,10 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/agent-sandbox/agent-sandbox/broker"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
@@ -92,6 +96,28 @@ func runKubeconfig(flag string) string {
 	return contract.KubeconfigPath
 }
 
+// credentialWait is how long a tool waits in a sandbox for the credential agent's kubeconfig: the agent's
+// Vault login timeout, and some.
+var credentialWait = broker.DefaultLoginTimeout + 10*time.Second
+
+// credentialDir is the credential agent's volume in a sandbox (a variable for tests).
+var credentialDir = contract.CredentialDir
+
+// toolClient is the tool's Kubernetes client from the kubeconfig at path. In a sandbox — path inside the
+// credential agent's volume, which is mounted — it first waits for the agent to write the file: the
+// project's own runners start beside the agent, not after it (webhook.WaitsForCredential). Elsewhere a
+// missing file is an error at once.
+func toolClient(ctx context.Context, path string) (kubernetes.Interface, error) {
+	if filepath.Dir(path) == credentialDir {
+		if fi, err := os.Stat(credentialDir); err == nil && fi.IsDir() {
+			if err := waitKubeconfig(ctx, path, credentialWait); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return toolrun.NewClient(path)
+}
+
 func runLogger(streams IO) *slog.Logger {
 	return slog.New(slog.NewTextHandler(streams.ErrOut, nil))
 }
@@ -155,7 +181,7 @@ func (o *runPodStatusOptions) Validate() error {
 // Run lists the pods and prints the result.
 func (o *runPodStatusOptions) Run(ctx context.Context) error {
 	runProtect(o.log)
-	client, err := toolrun.NewClient(o.Kubeconfig)
+	client, err := toolClient(ctx, o.Kubeconfig)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
@@ -230,7 +256,7 @@ changes per resource, the plan as text and the saved plan itself. Terraform's ow
 // RunPlan plans and prints the PlanResult.
 func (o *runTerraformOptions) RunPlan(ctx context.Context) error {
 	runProtect(o.log)
-	client, err := toolrun.NewClient(o.Kubeconfig)
+	client, err := toolClient(ctx, o.Kubeconfig)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}
@@ -281,7 +307,7 @@ func (o *runTerraformApplyOptions) Validate() error {
 // Run applies the plan and prints the ApplyResult.
 func (o *runTerraformApplyOptions) Run(ctx context.Context) error {
 	runProtect(o.log)
-	client, err := toolrun.NewClient(o.Kubeconfig)
+	client, err := toolClient(ctx, o.Kubeconfig)
 	if err != nil {
 		return runFail(o.streams, o.log, err)
 	}

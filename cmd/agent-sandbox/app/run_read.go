@@ -47,7 +47,7 @@ func readCommand(o *runReadOptions, use, short string, validate func() error, re
 				return runFail(o.streams, o.log, err)
 			}
 			runProtect(o.log)
-			client, err := toolrun.NewClient(o.Kubeconfig)
+			client, err := toolClient(cmd.Context(), o.Kubeconfig)
 			if err != nil {
 				return runFail(o.streams, o.log, err)
 			}

@@ -1,11 +1,13 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
@@ -97,5 +99,40 @@ func TestRunKubeconfigDefault(t *testing.T) {
 	}
 	if got := runKubeconfig("/flag"); got != "/flag" {
 		t.Errorf("flag %q", got)
+	}
+}
+
+// In a sandbox a runner may start before the credential agent has written the kubeconfig (no postStart
+// gate for the project's runners): it waits for the file. Elsewhere a missing kubeconfig fails at once.
+func TestToolClientWaitsForTheCredential(t *testing.T) {
+	dir := t.TempDir()
+	oldDir, oldWait := credentialDir, credentialWait
+	credentialDir, credentialWait = dir, 30*time.Second
+	t.Cleanup(func() { credentialDir, credentialWait = oldDir, oldWait })
+	path := filepath.Join(dir, "kubeconfig")
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(kubeconfig), 0o400); err == nil {
+			_ = os.Rename(tmp, path)
+		}
+	}()
+	if _, err := toolClient(context.Background(), path); err != nil {
+		t.Fatalf("in a sandbox, the kubeconfig written after the start: %v", err)
+	}
+
+	// Outside the credential volume: no wait, the missing file is the error.
+	_, err := toolClient(context.Background(), filepath.Join(t.TempDir(), "missing", "kubeconfig"))
+	if err == nil || strings.Contains(err.Error(), "wrote no credential") {
+		t.Fatalf("outside a sandbox, a missing kubeconfig: %v", err)
+	}
+
+	// In a sandbox, nothing written within the wait: a clear error.
+	credentialWait = 200 * time.Millisecond
+	_, err = toolClient(context.Background(), filepath.Join(dir, "other"))
+	if err == nil || !strings.Contains(err.Error(), "wrote no credential") {
+		t.Fatalf("no credential: %v", err)
 	}
 }

@@ -211,7 +211,7 @@ func waitKubeconfig(ctx context.Context, path string, wait time.Duration) error 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the credential agent wrote no credential within %s of the claim", wait)
+			return fmt.Errorf("the credential agent wrote no credential within %s", wait)
 		}
 		select {
 		case <-ctx.Done():
