@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +43,7 @@ func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, i
 // starts before its credential is there. Either way the tool can use no credential before the agent
 // wrote one: the file is its only source.
 func WaitsForCredential(argv []string) bool {
-	return len(argv) >= 3 && argv[0] == "/agent-sandbox" && argv[1] == "run" && argv[2] != "warm" && !strings.HasPrefix(argv[2], "-")
+	return len(argv) > 0 && argv[0] == contract.BinaryPath && contract.RunsTool(argv[1:])
 }
 
 // InjectWarm adds the credential agent to a warm Pod template of tool t: the same sidecar, volumes and

@@ -3,6 +3,8 @@
 // sandbox Job refers to these constants rather than spelling the strings again.
 package contract
 
+import "strings"
+
 const prefix = "agent-sandbox.dev/"
 
 // Labels on sandbox Jobs and their Pod templates.
@@ -93,3 +95,13 @@ const (
 	ClaimDir  = "/var/run/agent-sandbox/claim"
 	ClaimPath = ClaimDir + "/claim"
 )
+
+// BinaryPath is where the project's image holds the agent-sandbox binary.
+const BinaryPath = "/agent-sandbox"
+
+// RunsTool reports whether args — a command line after its program — name one of the binary's tool
+// runners: `run <tool> ...`, not `run warm` (the warm entry point), not a flag. Such a runner waits for the
+// credential agent's kubeconfig itself, and in a warm Pod runs inside the entry point's process.
+func RunsTool(args []string) bool {
+	return len(args) >= 2 && args[0] == "run" && args[1] != "warm" && !strings.HasPrefix(args[1], "-")
+}

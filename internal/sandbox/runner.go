@@ -472,7 +472,7 @@ func parseEvents(out []byte) (events []map[string]any, result []byte, resultErr 
 
 // agentWatch is what following the credential agent's log has seen.
 type agentWatch struct {
-	// result is closed when the agent has reported the tool's result; nil when there is no stream yet.
+	// result is closed when the agent has reported the tool's result (never, if the stream fails).
 	result chan struct{}
 	mu     sync.Mutex
 	issued time.Time

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -157,7 +156,7 @@ func (o *runWarmOptions) exec(ctx context.Context, claim *sandbox.Claim) error {
 // path, both resolved) and argv[1] is "run" with a runner other than warm itself. Everything else — another
 // program, another subcommand — stays a child process.
 func inProcess(argv []string) bool {
-	if len(argv) < 3 || argv[1] != "run" || argv[2] == "warm" || strings.HasPrefix(argv[2], "-") {
+	if len(argv) == 0 || !contract.RunsTool(argv[1:]) {
 		return false
 	}
 	self, err := os.Executable()
