@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -181,25 +182,10 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tool, err := p.Tool("k8s_list_services")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := tool.Invoke(map[string]any{"namespace": "demo-app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := approval.NewRequestID()
-	// A well-formed audit head, so that the twin is refused for its argv and nothing else.
-	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, AuditHead: corpus.AuditHead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	if _, err := cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, dry); err != nil {
-		t.Fatalf("the custom tool's exact Job is refused: %v", err)
-	}
-	for name, wantGate := range map[string]bool{"k8s_list_services": false, gatedTool: true} {
+	// render renders tool name's Job for demo-app, with a well-formed audit head, so that the twin below is
+	// refused for its argv and nothing else.
+	render := func(name string) *batchv1.Job {
+		t.Helper()
 		tl, err := p.Tool(name)
 		if err != nil {
 			t.Fatal(err)
@@ -213,6 +199,13 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return j
+	}
+	// Each exact Job is admitted (server dry run, which returns the mutated Job): the runner's credential
+	// agent without the postStart gate, the other program's with it.
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	for name, wantGate := range map[string]bool{"k8s_list_services": false, gatedTool: true} {
+		j := render(name)
 		got, err := cs.BatchV1().Jobs(j.Namespace).Create(ctx, j, dry)
 		if err != nil {
 			t.Fatalf("%s's exact Job is refused: %v", name, err)
@@ -227,6 +220,7 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 			t.Errorf("%s: the admitted Job's credential agent has a postStart gate: %v, want %v", name, gate, wantGate)
 		}
 	}
+	job := render("k8s_list_services")
 	twin := job.DeepCopy()
 	cmd := twin.Spec.Template.Spec.Containers[0].Command
 	cmd[len(cmd)-1] = "--kind=configmap"

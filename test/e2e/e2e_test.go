@@ -349,20 +349,27 @@ func TestE2EVaultDown(t *testing.T) {
 	defer cancel()
 	cs := admin(t, cfg.AdminKubeconfig)
 	p, _ := policy.LoadFile(cfg.Policy)
-	client, err := demoClient(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
+	// A warm call (the pool is on) and a cold one: a cold Pod's runner starts beside the credential agent
+	// and waits for its kubeconfig, so the agent's failure, not the runner's wait, must end the call.
+	for _, mode := range []struct {
+		name  string
+		extra []string
+	}{{"warm", nil}, {"cold", []string{"--warm=false"}}} {
+		client, err := demoClient(ctx, cfg, mode.extra...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		res, err := client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
+		client.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.IsError || !strings.Contains(res.Text, "the credential agent could not get a credential") || !strings.Contains(res.Text, "vault") {
+			t.Fatalf("%s: with Vault down the call did not fail clearly: %+v", mode.name, res)
+		}
+		t.Logf("%s: failed after %s: %s", mode.name, time.Since(start).Round(time.Millisecond), res.Text)
 	}
-	defer client.Close()
-	start := time.Now()
-	res, err := client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || !strings.Contains(res.Text, "credential") {
-		t.Fatalf("with Vault down the call did not fail clearly: %+v", res)
-	}
-	t.Logf("failed after %s: %s", time.Since(start).Round(time.Millisecond), res.Text)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// The pool's unclaimed warm Jobs are no call's; a claimed one served a call and must be gone like a
