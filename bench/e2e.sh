@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-e2e: MCP server start-up and memory; 20 sequential k8s_get_pod_status calls served warm (plus 5 claiming a Pod just ready) and 20 cold; 32 concurrent callers for a minute; on the live
+# make bench-e2e: MCP server start-up and memory; 20 sequential k8s_get_pod_status calls served warm (plus 5 claiming a Pod just ready) and 20 cold back to back (plus 5 each on a quiet node); 32 concurrent callers for a minute; on the live
 # cluster (after make deploy), with p50/p95 per phase. Prints figures only.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"

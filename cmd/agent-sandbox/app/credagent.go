@@ -174,8 +174,10 @@ func newCredAgentReadyCommand(streams IO) *cobra.Command {
 		Use:   "ready",
 		Short: "Exit 0 once the kubeconfig has been written (the sidecar's postStart hook)",
 		Long: `Exit 0 if the credential agent's kubeconfig exists and is not empty. With --wait, keep checking
-until it does or the time is up. The webhook injects this as the sidecar's postStart hook: the kubelet
-starts the tool container only after the hook returns, so the tool never starts without its credential.`,
+until it does or the time is up. The webhook injects this as the sidecar's postStart hook for tools that
+are not this binary's runners: the kubelet starts the tool container only after the hook returns, so such a
+tool never starts without its credential. This binary's runners go without the hook and wait for the file
+themselves.`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()

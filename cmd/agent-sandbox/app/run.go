@@ -27,8 +27,8 @@ func newRunCommand(streams IO) *cobra.Command {
 		Use:   "run",
 		Short: "Run one tool inside a sandbox Pod (what a sandbox Job's tool container executes)",
 		Long: `run holds the tools that sandbox Jobs execute. Each one talks to the cluster only with the per-action
-kubeconfig the credential agent wrote ($KUBECONFIG) and writes exactly one JSON object, its result or
-{"error": "..."} (then it exits 1), to its result file: ` + contract.ResultPath + ` in a sandbox, where the
+kubeconfig the credential agent wrote ($KUBECONFIG) — in a sandbox it waits for the agent to write it — and
+writes exactly one JSON object, its result or {"error": "..."} (then it exits 1), to its result file: ` + contract.ResultPath + ` in a sandbox, where the
 credential agent reports it on its own output stream once the tool has exited (outside a sandbox, when
 that folder does not exist, to stdout). Everything else goes to stderr, scrubbed of the credential.
 
