@@ -33,6 +33,9 @@ type PlanChanges struct {
 	Changes []ResourceChange
 	// NoChanges is true when no managed resource and no output changes.
 	NoChanges bool
+	// JSON is the whole `terraform show -json` document it was read from: the planned values before and
+	// after, for the approver's diff and the policy's plan rules (package plandiff).
+	JSON []byte
 }
 
 // ParsePlanJSON summarises the output of `terraform show -json <planfile>`. Only managed resources count
@@ -48,7 +51,7 @@ func ParsePlanJSON(data []byte) (PlanChanges, error) {
 	if p.FormatVersion == "" {
 		return PlanChanges{}, fmt.Errorf("decode terraform show -json: no format_version: not a plan")
 	}
-	res := PlanChanges{Changes: []ResourceChange{}}
+	res := PlanChanges{Changes: []ResourceChange{}, JSON: data}
 	changed := false
 	for _, rc := range p.ResourceChanges {
 		acts := rc.Change.Actions
