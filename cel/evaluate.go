@@ -130,6 +130,8 @@ type Violation struct {
 	Path string
 	// Message says what to change, on one line.
 	Message string
+	// Unevaluated is true when the rule could not be evaluated (it counts as broken).
+	Unevaluated bool `json:"-"`
 }
 
 // Evaluate runs every rule against in and returns the violations, nil if there are none. A

@@ -21,10 +21,12 @@ type Compiled struct {
 	// Version identifies the source document (a prefix of its SHA-256).
 	Version string
 	// Rules are the compiled admission rules.
-	Rules    *cel.Program
-	signals  []compiledSignal
-	tools    map[string]*Tool
-	settings map[string]any
+	Rules *cel.Program
+	// PlanRules are the compiled plan rules (empty when the policy has none).
+	PlanRules *PlanRuleSet
+	signals   []compiledSignal
+	tools     map[string]*Tool
+	settings  map[string]any
 }
 
 type compiledSignal struct {
@@ -100,14 +102,23 @@ func compile(p *Policy, version string, o loadOptions) (*Compiled, error) {
 			}
 		}
 	}
+	// Plan rules are compiled by every process: the MCP server renders them into the Jobs that enforce them.
+	planRules, err := CompilePlanRules(p.Spec.PlanRules, "spec.planRules")
+	if err != nil {
+		var pe *Error
+		if !errors.As(err, &pe) {
+			return nil, fmt.Errorf("compile plan rules: %w", err)
+		}
+		e.Problems = append(e.Problems, pe.Problems...)
+	}
 	if len(e.Problems) > 0 {
 		return nil, e
 	}
-	c := &Compiled{Policy: p, Version: version, Rules: prog, tools: make(map[string]*Tool, len(p.Spec.Tools))}
-	var err error
+	c := &Compiled{Policy: p, Version: version, Rules: prog, PlanRules: planRules, tools: make(map[string]*Tool, len(p.Spec.Tools))}
 	for i := range p.Spec.Tools {
 		t := &p.Spec.Tools[i]
 		c.tools[t.Name] = t
+		t.planRules = planRules.JSON()
 		if t.Result.Kind == ResultJSON {
 			// Validate compiled it already.
 			if t.resultSchema, err = schema.Compile(t.Result.Schema); err != nil {

@@ -47,6 +47,8 @@ type Invocation struct {
 	CheckArgv []string
 	// PlanDigest is the digest of the saved plan the call applies, for tools that declare one.
 	PlanDigest string
+	// Approvers are the distinct approver key IDs set by SetApprovers, rendered as {{approvers}}.
+	Approvers []string
 }
 
 // Invoke checks a call against the tool's declaration and renders it. raw holds decoded JSON values
@@ -73,11 +75,36 @@ func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
 			inv.PlanConfigMap = PlanConfigMapPrefix + id
 		}
 	}
-	inv.Argv = render(t.Command, params)
-	if len(t.Check) > 0 {
-		inv.CheckArgv = render(t.Check, params)
-	}
+	inv.render(nil)
 	return inv, nil
+}
+
+// render renders the argv templates with the parameters and the reserved placeholders.
+func (inv *Invocation) render(approvers []string) {
+	values := make(map[string]any, len(inv.Params)+2)
+	for k, v := range inv.Params {
+		values[k] = v
+	}
+	values[PlaceholderPlanRules] = inv.Tool.planRules
+	if len(approvers) > 0 {
+		values[PlaceholderApprovers] = strings.Join(approvers, ",")
+	}
+	inv.Argv = render(inv.Tool.Command, values)
+	inv.CheckArgv = nil
+	if len(inv.Tool.Check) > 0 {
+		inv.CheckArgv = render(inv.Tool.Check, values)
+	}
+}
+
+// SetApprovers renders the {{approvers}} placeholder: the distinct key IDs of the approvers whose valid
+// tokens the call carries (sorted, deduplicated here). Both the MCP server, which attaches the tokens, and
+// the webhook, which verifies them, render it, so a Job that claims other approvers than its tokens prove
+// is not its rendering.
+func (inv *Invocation) SetApprovers(keyIDs []string) {
+	ids := slices.Clone(keyIDs)
+	slices.Sort(ids)
+	inv.Approvers = slices.Compact(ids)
+	inv.render(inv.Approvers)
 }
 
 // normalizeParams checks raw against the declared parameters and returns them typed and defaulted. In

@@ -75,6 +75,11 @@ type Spec struct {
 	DestructiveSignals []Signal `json:"destructiveSignals,omitempty"`
 	// AdmissionRules are CEL expressions every sandbox Job and Pod must satisfy.
 	AdmissionRules []AdmissionRule `json:"admissionRules"`
+	// PlanRules are CEL expressions every resource change of a Terraform plan must satisfy, whatever
+	// approval it carries: evaluated in the plan sandbox (a refused plan is never saved), by `agent-sandbox
+	// approve` (which refuses to sign) and in the apply sandbox's check container, before any credential
+	// exists (plan_rules.go).
+	PlanRules []PlanRule `json:"planRules,omitempty"`
 }
 
 // Sandbox holds the settings shared by every sandbox Job.
@@ -208,6 +213,8 @@ type Tool struct {
 
 	// resultSchema is Result.Schema, compiled by Compile (json results only).
 	resultSchema *schema.Schema
+	// planRules is the policy's plan rules as JSON, the value of the {{plan_rules}} placeholder.
+	planRules string
 }
 
 // Hints are the MCP tool annotations, declared in the policy so that they are reviewed with the tool. Nil
@@ -326,6 +333,20 @@ type Signal struct {
 	Name        string `json:"name"`
 	Pattern     string `json:"pattern"`
 	Description string `json:"description,omitempty"`
+}
+
+// PlanRule is one CEL rule evaluated on every resource change of a Terraform plan. Its variables are
+// described in package cel (VarChange, VarPodSpecs, ...): Terraform's attribute names, null attributes
+// absent, values known only after apply the string "(known after apply)" — so write rules as allowlists.
+type PlanRule struct {
+	Name string `json:"name"`
+	// Expression is true when the change is acceptable.
+	Expression string `json:"expression"`
+	// Message says what is wrong with a change the expression refuses, on one line.
+	Message string `json:"message"`
+	// Approvals, when 2 or more, makes this a two-person rule: a change the expression refuses is not
+	// refused but needs this many distinct approvers. Absent (or 1): the change is refused.
+	Approvals int `json:"approvals,omitempty"`
 }
 
 // AdmissionRule is one CEL rule evaluated on every sandbox Job and Pod.

@@ -215,6 +215,9 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 		if params[prm.Name] != nil {
 			errs = append(errs, field.Duplicate(pp.Child("name"), prm.Name))
 		}
+		if prm.Name == PlaceholderPlanRules || prm.Name == PlaceholderApprovers {
+			errs = append(errs, field.Invalid(pp.Child("name"), prm.Name, "is a reserved placeholder (the policy fills it), not a parameter name"))
+		}
 		params[prm.Name] = prm
 		errs = append(errs, prm.validate(pp)...)
 	}
@@ -259,6 +262,7 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	}
 	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
 	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
+	errs = append(errs, t.validatePlanRulesPlaceholders(fp, s)...)
 	var scope *Scope
 	for i := range s.Scopes {
 		if s.Scopes[i].Name == t.Scope {
@@ -268,6 +272,37 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	errs = append(errs, t.validateCatalogue(fp, scope, params)...)
 	if t.WarmPool != nil {
 		errs = append(errs, t.validateWarmPool(fp.Child("warmPool"), s)...)
+	}
+	return errs
+}
+
+// validatePlanRulesPlaceholders makes the Terraform tools of a policy with plan rules enforce them where the
+// agent cannot reach: the plan tool's command and the apply tool's pre-credential check must take
+// {{plan_rules}}, and the check the approvers too. Without it, plan rules would bind no sandbox.
+func (t *Tool) validatePlanRulesPlaceholders(fp *field.Path, s *Spec) field.ErrorList {
+	if len(s.PlanRules) == 0 {
+		return nil
+	}
+	has := func(argv []string, name string) bool {
+		for _, el := range argv {
+			for _, m := range placeholderRE.FindAllStringSubmatch(el, -1) {
+				if m[1] == name {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var errs field.ErrorList
+	switch t.Result.Kind {
+	case ResultTerraformPlan:
+		if !has(t.Command, PlaceholderPlanRules) {
+			errs = append(errs, field.Invalid(fp.Child("command"), t.Command, "a terraform-plan tool must pass {{plan_rules}} (e.g. --plan-rules={{plan_rules}}) so that its sandbox enforces spec.planRules"))
+		}
+	case ResultTerraformApply:
+		if !has(t.Check, PlaceholderPlanRules) || !has(t.Check, PlaceholderApprovers) {
+			errs = append(errs, field.Invalid(fp.Child("check"), t.Check, "a terraform-apply tool's check must pass {{plan_rules}} and {{approvers}} (--plan-rules={{plan_rules}} --approvers={{approvers}}) so that the saved plan is judged before any credential exists"))
+		}
 	}
 	return errs
 }
@@ -309,6 +344,9 @@ func argvTemplate(fp *field.Path, template []string, params map[string]*Paramete
 	var errs field.ErrorList
 	for i, el := range template {
 		for _, m := range placeholderRE.FindAllStringSubmatch(el, -1) {
+			if m[1] == PlaceholderPlanRules || m[1] == PlaceholderApprovers {
+				continue
+			}
 			if params[m[1]] == nil {
 				errs = append(errs, field.Invalid(fp.Index(i), el, "names undeclared parameter "+m[1]))
 			}

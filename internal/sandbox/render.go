@@ -88,8 +88,8 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	podSpec := toolPodSpec(sb, t, inv.Argv, ToolVolumeMounts(t), ToolVolumes(t, inv))
 	if len(inv.CheckArgv) > 0 {
 		// The check runs before the credential agent (which the webhook appends to the init containers):
-		// an input it refuses never gets a credential. It sees the inputs, never the credential or the
-		// result volume; its reason is its termination message.
+		// an input it refuses never gets a credential. It sees the inputs and scratch space, never the
+		// credential or the result volume; its reason is its termination message.
 		podSpec.InitContainers = []corev1.Container{{
 			Name:                     contract.CheckContainer,
 			Image:                    t.Image,
@@ -98,7 +98,8 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 			Resources:                Resources(t.Resources),
 			SecurityContext:          HardenedContainerSecurityContext(),
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-			VolumeMounts:             inputMounts(t),
+			// Scratch space too: judging a saved plan by the policy's plan rules runs terraform show in it.
+			VolumeMounts: append([]corev1.VolumeMount{{Name: contract.TmpVolume, MountPath: contract.TmpDir}}, inputMounts(t)...),
 		}}
 	}
 	job := toolJob(name, sb.Namespace, labels, annotations, deadline, podSpec)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -93,6 +94,10 @@ type PlanResult struct {
 	// SHA-256, for the apply Job to mount; the approver reads it back from there.
 	Plan    []byte  `json:"plan,omitempty"`
 	Timings Timings `json:"timings"`
+	// ApprovalsRequired is how many distinct people must approve the apply of this plan (the policy's
+	// two-person rules, judged in the plan sandbox); ApprovalRules are the rules that asked for more than one.
+	ApprovalsRequired int                  `json:"approvals_required"`
+	ApprovalRules     []policy.PlanRuleHit `json:"approval_rules,omitempty"`
 }
 
 // ApplyResult is what `run terraform-apply` prints.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 )
 
@@ -48,6 +49,9 @@ type TerraformOptions struct {
 	Stderr io.Writer
 	// Log receives progress (nothing when nil).
 	Log *slog.Logger
+	// PlanRules, when set, judge the plan (Plan only): a plan they refuse is not saved and Plan fails with a
+	// *PlanRefusedError naming the rule.
+	PlanRules *policy.PlanRuleSet
 }
 
 // Validate checks the options, reporting every problem.
@@ -205,6 +209,10 @@ func Plan(ctx context.Context, client kubernetes.Interface, o TerraformOptions) 
 	if err != nil {
 		return PlanResult{}, err
 	}
+	verdict, err := judge(ctx, o.PlanRules, changes.JSON)
+	if err != nil {
+		return PlanResult{}, err
+	}
 	id := PlanID(plan)
 	o.Log.Info("plan saved", "plan_id", id, "bytes", len(plan))
 	return PlanResult{
@@ -216,7 +224,65 @@ func Plan(ctx context.Context, client kubernetes.Interface, o TerraformOptions) 
 		NoChanges: changes.NoChanges,
 		Plan:      plan,
 		Timings:   w.timings,
+
+		ApprovalsRequired: verdict.Approvals,
+		ApprovalRules:     verdict.ApprovalRules,
 	}, nil
+}
+
+// PlanRefusedError is a plan that the policy's plan rules refuse: it cannot be saved or applied, whatever
+// approval it carries.
+type PlanRefusedError struct {
+	Verdict policy.PlanVerdict
+}
+
+func (e *PlanRefusedError) Error() string { return e.Verdict.Error() }
+
+// ErrNotEnoughApprovals means a plan needs more distinct approvers than approved it.
+var ErrNotEnoughApprovals = errors.New("not enough approvals")
+
+// judge evaluates the plan rules on `terraform show -json`; nil rules judge nothing (one approver).
+func judge(ctx context.Context, rules *policy.PlanRuleSet, showJSON []byte) (policy.PlanVerdict, error) {
+	if rules == nil {
+		return policy.PlanVerdict{Approvals: 1}, nil
+	}
+	v, err := rules.EvaluateShowJSON(ctx, showJSON)
+	if err != nil {
+		return v, fmt.Errorf("judge the plan by the policy's plan rules: %w", err)
+	}
+	if v.Refused() {
+		return v, &PlanRefusedError{Verdict: v}
+	}
+	return v, nil
+}
+
+// CheckPlanRules judges a saved plan by the policy's plan rules, described by Terraform on this machine
+// without any cluster or credential (ShowPlan), and counts the distinct approvers: it fails with a
+// *PlanRefusedError, or an error wrapping ErrNotEnoughApprovals when a two-person rule asks for more
+// approvers than approvers lists. The apply sandbox's check container runs it before the credential agent.
+func CheckPlanRules(ctx context.Context, plan []byte, rules *policy.PlanRuleSet, approvers []string, o ShowOptions) (policy.PlanVerdict, error) {
+	changes, _, err := ShowPlan(ctx, plan, o)
+	if err != nil {
+		return policy.PlanVerdict{}, fmt.Errorf("describe the saved plan with terraform: %w", err)
+	}
+	v, err := judge(ctx, rules, changes.JSON)
+	if err != nil {
+		return v, err
+	}
+	distinct := map[string]bool{}
+	for _, a := range approvers {
+		if a != "" {
+			distinct[a] = true
+		}
+	}
+	if len(distinct) < v.Approvals {
+		why := ""
+		if len(v.ApprovalRules) > 0 {
+			why = ": " + v.ApprovalRules[0].String()
+		}
+		return v, fmt.Errorf("%d of %d approvals: this plan needs %d distinct approvers%s: %w", len(distinct), v.Approvals, v.Approvals, why, ErrNotEnoughApprovals)
+	}
+	return v, nil
 }
 
 // Apply applies exactly the saved plan in planPath, whose SHA-256 must be planID. The plan is checked

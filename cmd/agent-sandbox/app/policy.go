@@ -59,8 +59,8 @@ func (o *policyCheckOptions) Run(streams IO) error {
 			}
 			continue
 		}
-		fmt.Fprintf(streams.Out, "%s: OK (policy %q version %s: %d tools, %d scopes, %d admission rules, %d destructive signals)\n",
-			f, c.Metadata.Name, c.Version, len(c.Spec.Tools), len(c.Spec.Scopes), len(c.Spec.AdmissionRules), len(c.Spec.DestructiveSignals))
+		fmt.Fprintf(streams.Out, "%s: OK (policy %q version %s: %d tools, %d scopes, %d admission rules, %d plan rules, %d destructive signals)\n",
+			f, c.Metadata.Name, c.Version, len(c.Spec.Tools), len(c.Spec.Scopes), len(c.Spec.AdmissionRules), len(c.Spec.PlanRules), len(c.Spec.DestructiveSignals))
 	}
 	if failed > 0 {
 		return exitError{code: 1}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
@@ -198,9 +200,12 @@ type runTerraformOptions struct {
 	Source     string
 	Namespace  string
 	Kubeconfig string
+	// PlanRules is the policy's plan rules as JSON (terraform-plan only).
+	PlanRules string
 
-	streams IO
-	log     *slog.Logger
+	planRules *policy.PlanRuleSet
+	streams   IO
+	log       *slog.Logger
 }
 
 func (o *runTerraformOptions) bind(cmd *cobra.Command) {
@@ -220,13 +225,21 @@ func (o *runTerraformOptions) Complete() {
 // Validate checks every flag.
 func (o *runTerraformOptions) Validate() error {
 	opts := o.runnerOptions()
-	return opts.Validate()
+	err := opts.Validate()
+	if o.PlanRules != "" {
+		rules, perr := policy.ParsePlanRules(o.PlanRules)
+		if perr != nil {
+			return errors.Join(err, fmt.Errorf("--plan-rules: %w", perr))
+		}
+		o.planRules = rules
+	}
+	return err
 }
 
 func (o *runTerraformOptions) runnerOptions() toolrun.TerraformOptions {
 	return toolrun.TerraformOptions{
 		Workspace: o.Workspace, Source: o.Source, Namespace: o.Namespace, Kubeconfig: o.Kubeconfig,
-		Stderr: o.streams.ErrOut, Log: o.log,
+		Stderr: o.streams.ErrOut, Log: o.log, PlanRules: o.planRules,
 	}
 }
 
@@ -239,7 +252,11 @@ func newRunTerraformPlanCommand(streams IO) *cobra.Command {
 file outside the workspace, no provider but kubernetes), copies them into a fresh folder with the current
 state (read from Secret tfstate-default-<workspace> of --namespace), runs terraform init and plan without
 taking a lock or writing anything to the cluster, and reports the plan ID (the saved plan's SHA-256), the
-changes per resource, the plan as text and the saved plan itself. Terraform's own output goes to stderr.`,
+changes per resource, the plan as text and the saved plan itself. Terraform's own output goes to stderr.
+
+With --plan-rules (the policy's spec.planRules as JSON, which the policy renders into the Job) it judges every
+resource change by them: a plan they refuse fails with the rule, the resource and the rule's message, and is
+never saved; the result says how many distinct approvers the policy's two-person rules ask for.`,
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
@@ -250,6 +267,7 @@ changes per resource, the plan as text and the saved plan itself. Terraform's ow
 		},
 	}
 	o.bind(cmd)
+	cmd.Flags().StringVar(&o.PlanRules, "plan-rules", "", "the policy's plan rules as JSON: a plan they refuse is not saved")
 	return cmd
 }
 
@@ -318,11 +336,33 @@ func (o *runTerraformApplyOptions) Run(ctx context.Context) error {
 	return runSucceed(o.streams, o.log, res)
 }
 
+// checkPlan checks the saved plan against its ID and the allowlist and, with --plan-rules, judges it.
+func (o *runTFCheckOptions) checkPlan(ctx context.Context) error {
+	plan, _, err := toolrun.LoadPlan(o.PlanFile, o.PlanID)
+	if err != nil || o.PlanRules == "" {
+		return err
+	}
+	rules, err := policy.ParsePlanRules(o.PlanRules)
+	if err != nil {
+		return fmt.Errorf("--plan-rules: %w", err)
+	}
+	var approvers []string
+	if o.Approvers != "" {
+		approvers = strings.Split(o.Approvers, ",")
+	}
+	_, err = toolrun.CheckPlanRules(ctx, plan, rules, approvers, toolrun.ShowOptions{ProviderMirror: o.ProviderMirror, Stderr: o.streams.ErrOut})
+	return err
+}
+
 // runTFCheckOptions are the flags of `run tf-check`.
 type runTFCheckOptions struct {
 	Source   string
 	PlanFile string
 	PlanID   string
+	// PlanRules (JSON) and Approvers (comma-separated key IDs) judge a saved plan's content.
+	PlanRules      string
+	Approvers      string
+	ProviderMirror string
 
 	streams IO
 }
@@ -337,27 +377,41 @@ refuses anything the allowlist does not admit: programs (provider exec plugins, 
 data), other providers, modules, backends, file functions, terraform.applying, Secrets. In a sandbox it
 runs in an init container before the credential agent, so a refused input never gets a credential; the
 reason goes to stderr and to the termination message (/dev/termination-log). Exit 0: admitted; exit 1:
-refused or unreadable.`,
+refused or unreadable.
+
+With --plan-file and --plan-rules (the policy's spec.planRules as JSON, rendered into the Job by the policy)
+it also judges what the saved plan does: Terraform describes it here, without any cluster or credential
+(terraform init with the provider from --provider-mirror, terraform show -json), every resource change is
+evaluated by the rules, and a refused change refuses the plan whatever approval the Job carries. --approvers
+lists the distinct approvers whose tokens the webhook verified for this Job; a plan that a two-person rule
+says needs more is refused ("1 of 2 approvals").`,
 		Args: usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run() },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.Run(cmd.Context()) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Source, "source", "", "workspace folder to check")
 	f.StringVar(&o.PlanFile, "plan-file", "", "saved plan to check")
 	f.StringVar(&o.PlanID, "plan-id", "", "the SHA-256 the saved plan must have")
+	f.StringVar(&o.PlanRules, "plan-rules", "", "with --plan-file: the policy's plan rules as JSON, to judge what the plan does")
+	f.StringVar(&o.Approvers, "approvers", "", "with --plan-rules: the distinct approvers' key IDs, comma-separated")
+	f.StringVar(&o.ProviderMirror, "provider-mirror", toolrun.ImageProviderMirror, "filesystem mirror of the kubernetes provider terraform reads the plan with")
 	return cmd
 }
 
 // Run checks and reports.
-func (o *runTFCheckOptions) Run() error {
+func (o *runTFCheckOptions) Run(ctx context.Context) error {
 	var err error
 	switch {
 	case (o.Source == "") == (o.PlanFile == ""):
 		err = errors.New("give exactly one of --source and --plan-file")
+	case o.PlanRules != "" && o.PlanFile == "":
+		err = errors.New("--plan-rules judges a saved plan: give --plan-file")
+	case o.Approvers != "" && o.PlanRules == "":
+		err = errors.New("--approvers goes with --plan-rules")
 	case o.Source != "":
 		_, err = tfcheck.CheckDir(o.Source, toolrun.CheckOptions())
 	default:
-		_, _, err = toolrun.LoadPlan(o.PlanFile, o.PlanID)
+		err = o.checkPlan(ctx)
 	}
 	if err == nil {
 		fmt.Fprintln(o.streams.ErrOut, "tf-check: admitted")

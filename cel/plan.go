@@ -1,0 +1,207 @@
+package cel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
+)
+
+// Names of the variables a plan rule can refer to. A plan rule is evaluated once per resource change of a
+// Terraform plan, on the values `terraform show -json` gives for it (Terraform's attribute names: nested
+// blocks are lists of objects).
+const (
+	// VarChange is the resource change: address, mode, type, name, actions (a list), action_reason, before
+	// and after (the resource's values; an empty map when there are none, as for a create's before).
+	VarChange = "change"
+	// VarPodSpecs lists every pod spec in the change's after value (a Deployment's template spec, a Pod's
+	// spec, a CronJob's job template's pod spec, ...): every object whose "container" is a list of objects.
+	VarPodSpecs = "podSpecs"
+	// VarPlanPodMetadata lists the metadata beside each of those pod specs (labels, annotations).
+	VarPlanPodMetadata = "podMetadata"
+	// VarPlanContainers lists the container and init_container entries of every pod spec after the change.
+	VarPlanContainers = "containers"
+	// VarBeforeContainers lists the same of the change's before value.
+	VarBeforeContainers = "beforeContainers"
+	// VarPodUnknowns lists the paths of the values inside those pod specs that are known only after apply.
+	VarPodUnknowns = "podUnknowns"
+)
+
+// PlanInput is what plan rules see of one resource change. Values are JSON-like (map[string]any, []any,
+// string, bool, int64, float64); attributes without a value (null) are absent, and values Terraform knows
+// only after apply are the string "(known after apply)", so a rule written as an allowlist (`x == false`,
+// `size() == 0`) refuses them.
+type PlanInput struct {
+	Change           map[string]any
+	PodSpecs         []any
+	PodMetadata      []any
+	Containers       []any
+	BeforeContainers []any
+	PodUnknowns      []any
+}
+
+// PlanProgram is a compiled set of plan rules. It is immutable and safe for concurrent use.
+type PlanProgram struct {
+	rules   []compiledRule
+	adapter types.Adapter
+}
+
+// Rules returns the rules the program was compiled from, in order.
+func (p *PlanProgram) Rules() []Rule {
+	if p == nil {
+		return nil
+	}
+	out := make([]Rule, len(p.rules))
+	for i, r := range p.rules {
+		out[i] = r.Rule
+	}
+	return out
+}
+
+// CompilePlan parses and type-checks plan rules as Compile does admission rules: each must have a unique,
+// non-empty name, a one-line message and an expression of type bool; every problem is returned in one
+// *CompileError with the rule's path.
+func CompilePlan(rules []Rule, opts ...Option) (*PlanProgram, error) {
+	o := options{costLimit: DefaultCostLimit, interruptCheck: DefaultInterruptCheckFrequency}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	env, err := newPlanEnv()
+	if err != nil {
+		return nil, fmt.Errorf("create CEL environment: %w", err)
+	}
+	progOpts := []celgo.ProgramOption{
+		celgo.EvalOptions(celgo.OptOptimize),
+		celgo.CostLimit(o.costLimit),
+		celgo.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
+		celgo.InterruptCheckFrequency(o.interruptCheck),
+	}
+	var errs []FieldError
+	firstPath := map[string]string{}
+	compiled := make([]compiledRule, 0, len(rules))
+	for _, r := range rules {
+		switch first, dup := firstPath[r.Name]; {
+		case strings.TrimSpace(r.Name) == "":
+			errs = append(errs, FieldError{r.Path + ".name", "must not be empty"})
+		case dup:
+			errs = append(errs, FieldError{r.Path + ".name", fmt.Sprintf("duplicate rule name %q (first used at %s)", r.Name, first)})
+		default:
+			firstPath[r.Name] = r.Path
+		}
+		if strings.ContainsAny(r.Message, "\r\n") {
+			errs = append(errs, FieldError{r.Path + ".message", "must be a single line"})
+		}
+		if strings.TrimSpace(r.Expression) == "" {
+			errs = append(errs, FieldError{r.Path + ".expression", "must not be empty"})
+			continue
+		}
+		ast, iss := env.Compile(r.Expression)
+		if iss.Err() != nil {
+			errs = append(errs, FieldError{r.Path + ".expression", issuesLine(iss)})
+			continue
+		}
+		if !ast.OutputType().IsExactType(celgo.BoolType) {
+			errs = append(errs, FieldError{r.Path + ".expression", fmt.Sprintf("must evaluate to bool, but evaluates to %s (compare explicitly, e.g. `x == true`)", ast.OutputType())})
+			continue
+		}
+		prg, err := env.Program(ast, progOpts...)
+		if err != nil {
+			errs = append(errs, FieldError{r.Path + ".expression", oneLine(err.Error())})
+			continue
+		}
+		compiled = append(compiled, compiledRule{Rule: r, program: prg})
+	}
+	if len(errs) > 0 {
+		return nil, &CompileError{Errs: errs}
+	}
+	return &PlanProgram{rules: compiled, adapter: env.CELTypeAdapter()}, nil
+}
+
+// Evaluate runs every rule on one resource change and returns the rules it breaks (false, or not
+// evaluable: a type error on an unknown value, the cost limit, ctx done), nil when it breaks none.
+func (p *PlanProgram) Evaluate(ctx context.Context, in PlanInput) []Violation {
+	if p == nil {
+		return nil
+	}
+	vars := map[string]any{
+		VarChange:           types.NewStringInterfaceMap(p.adapter, orEmptyMap(in.Change)),
+		VarPodSpecs:         types.NewDynamicList(p.adapter, orEmptyList(in.PodSpecs)),
+		VarPlanPodMetadata:  types.NewDynamicList(p.adapter, orEmptyList(in.PodMetadata)),
+		VarPlanContainers:   types.NewDynamicList(p.adapter, orEmptyList(in.Containers)),
+		VarBeforeContainers: types.NewDynamicList(p.adapter, orEmptyList(in.BeforeContainers)),
+		VarPodUnknowns:      types.NewDynamicList(p.adapter, orEmptyList(in.PodUnknowns)),
+	}
+	act, err := interpreter.NewActivation(vars)
+	if err != nil {
+		return []Violation{{Rule: "plan-input", Message: "the plan could not be read: " + oneLine(err.Error())}}
+	}
+	var out []Violation
+	for i := range p.rules {
+		r := &p.rules[i]
+		if err := ctx.Err(); err != nil {
+			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule not evaluated: " + context.Cause(ctx).Error(), Unevaluated: true})
+			continue
+		}
+		val, _, err := r.program.ContextEval(ctx, act)
+		if err != nil {
+			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the change is refused: " + truncate(oneLine(err.Error()), maxReasonBytes), Unevaluated: true})
+			continue
+		}
+		if b, ok := val.(types.Bool); !ok || !bool(b) {
+			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: r.Message})
+		}
+	}
+	return out
+}
+
+func orEmptyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func orEmptyList(l []any) []any {
+	if l == nil {
+		return []any{}
+	}
+	return l
+}
+
+// newPlanEnv is the CEL environment of plan rules: the Var* plan variables and the same libraries as
+// admission rules.
+func newPlanEnv() (*celgo.Env, error) {
+	dynMap := celgo.MapType(celgo.StringType, celgo.DynType)
+	dynList := celgo.ListType(celgo.DynType)
+	return celgo.NewEnv(
+		celgo.Variable(VarChange, dynMap),
+		celgo.Variable(VarPodSpecs, dynList),
+		celgo.Variable(VarPlanPodMetadata, dynList),
+		celgo.Variable(VarPlanContainers, dynList),
+		celgo.Variable(VarBeforeContainers, dynList),
+		celgo.Variable(VarPodUnknowns, dynList),
+
+		celgo.HomogeneousAggregateLiterals(),
+		celgo.EagerlyValidateDeclarations(true),
+		celgo.DefaultUTCTimeZone(true),
+		celgo.CrossTypeNumericComparisons(true),
+		celgo.OptionalTypes(),
+		celgo.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
+		celgo.ASTValidators(
+			celgo.ValidateDurationLiterals(),
+			celgo.ValidateTimestampLiterals(),
+			celgo.ValidateRegexLiterals(),
+			celgo.ValidateHomogeneousAggregateLiterals(),
+		),
+		ext.Strings(ext.StringsVersion(2)),
+		ext.Lists(ext.ListsVersion(3)),
+		ext.Sets(),
+		ext.Encoders(),
+		ext.TwoVarComprehensions(),
+	)
+}

@@ -1,0 +1,266 @@
+package plandiff
+
+import (
+	"sort"
+	"strconv"
+)
+
+// Unknown is what a value Terraform knows only after apply reads as in a RuleView. It is a string, so a rule
+// written as an allowlist — `privileged == false`, `host_path.size() == 0`, `run_as_user > 0` — refuses it
+// (false, or an evaluation error, which refuses too), and a plan cannot hide a setting behind a value
+// computed at apply.
+const Unknown = "(known after apply)"
+
+// RuleView is what the policy's plan rules see of one resource change (cel.PlanInput). Values are copies;
+// attributes whose value is null are left out, and unknown values are Unknown.
+type RuleView struct {
+	// Change holds address, module_address, mode, type, name, provider_name, actions, action_reason, before
+	// and after (empty maps when the resource has no such value).
+	Change map[string]any
+	// PodSpecs are the pod specs in After: every object whose "container" or "init_container" is a list of
+	// objects, wherever it is nested (Deployment, StatefulSet, DaemonSet, Job and CronJob templates, Pods).
+	PodSpecs []any
+	// PodMetadata are the metadata objects beside those pod specs (the template's or the Pod's own).
+	PodMetadata []any
+	// Containers are the container and init_container entries of PodSpecs; BeforeContainers the same in
+	// Before.
+	Containers       []any
+	BeforeContainers []any
+	// PodUnknowns are the paths, inside the pod specs of After, of every value known only after apply (a
+	// whole pod spec hidden behind one: "(pod spec)"). A plan whose workloads are not known at plan time
+	// cannot be judged at plan time.
+	PodUnknowns []any
+}
+
+// View builds the RuleView of a change.
+func View(c *Change) RuleView {
+	before := ruleValue(c.Before, nil)
+	after := ruleValue(c.After, c.AfterUnknown)
+	actions := make([]any, len(c.Actions))
+	for i, a := range c.Actions {
+		actions[i] = a
+	}
+	v := RuleView{Change: map[string]any{
+		"address": c.Address, "module_address": c.ModuleAddress, "mode": c.Mode, "type": c.Type, "name": c.Name,
+		"provider_name": c.ProviderName, "actions": actions, "action_reason": c.ActionReason,
+		"before": objectOrEmpty(before), "after": objectOrEmpty(after),
+	}}
+	var afterPods, beforePods []pod
+	findPods(after, &afterPods)
+	findPods(before, &beforePods)
+	v.PodSpecs, v.PodMetadata, v.Containers = []any{}, []any{}, []any{}
+	v.PodUnknowns = []any{}
+	for _, p := range afterPods {
+		if p.poisoned {
+			v.PodUnknowns = append(v.PodUnknowns, "(pod spec)")
+		} else {
+			unknownPaths(p.spec, "", &v.PodUnknowns)
+		}
+		v.PodSpecs = append(v.PodSpecs, p.spec)
+		if p.meta != nil {
+			v.PodMetadata = append(v.PodMetadata, p.meta)
+		}
+		v.Containers = append(v.Containers, p.containers()...)
+	}
+	v.BeforeContainers = []any{}
+	for _, p := range beforePods {
+		v.BeforeContainers = append(v.BeforeContainers, p.containers()...)
+	}
+	return v
+}
+
+func objectOrEmpty(v any) map[string]any {
+	if m, ok := v.(map[string]any); ok {
+		return m
+	}
+	return map[string]any{}
+}
+
+// ruleValue copies v without null attributes, with Unknown wherever unknown (a mirror of v, as
+// after_unknown is) says true.
+func ruleValue(v, unknown any) any {
+	if u, ok := unknown.(bool); ok && u {
+		return Unknown
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		um, _ := unknown.(map[string]any)
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if rv := ruleValue(e, um[k]); rv != nil {
+				out[k] = rv
+			}
+		}
+		// An attribute that is null in after but unknown in after_unknown is known only after apply.
+		for k, u := range um {
+			if b, ok := u.(bool); ok && b {
+				out[k] = Unknown
+			}
+		}
+		return out
+	case []any:
+		ul, _ := unknown.([]any)
+		out := make([]any, len(x))
+		for i, e := range x {
+			var u any
+			if i < len(ul) {
+				u = ul[i]
+			}
+			out[i] = ruleValue(e, u)
+		}
+		return out
+	case nil:
+		if um, ok := unknown.(map[string]any); ok && len(um) > 0 {
+			return ruleValue(map[string]any{}, um)
+		}
+		return nil
+	}
+	return v
+}
+
+type pod struct {
+	spec, meta map[string]any
+	poisoned   bool
+}
+
+// providerComputed are the pod-spec attributes that provider hashicorp/kubernetes 1.13.4 leaves to the API
+// server when the configuration does not set them, so they are known only after apply in every plan
+// (container paths without their index). They are not counted in PodUnknowns; none of them can grant a
+// workload anything the plan rules allow only when known (a service account's token is refused by
+// plan-no-token-automount and plan-allowed-volumes whatever the account).
+var providerComputed = map[string]bool{
+	"hostname": true, "image_pull_secrets": true, "node_name": true, "service_account_name": true,
+	"container.termination_message_policy": true, "init_container.termination_message_policy": true,
+}
+
+// unknownPaths appends the path of every Unknown value in v, except providerComputed ones.
+func unknownPaths(v any, path string, out *[]any) {
+	switch x := v.(type) {
+	case string:
+		if x == Unknown && !providerComputed[stripIndexes(path)] {
+			*out = append(*out, path)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sortStrings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			unknownPaths(x[k], p, out)
+		}
+	case []any:
+		for i, e := range x {
+			unknownPaths(e, path+"["+itoa(i)+"]", out)
+		}
+	}
+}
+
+func (p pod) containers() []any {
+	var out []any
+	for _, k := range []string{"init_container", "container"} {
+		switch l := p.spec[k].(type) {
+		case []any:
+			out = append(out, l...)
+		case string:
+			// Unknown: every rule over containers fails to evaluate on it, so the change is refused.
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// poisoned stands for a pod spec whose contents are known only after apply.
+var poisoned = map[string]any{"container": Unknown}
+
+// findPods walks v and collects every pod spec: an object with a "container" or "init_container" list of
+// objects. Its metadata is the "metadata" block of the object whose "spec" holds it.
+func findPods(v any, out *[]pod) {
+	switch x := v.(type) {
+	case map[string]any:
+		// A block that could hold a pod spec but is known only after apply (a dynamic block over a value
+		// computed at apply) hides what it holds: it counts as a pod spec that no rule can pass.
+		for _, k := range []string{"spec", "template", "job_template", "container", "init_container"} {
+			if x[k] == Unknown {
+				*out = append(*out, pod{spec: poisoned, poisoned: true})
+			}
+		}
+		if specs, ok := x["spec"].([]any); ok {
+			meta := firstObject(x["metadata"])
+			for _, s := range specs {
+				if sm, ok := s.(map[string]any); ok && isPodSpec(sm) {
+					*out = append(*out, pod{spec: sm, meta: meta})
+				}
+			}
+		}
+		for k, e := range x {
+			if k == "spec" {
+				// Pod specs directly under spec were taken above; look deeper inside them and their siblings.
+				if specs, ok := e.([]any); ok {
+					for _, s := range specs {
+						if sm, ok := s.(map[string]any); ok && isPodSpec(sm) {
+							for _, inner := range sm {
+								findPods(inner, out)
+							}
+							continue
+						}
+						findPods(s, out)
+					}
+					continue
+				}
+			}
+			findPods(e, out)
+		}
+	case []any:
+		for _, e := range x {
+			findPods(e, out)
+		}
+	}
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+// stripIndexes turns container[0].image into container.image.
+func stripIndexes(path string) string {
+	b := make([]byte, 0, len(path))
+	skip := false
+	for i := 0; i < len(path); i++ {
+		switch c := path[i]; {
+		case c == '[':
+			skip = true
+		case c == ']':
+			skip = false
+		case !skip:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func isPodSpec(m map[string]any) bool {
+	for _, k := range []string{"container", "init_container"} {
+		if m[k] == Unknown {
+			return true
+		}
+		if l, ok := m[k].([]any); ok && len(l) > 0 {
+			if _, ok := l[0].(map[string]any); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func firstObject(v any) map[string]any {
+	if l, ok := v.([]any); ok && len(l) > 0 {
+		m, _ := l[0].(map[string]any)
+		return m
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
+)
+
+// demoUpdate is a real `terraform show -json` of the demo (plan-replace.json: the Deployment replaced), made
+// into the plan of a harmless change: the Deployment updated with its command kept. Each case of
+// TestShippedPlanRules changes one thing of its after value.
+func demoUpdate(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile("../toolrun/testdata/plan-replace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	rc := doc["resource_changes"].([]any)[0].(map[string]any)
+	ch := rc["change"].(map[string]any)
+	ch["actions"] = []any{"update"}
+	delete(ch, "replace_paths")
+	delete(rc, "action_reason")
+	// The old demo put the track into the command; keep the command as it was.
+	before := container(ch["before"])
+	container(ch["after"])["command"] = before["command"]
+	return doc
+}
+
+// podSpec is the Deployment's pod spec in a before or after value.
+func podSpec(v any) map[string]any {
+	spec := v.(map[string]any)["spec"].([]any)[0].(map[string]any)
+	tmpl := spec["template"].([]any)[0].(map[string]any)
+	return tmpl["spec"].([]any)[0].(map[string]any)
+}
+
+func container(v any) map[string]any { return podSpec(v)["container"].([]any)[0].(map[string]any) }
+
+func securityContext(v any) map[string]any {
+	return container(v)["security_context"].([]any)[0].(map[string]any)
+}
+
+func change(doc map[string]any) map[string]any {
+	return doc["resource_changes"].([]any)[0].(map[string]any)["change"].(map[string]any)
+}
+
+func after(doc map[string]any) any { return change(doc)["after"] }
+
+func verdictOf(t *testing.T, rules *PlanRuleSet, doc map[string]any) PlanVerdict {
+	t.Helper()
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := rules.EvaluateShowJSON(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func refusedRules(v PlanVerdict) []string {
+	var names []string
+	for _, h := range v.Refusals {
+		if !slices.Contains(names, h.Rule) {
+			names = append(names, h.Rule)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestShippedPlanRules: one harmless plan, and one change per rule that the shipped plan rules must refuse,
+// on the values Terraform and provider 1.13.4 really produce.
+func TestShippedPlanRules(t *testing.T) {
+	rules := loadDefault(t).PlanRules
+	if got := verdictOf(t, rules, demoUpdate(t)); got.Refused() || got.Approvals != 1 {
+		t.Fatalf("the harmless update is judged %+v", got)
+	}
+
+	cases := []struct {
+		name   string
+		mutate func(doc map[string]any)
+		want   []string
+	}{
+		{"privileged", func(d map[string]any) { securityContext(after(d))["privileged"] = true }, []string{"plan-no-privileged"}},
+		{"privileged known only after apply", func(d map[string]any) {
+			delete(securityContext(after(d)), "privileged")
+			c := change(d)
+			unknown := c["after_unknown"].(map[string]any)
+			pod := podSpec(unknown)
+			pod["container"].([]any)[0].(map[string]any)["security_context"].([]any)[0].(map[string]any)["privileged"] = true
+		}, []string{"plan-no-privileged", "plan-pods-known-at-plan"}},
+		{"privilege escalation", func(d map[string]any) { securityContext(after(d))["allow_privilege_escalation"] = true }, []string{"plan-no-privilege-escalation"}},
+		{"host network", func(d map[string]any) { podSpec(after(d))["host_network"] = true }, []string{"plan-no-host-namespaces"}},
+		{"host PID", func(d map[string]any) { podSpec(after(d))["host_pid"] = true }, []string{"plan-no-host-namespaces"}},
+		{"host IPC", func(d map[string]any) { podSpec(after(d))["host_ipc"] = true }, []string{"plan-no-host-namespaces"}},
+		{"hostPath volume", func(d map[string]any) {
+			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
+			v["empty_dir"] = []any{}
+			v["host_path"] = []any{map[string]any{"path": "/var/lib/kubelet", "type": ""}}
+		}, []string{"plan-allowed-volumes", "plan-no-host-path"}},
+		{"secret volume", func(d map[string]any) {
+			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
+			v["secret"] = []any{map[string]any{"secret_name": "admin"}}
+		}, []string{"plan-allowed-volumes"}},
+		{"host port", func(d map[string]any) {
+			container(after(d))["port"].([]any)[0].(map[string]any)["host_port"] = 8080
+		}, []string{"plan-no-host-ports"}},
+		{"added capability", func(d map[string]any) {
+			securityContext(after(d))["capabilities"].([]any)[0].(map[string]any)["add"] = []any{"SYS_ADMIN"}
+		}, []string{"plan-no-added-capabilities"}},
+		{"root container", func(d map[string]any) { securityContext(after(d))["run_as_user"] = 0 }, []string{"plan-no-root-user"}},
+		{"root pod", func(d map[string]any) {
+			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["run_as_user"] = 0
+		}, []string{"plan-no-root-user"}},
+		{"token automount", func(d map[string]any) { podSpec(after(d))["automount_service_account_token"] = true }, []string{"plan-no-token-automount"}},
+		{"secret in env", func(d map[string]any) {
+			e := container(after(d))["env"].([]any)[0].(map[string]any)
+			e["value_from"].([]any)[0].(map[string]any)["secret_key_ref"] = []any{map[string]any{"name": "admin", "key": "token"}}
+		}, []string{"plan-no-secret-env"}},
+		{"secret envFrom", func(d map[string]any) {
+			container(after(d))["env_from"] = []any{map[string]any{"secret_ref": []any{map[string]any{"name": "admin"}}}}
+		}, []string{"plan-no-secret-env"}},
+		{"sysctl", func(d map[string]any) {
+			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["sysctl"] = []any{map[string]any{"name": "kernel.shm_rmid_forced", "value": "1"}}
+		}, []string{"plan-no-sysctls"}},
+		{"SELinux user", func(d map[string]any) {
+			securityContext(after(d))["se_linux_options"] = []any{map[string]any{"user": "system_u"}}
+		}, []string{"plan-no-selinux-override"}},
+		{"AppArmor unconfined", func(d map[string]any) {
+			spec := after(d).(map[string]any)["spec"].([]any)[0].(map[string]any)
+			meta := spec["template"].([]any)[0].(map[string]any)["metadata"].([]any)[0].(map[string]any)
+			meta["annotations"] = map[string]any{"container.apparmor.security.beta.kubernetes.io/httpd": "unconfined"}
+		}, []string{"plan-no-unconfined-profiles"}},
+		{"image swap", func(d map[string]any) { container(after(d))["image"] = "docker.io/library/alpine:3" }, []string{"plan-allowed-images"}},
+		{"command change", func(d map[string]any) {
+			container(after(d))["command"] = []any{"/bin/sh", "-c", "cat /etc/hostname | rev"}
+		}, []string{"plan-command-pinned"}},
+		{"args added", func(d map[string]any) { container(after(d))["args"] = []any{"--debug"} }, []string{"plan-command-pinned"}},
+		{"privileged init container", func(d map[string]any) {
+			c := map[string]any{}
+			for k, v := range container(after(d)) {
+				c[k] = v
+			}
+			c["name"] = "init"
+			c["security_context"] = []any{map[string]any{"privileged": true, "run_as_user": 65532}}
+			podSpec(after(d))["init_container"] = []any{c}
+		}, []string{"plan-command-pinned", "plan-no-privileged"}},
+		{"containers known only after apply", func(d map[string]any) {
+			delete(podSpec(after(d)), "container")
+			podSpec(change(d)["after_unknown"])["container"] = true
+		}, []string{"plan-allowed-images", "plan-command-pinned", "plan-pods-known-at-plan"}},
+		{"RBAC", func(d map[string]any) {
+			rc := d["resource_changes"].([]any)[0].(map[string]any)
+			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
+		}, []string{"plan-allowed-types", "plan-no-rbac"}},
+		{"LoadBalancer", func(d map[string]any) {
+			svc := d["resource_changes"].([]any)[1].(map[string]any)
+			ch := svc["change"].(map[string]any)
+			ch["actions"] = []any{"update"}
+			ch["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)["type"] = "LoadBalancer"
+		}, []string{"plan-no-external-exposure"}},
+		{"external IPs", func(d map[string]any) {
+			svc := d["resource_changes"].([]any)[1].(map[string]any)
+			ch := svc["change"].(map[string]any)
+			ch["actions"] = []any{"update"}
+			ch["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)["external_ips"] = []any{"203.0.113.7"}
+		}, []string{"plan-no-external-exposure"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := demoUpdate(t)
+			tc.mutate(doc)
+			got := verdictOf(t, rules, doc)
+			if g := refusedRules(got); !slices.Equal(g, tc.want) {
+				t.Errorf("refused by %v, want %v (%+v)", g, tc.want, got.Refusals)
+			}
+			for _, h := range got.Refusals {
+				if h.Address == "" || h.Message == "" {
+					t.Errorf("refusal without address or message: %+v", h)
+				}
+			}
+			if got.Refused() && !strings.HasPrefix(got.Error(), "plan refused by rule ") {
+				t.Errorf("Error() = %q", got.Error())
+			}
+		})
+	}
+}
+
+// TestPlanRulesDemo: the demo's own plans pass (its first apply creates, its edit replaces); its old
+// fixture, whose command changed with the track, is refused by plan-command-pinned only; a destroy needs two.
+func TestPlanRulesDemo(t *testing.T) {
+	rules := loadDefault(t).PlanRules
+	for _, f := range []string{"plan-create.json", "plan-nochange.json"} {
+		data, err := os.ReadFile("../toolrun/testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := rules.EvaluateShowJSON(context.Background(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Refused() || v.Approvals != 1 {
+			t.Errorf("%s: %+v", f, v)
+		}
+	}
+
+	data, err := os.ReadFile("../toolrun/testdata/plan-replace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := rules.EvaluateShowJSON(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := refusedRules(v); !slices.Equal(g, []string{"plan-command-pinned"}) {
+		t.Errorf("old replace fixture refused by %v", g)
+	}
+
+	doc := demoUpdate(t)
+	ch := change(doc)
+	ch["actions"] = []any{"delete"}
+	ch["after"], ch["after_unknown"], ch["after_sensitive"] = nil, map[string]any{}, false
+	v = verdictOf(t, rules, doc)
+	if v.Refused() || v.Approvals != 2 || len(v.ApprovalRules) != 1 || v.ApprovalRules[0].Rule != "plan-destroy-needs-two-approvers" {
+		t.Errorf("destroy: %+v", v)
+	}
+	// A replacement deletes too, but it is not a destroy: one approver.
+	doc = demoUpdate(t)
+	change(doc)["actions"] = []any{"delete", "create"}
+	if v = verdictOf(t, rules, doc); v.Refused() || v.Approvals != 1 {
+		t.Errorf("replace: %+v", v)
+	}
+}
+
+func TestPlanRulesCompileErrors(t *testing.T) {
+	_, err := CompilePlanRules([]PlanRule{
+		{Name: "ok", Expression: "true", Message: "m"},
+		{Name: "ok", Expression: "true", Message: "m"},
+		{Name: "not-bool", Expression: "change.type", Message: "m"},
+		{Name: "syntax", Expression: "change.(", Message: "m"},
+		{Name: "approvals", Expression: "true", Message: "m", Approvals: 9},
+		{Name: "no-message", Expression: "true"},
+	}, "spec.planRules")
+	if err == nil {
+		t.Fatal("compiled")
+	}
+	for _, want := range []string{"spec.planRules[1].name: duplicate", "spec.planRules[2].expression: must evaluate to bool",
+		"spec.planRules[3].expression:", "spec.planRules[4].approvals:", "spec.planRules[5].message:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestPlanRulesRoundTrip: the JSON rendered into a sandbox's argv is the same rule set.
+func TestPlanRulesRoundTrip(t *testing.T) {
+	c := loadDefault(t)
+	back, err := ParsePlanRules(c.PlanRules.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.JSON() != c.PlanRules.JSON() || len(back.Rules()) != len(c.Spec.PlanRules) {
+		t.Error("round trip changed the rules")
+	}
+	if _, err := ParsePlanRules(`[{"name":"x","expression":"true","message":"m","extra":1}]`); err == nil {
+		t.Error("unknown field accepted")
+	}
+}
+
+// TestPlanRulePlaceholders: the Terraform tools render the policy's plan rules and the approvers.
+func TestPlanRulePlaceholders(t *testing.T) {
+	c := loadDefault(t)
+	apply, err := c.Tool("terraform_apply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := apply.Invoke(map[string]any{"workspace": "k8s-demo", "plan_id": strings.Repeat("a", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(inv.CheckArgv, "--plan-rules="+c.PlanRules.JSON()) {
+		t.Errorf("check argv lacks the plan rules: %q", inv.CheckArgv)
+	}
+	for _, a := range inv.CheckArgv {
+		if strings.HasPrefix(a, "--approvers") {
+			t.Errorf("approvers rendered before any were set: %q", a)
+		}
+	}
+	inv.SetApprovers([]string{"k2", "k1", "k2"})
+	if !slices.Contains(inv.CheckArgv, "--approvers=k1,k2") {
+		t.Errorf("check argv: %q", inv.CheckArgv)
+	}
+	plan, _ := c.Tool("terraform_plan")
+	pinv, err := plan.Invoke(map[string]any{"workspace": "k8s-demo", "source": "tfws-" + strings.Repeat("0", 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pinv.Argv, "--plan-rules="+c.PlanRules.JSON()) {
+		t.Errorf("plan argv lacks the plan rules: %q", pinv.Argv)
+	}
+
+	// A policy whose apply tool does not take them is refused.
+	p := *c.Policy
+	p.Spec.Tools = slices.Clone(p.Spec.Tools)
+	for i := range p.Spec.Tools {
+		if p.Spec.Tools[i].Name == "terraform_apply" {
+			p.Spec.Tools[i].Check = p.Spec.Tools[i].Check[:2]
+		}
+	}
+	errs := p.Validate()
+	if !strings.Contains(errs.ToAggregate().Error(), "{{plan_rules}} and {{approvers}}") {
+		t.Errorf("validation: %v", errs)
+	}
+}
+
+var _ = plandiff.Unknown
