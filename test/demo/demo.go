@@ -359,7 +359,13 @@ func Approve(ctx context.Context, cfg Config, id string, extra ...string) (strin
 		return nil
 	}
 	if err := waitFor(`or "yes": `); err != nil {
-		return "", err
+		// approve refused before asking (a plan it would not sign, exit 4): what it showed is the answer.
+		werr := cmd.Wait()
+		out := strings.ReplaceAll(transcript.String(), "\r", "")
+		if werr != nil {
+			return out, fmt.Errorf("approve failed: %w", werr)
+		}
+		return out, err
 	}
 	fmt.Fprintf(tty, "%s\n", id)
 	if err := waitFor("Passphrase for approver key"); err != nil {
