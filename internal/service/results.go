@@ -127,9 +127,16 @@ func decodePlan(ctx context.Context, s *Service, c *call, r *runInfo, res *sandb
 	default:
 		out.Next = fmt.Sprintf("call terraform_apply(workspace=%q, plan_id=%q); it needs a human's approval", workspace, plan.PlanID)
 	}
+	if n := plan.ApprovalsRequired; n > 1 && !plan.NoChanges {
+		rule := ""
+		if len(plan.ApprovalRules) > 0 {
+			rule = " (" + plan.ApprovalRules[0].String() + ")"
+		}
+		out.Next += fmt.Sprintf("; the policy asks %d distinct people to approve this plan%s", n, rule)
+	}
 	s.rememberPlan(ctx, out)
 	return out, map[string]any{"plan_id": plan.PlanID, "summary": plan.Summary, "destructive": out.Destructive,
-		"signals": signalNames(out.DestructiveSignals)}, nil
+		"signals": signalNames(out.DestructiveSignals), "approvals_required": max(plan.ApprovalsRequired, 1)}, nil
 }
 
 func decodeApply(_ context.Context, _ *Service, c *call, r *runInfo, res *sandbox.Result) (any, map[string]any, error) {
