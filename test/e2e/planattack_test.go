@@ -16,25 +16,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
 )
 
-// attackEdits turn the demo workspace into the incident of issue 21: the web Deployment runs privileged,
-// as root, with the node's state directory mounted read-only, and its command prints a file of it reversed
-// (so that no scrubber pattern matches what comes back through the pod logs).
-var attackEdits = []struct{ old, new string }{
-	{"          security_context {\n            allow_privilege_escalation = false\n",
-		"          security_context {\n            privileged                 = true\n            allow_privilege_escalation = false\n"},
-	{"            run_as_non_root            = true\n            run_as_user                = 65532\n",
-		"            run_as_non_root            = false\n            run_as_user                = 0\n"},
-	{`exec httpd -f -p 8080 -h /tmp/www"]`, `rev /host/etc/hostname; exec httpd -f -p 8080 -h /tmp/www"]`},
-	{"          volume_mount {\n            name       = \"tmp\"\n",
-		"          volume_mount {\n            name       = \"host\"\n            mount_path = \"/host\"\n            read_only  = true\n          }\n\n          volume_mount {\n            name       = \"tmp\"\n"},
-	{"        volume {\n          name = \"tmp\"\n",
-		"        volume {\n          name = \"host\"\n          host_path {\n            path = \"/var/lib\"\n          }\n        }\n\n        volume {\n          name = \"tmp\"\n"},
-}
-
-// attackWorkspace writes the attacked copy of the demo workspace into a new workspaces folder.
+// attackWorkspace writes the attacked copy (corpus.Incident) of the demo workspace into a new workspaces folder.
 func attackWorkspace(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -50,11 +36,8 @@ func attackWorkspace(t *testing.T) string {
 		}
 		s := string(data)
 		if filepath.Base(f) == "main.tf" {
-			for _, e := range attackEdits {
-				if !strings.Contains(s, e.old) {
-					t.Fatalf("the demo's main.tf no longer has %q: update the attack", e.old)
-				}
-				s = strings.Replace(s, e.old, e.new, 1)
+			if s, err = corpus.Incident(s); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if err := os.WriteFile(filepath.Join(ws, filepath.Base(f)), []byte(s), 0o644); err != nil {
@@ -164,7 +147,7 @@ func TestE2EPrivilegedPlanAttack(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Text, "plan refused by rule") || !strings.Contains(res.Text, "kubernetes_deployment.web") {
 		t.Fatalf("the attacked plan was not refused by a plan rule: %s", res.Text)
 	}
-	for _, rule := range []string{"plan-no-privileged", "plan-no-host-path", "plan-no-root-user"} {
+	for _, rule := range corpus.IncidentRules {
 		if !strings.Contains(res.Text, rule) {
 			t.Errorf("the refusal does not name %s: %s", rule, res.Text)
 		}

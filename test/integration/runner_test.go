@@ -33,6 +33,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
@@ -96,6 +97,7 @@ func TestRunner(t *testing.T) {
 		{"PodStatus", e.testPodStatus},
 		{"PlanAndApply", e.testPlanAndApply},
 		{"ReplacementAndRefusals", e.testReplacementAndRefusals},
+		{"PlanRules", e.testPlanRules},
 		{"ApproveSeesTheTruth", e.testApproveSeesTheTruth},
 		{"WorkspaceBackendRefused", e.testWorkspaceBackendRefused},
 		{"MaliciousWorkspacesRefusedBeforeTerraform", e.testMaliciousWorkspaces},
@@ -534,6 +536,145 @@ func (e *runnerEnv) testReplacementAndRefusals(t *testing.T) {
 	// The state lock is free again after every refusal.
 	if _, err := e.admin.CoordinationV1().Leases(runnerNS).Get(ctx, "lock-tfstate-default-"+runnerWorkspace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("state lock still held: %v", err)
+	}
+}
+
+// tfCheck runs `run tf-check` in process as the apply Job's check container does (no credential at all) and
+// returns its exit code and what it said.
+func (e *runnerEnv) tfCheck(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	if err := os.Remove(e.kubeconfig); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
+	if mirror == "" {
+		out, err := exec.Command("bash", "-c", ". ../../scripts/lib.sh && dir_tfprovider").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mirror = strings.TrimSpace(string(out))
+	}
+	start := time.Now()
+	code := app.Main(context.Background(), append([]string{"run", "tf-check", "--provider-mirror=" + mirror}, args...), strings.NewReader(""), &stdout, &stderr)
+	t.Logf("tf-check: exit %d in %s", code, time.Since(start).Round(10*time.Millisecond))
+	return code, stdout.String() + stderr.String()
+}
+
+// planWith runs terraform-plan on a workspace folder with the given extra flags, returning the exit code
+// and the decoded result (or its error).
+func (e *runnerEnv) planWith(t *testing.T, workspace string, flags ...string) (int, toolrun.PlanResult, error) {
+	t.Helper()
+	code, out := e.run(t, "terraform-plan", append([]string{"terraform-plan", "--workspace=" + runnerWorkspace,
+		"--source=" + workspace, "--namespace=" + runnerNS}, flags...)...)
+	res, err := toolrun.DecodeResult[toolrun.PlanResult](out)
+	if err == nil {
+		if werr := os.WriteFile(e.planFile(res.PlanID), res.Plan, 0o444); werr != nil {
+			t.Fatal(werr)
+		}
+	}
+	return code, res, err
+}
+
+// testPlanRules: the policy's plan rules, as the shipped policy renders them into the Jobs, judge real
+// plans of real Terraform: issue 21's incident is refused in the plan sandbox, and — planned without the
+// rules, approved — in the apply's check container, before any credential; the demo's own plan passes; a
+// destroy needs two distinct approvers there.
+func (e *runnerEnv) testPlanRules(t *testing.T) {
+	ctx := context.Background()
+	pol, err := policy.LoadFile("../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := "--plan-rules=" + pol.PlanRules.JSON()
+	mainTF, err := os.ReadFile("../../terraform/k8s-demo/main.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacked, err := corpus.Incident(string(mainTF))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Deployment as the last step left it (the demo's edit applied): the incident starts from there.
+	attacked = strings.Replace(attacked, runnerDemoLine, `track = "canary" # demo: change to "canary" to force replacement`, 1)
+	ws := runnerConfigMapVolume(t, filepath.Join(t.TempDir(), "ws"), map[string]string{"main.tf": attacked, "ci.auto.tfvars": "wait_for_rollout = false\n"})
+	before, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// In the plan sandbox: refused, with the rules and the resource named, and no saved plan.
+	code, res, err := e.planWith(t, ws, rules)
+	var te *toolrun.ToolError
+	if code != 1 || !errors.As(err, &te) || !strings.Contains(te.Message, "plan refused by rule") || !strings.Contains(te.Message, "kubernetes_deployment.web") {
+		t.Fatalf("the incident's plan: exit %d, %v, %+v", code, err, res.Summary)
+	}
+	for _, r := range corpus.IncidentRules {
+		if !strings.Contains(te.Message, r) {
+			t.Errorf("the refusal does not name %s: %s", r, te.Message)
+		}
+	}
+	t.Logf("plan refused: %s", te.Message)
+
+	// Planned without the rules (as a loosened or bypassed plan would be), approved by one person: the
+	// check container refuses it before the credential agent would start.
+	code, incident, err := e.planWith(t, ws)
+	if code != 0 || err != nil || incident.Summary.Change != 1 {
+		t.Fatalf("the incident planned without rules: exit %d, %v, %+v", code, err, incident.Summary)
+	}
+	code, said := e.tfCheck(t, "--plan-file="+e.planFile(incident.PlanID), "--plan-id="+incident.PlanID, rules, "--approvers=approver-1")
+	if code != 1 || !strings.Contains(said, "plan-no-privileged") || !strings.Contains(said, "plan-no-host-path") {
+		t.Fatalf("the check container admitted the incident's approved plan: exit %d\n%s", code, said)
+	}
+	// The same check without --plan-rules, as before this issue, admits it: the rules are what refuse it.
+	if code, said := e.tfCheck(t, "--plan-file="+e.planFile(incident.PlanID), "--plan-id="+incident.PlanID); code != 0 {
+		t.Fatalf("the allowlist alone refused the incident (it should not: it is not code): %s", said)
+	}
+	if now, _ := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{}); now.Generation != before.Generation {
+		t.Errorf("the Deployment changed: generation %d -> %d", before.Generation, now.Generation)
+	}
+
+	// The demo's own workspace, as the last step left it, passes: a plan with no changes, one approver.
+	demoWS := runnerConfigMapVolume(t, filepath.Join(t.TempDir(), "demo"), map[string]string{
+		"main.tf":        strings.Replace(string(mainTF), runnerDemoLine, `track = "canary" # demo: change to "canary" to force replacement`, 1),
+		"ci.auto.tfvars": "wait_for_rollout = false\n",
+		// A ConfigMap to destroy below.
+		"extra.tf": "resource \"kubernetes_config_map\" \"two_person\" {\n  metadata {\n    name      = \"two-person\"\n    namespace = var.namespace\n  }\n  data = { a = \"b\" }\n}\n",
+	})
+	code, add, err := e.planWith(t, demoWS, rules)
+	if code != 0 || err != nil || add.ApprovalsRequired != 1 || add.Summary.Add != 1 {
+		t.Fatalf("the demo's plan with a ConfigMap added: exit %d, %v, %+v (approvals %d)", code, err, add.Summary, add.ApprovalsRequired)
+	}
+	if code, said := e.tfCheck(t, "--plan-file="+e.planFile(add.PlanID), "--plan-id="+add.PlanID, rules); code != 1 || !strings.Contains(said, "0 of 1 approvals") {
+		t.Errorf("a plan without approvers passed the check: exit %d\n%s", code, said)
+	}
+	if code, said := e.tfCheck(t, "--plan-file="+e.planFile(add.PlanID), "--plan-id="+add.PlanID, rules, "--approvers=approver-1"); code != 0 {
+		t.Fatalf("the demo's approved plan was refused: %s", said)
+	}
+	if code, a, err := e.apply(t, add.PlanID); code != 0 || err != nil || !a.Applied {
+		t.Fatalf("apply: exit %d, %v", code, err)
+	}
+
+	// Destroying it needs two distinct approvers (plan-destroy-needs-two-approvers).
+	if err := os.Remove(filepath.Join(demoWS, "extra.tf")); err != nil {
+		t.Fatal(err)
+	}
+	code, destroy, err := e.planWith(t, demoWS, rules)
+	if code != 0 || err != nil || destroy.Summary.Destroy != 1 || destroy.ApprovalsRequired != 2 ||
+		len(destroy.ApprovalRules) != 1 || destroy.ApprovalRules[0].Rule != "plan-destroy-needs-two-approvers" {
+		t.Fatalf("destroy plan: exit %d, %v, %+v, approvals %d %+v", code, err, destroy.Summary, destroy.ApprovalsRequired, destroy.ApprovalRules)
+	}
+	for _, c := range []struct {
+		approvers string
+		ok        bool
+	}{{"approver-1", false}, {"approver-1,approver-1", false}, {"approver-1,approver-2", true}} {
+		code, said := e.tfCheck(t, "--plan-file="+e.planFile(destroy.PlanID), "--plan-id="+destroy.PlanID, rules, "--approvers="+c.approvers)
+		if (code == 0) != c.ok || (!c.ok && !strings.Contains(said, "1 of 2 approvals")) {
+			t.Errorf("destroy approved by %s: exit %d\n%s", c.approvers, code, said)
+		}
+	}
+	if code, a, err := e.apply(t, destroy.PlanID); code != 0 || err != nil || !a.Applied {
+		t.Fatalf("apply the destroy: exit %d, %v", code, err)
 	}
 }
 
