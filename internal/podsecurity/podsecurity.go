@@ -32,7 +32,7 @@ const EnforceLabel = psaapi.EnforceLevelLabel
 const SuggestedLevel = psaapi.LevelBaseline
 
 // LabelOnlyNote says what the check cannot see; every refusal carries it.
-const LabelOnlyNote = "only the namespace label " + EnforceLabel + " is checked: a cluster-wide default set in the API server's AdmissionConfiguration cannot be read through the Kubernetes API"
+const LabelOnlyNote = "Only the namespace label " + EnforceLabel + " is checked: a cluster-wide default set in the API server's AdmissionConfiguration cannot be read through the Kubernetes API."
 
 // ErrUnenforced is wrapped by Report.Err when a target namespace enforces no Pod Security level.
 var ErrUnenforced = errors.New("Pod Security is not enforced in a namespace the policy's tools deploy into")

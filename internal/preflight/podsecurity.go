@@ -32,25 +32,29 @@ func podSecurityCheck(ctx context.Context, namespaces podsecurity.NamespaceGette
 		case podsecurity.Enforced:
 			found = append(found, n.Name+" enforces "+n.Level)
 		case podsecurity.Unenforced:
-			found = append(found, n.Name+": "+n.Problem())
+			found = append(found, n.Name+" ("+n.Problem()+")")
 			fixes = append(fixes, n.LabelCommand())
 		case podsecurity.Missing:
 			found = append(found, n.Name+" does not exist yet")
 			fixes = append(fixes, "kubectl create ns "+n.Name+" && "+n.LabelCommand())
 		}
 	}
-	unenforced, missing := len(rep.Unenforced()), len(rep.Missing())
+	var unenforced []string
+	for _, n := range rep.Unenforced() {
+		unenforced = append(unenforced, n.Name)
+	}
+	missing := len(rep.Missing())
 	c.Detail = "target namespaces: " + strings.Join(found, "; ")
 	switch {
-	case unenforced > 0 && !allow:
+	case len(unenforced) > 0 && !allow:
 		c.Status = Fail
-		c.Detail = fmt.Sprintf("%s. %d enforce no Pod Security level: an approved apply could run a privileged or hostPath Pod there (%s)",
-			c.Detail, unenforced, podsecurity.LabelOnlyNote)
+		c.Detail = fmt.Sprintf("%s. No Pod Security level is enforced in %s: an approved apply could run a privileged or hostPath Pod there. %s",
+			c.Detail, strings.Join(unenforced, ", "), podsecurity.LabelOnlyNote)
 		fixes = append(fixes, "or, if a cluster-wide default or another admission controller keeps such Pods out, pass --allow-unenforced-namespaces")
-	case unenforced > 0:
+	case len(unenforced) > 0:
 		c.Status = Warn
-		c.Detail = fmt.Sprintf("%s. %d enforce no Pod Security level, allowed by --allow-unenforced-namespaces: nothing but what else the cluster runs keeps a privileged or hostPath Pod out of them (%s)",
-			c.Detail, unenforced, podsecurity.LabelOnlyNote)
+		c.Detail = fmt.Sprintf("%s. No Pod Security level is enforced in %s, allowed by --allow-unenforced-namespaces: only what else the cluster runs keeps a privileged or hostPath Pod out. %s",
+			c.Detail, strings.Join(unenforced, ", "), podsecurity.LabelOnlyNote)
 	case missing > 0:
 		c.Status = Warn
 		c.Detail += ". Create them enforcing Pod Security before the tools run"

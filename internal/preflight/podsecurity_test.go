@@ -33,13 +33,13 @@ func TestPodSecurityCheck(t *testing.T) {
 		fixAbsent string
 	}{
 		{name: "unlabelled", objects: []*corev1.Namespace{labelled("demo-app", nil)}, targets: []string{"demo-app"}, want: Fail,
-			detail: []string{"demo-app: no pod-security.kubernetes.io/enforce label", "1 enforce no Pod Security level", podsecurity.LabelOnlyNote},
+			detail: []string{"demo-app (no pod-security.kubernetes.io/enforce label)", "No Pod Security level is enforced in demo-app: an approved apply", podsecurity.LabelOnlyNote},
 			fix:    []string{"kubectl label ns demo-app pod-security.kubernetes.io/enforce=baseline", "--allow-unenforced-namespaces"}},
 		{name: "privileged", objects: []*corev1.Namespace{labelled("demo-app", map[string]string{podsecurity.EnforceLabel: "privileged"})}, targets: []string{"demo-app"}, want: Fail,
-			detail: []string{"demo-app: pod-security.kubernetes.io/enforce=privileged enforces nothing"},
+			detail: []string{"demo-app (pod-security.kubernetes.io/enforce=privileged enforces nothing)"},
 			fix:    []string{"kubectl label ns demo-app --overwrite pod-security.kubernetes.io/enforce=baseline"}},
 		{name: "unlabelled, allowed", objects: []*corev1.Namespace{labelled("demo-app", nil)}, targets: []string{"demo-app"}, allow: true, want: Warn,
-			detail:    []string{"demo-app: no pod-security.kubernetes.io/enforce label", "allowed by --allow-unenforced-namespaces", podsecurity.LabelOnlyNote},
+			detail:    []string{"demo-app (no pod-security.kubernetes.io/enforce label)", "allowed by --allow-unenforced-namespaces", podsecurity.LabelOnlyNote},
 			fix:       []string{"kubectl label ns demo-app pod-security.kubernetes.io/enforce=baseline"},
 			fixAbsent: "pass --allow-unenforced-namespaces"},
 		{name: "baseline", objects: []*corev1.Namespace{labelled("demo-app", baseline)}, targets: []string{"demo-app"}, want: Pass,
@@ -50,7 +50,7 @@ func TestPodSecurityCheck(t *testing.T) {
 			detail: []string{"later does not exist yet", "Create them enforcing Pod Security"},
 			fix:    []string{"kubectl create ns later && kubectl label ns later pod-security.kubernetes.io/enforce=baseline"}},
 		{name: "not yet created and one unenforced", objects: []*corev1.Namespace{labelled("a", nil)}, targets: []string{"a", "later"}, want: Fail,
-			detail: []string{"a: no pod-security.kubernetes.io/enforce label", "later does not exist yet"}},
+			detail: []string{"a (no pod-security.kubernetes.io/enforce label)", "later does not exist yet"}},
 		{name: "no policy", want: Skip, detail: []string{"no --policy"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

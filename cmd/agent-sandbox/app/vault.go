@@ -28,7 +28,7 @@ const tokenRefusedHint = "pass an admin or root token with --vault-token-file or
 const allowUnenforcedFlag = "allow-unenforced-namespaces"
 
 // unenforcedHint is added to that refusal: it says what to do besides labelling.
-const unenforcedHint = "label them, or pass --" + allowUnenforcedFlag + " if something else (a cluster-wide AdmissionConfiguration default, another admission controller) keeps privileged and host-level Pods out of them"
+const unenforcedHint = "Label them, or pass --" + allowUnenforcedFlag + " if something else (a cluster-wide AdmissionConfiguration default, another admission controller) keeps privileged and host-level Pods out of them."
 
 // newVaultCommand builds `agent-sandbox vault configure`.
 func newVaultCommand(streams IO) *cobra.Command {
