@@ -12,6 +12,7 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/podsecurity"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
@@ -51,6 +52,12 @@ type ConfigureConfig struct {
 	// service-account signing key.
 	OIDCDiscoveryURL string
 	OIDCDiscoveryCA  []byte
+	// AllowUnenforcedNamespaces lets Configure go on when a namespace the policy's tools target enforces
+	// no Pod Security level; the refusal (podsecurity.ErrUnenforced) is then printed to Warnings instead.
+	AllowUnenforcedNamespaces bool
+	// Warnings receives what the operator must read that does not stop Configure: target namespaces that
+	// do not exist yet, and unenforced ones with AllowUnenforcedNamespaces (default: discarded).
+	Warnings io.Writer
 }
 
 // ConfigureResult lists what Configure changed (or, in a dry run, would change).
@@ -61,9 +68,10 @@ type ConfigureResult struct {
 }
 
 // Configure makes the cluster and Vault match the policy. It first checks that Vault answers and accepts
-// vaultToken, so that a wrong token changes nothing, then gives Vault its identity and rights in the
-// cluster, then writes Vault's mounts, configs, policies and roles and prunes the managed ones the policy
-// no longer declares. It is idempotent: a second run reports no change. Each change is printed as it is
+// vaultToken, so that a wrong token changes nothing, and that every target namespace enforces a Pod
+// Security level (podsecurity.ErrUnenforced otherwise, unless AllowUnenforcedNamespaces). Then it gives
+// Vault its identity and rights in the cluster, writes Vault's mounts, configs, policies and roles and
+// prunes the managed ones the policy no longer declares. It is idempotent: a second run reports no change. Each change is printed as it is
 // made; an error stops at the first failed change.
 func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*ConfigureResult, error) {
 	if err := cfg.complete(); err != nil {
@@ -80,6 +88,22 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 			return nil, fmt.Errorf("%w (permission denied)", ErrTokenRefused)
 		}
 		return nil, err
+	}
+
+	// Vault mints credentials that let a tool deploy into its target namespaces; what it deploys there is
+	// kept off the node by Pod Security, not by the sandbox. Refuse before changing anything.
+	ps, err := podsecurity.Check(ctx, cfg.Kube.CoreV1().Namespaces(), cfg.Policy.TargetNamespaces())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ps.Warnings() {
+		fmt.Fprintln(cfg.Warnings, "warning: "+w)
+	}
+	if err := ps.Err(); err != nil {
+		if !cfg.AllowUnenforcedNamespaces {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Warnings, "WARNING: going on as told, but %v\n", err)
 	}
 
 	res := &ConfigureResult{}
@@ -156,6 +180,9 @@ func (cfg *ConfigureConfig) complete() error {
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
+	}
+	if cfg.Warnings == nil {
+		cfg.Warnings = io.Discard
 	}
 	var errs []error
 	if cfg.Policy == nil {

@@ -18,6 +18,11 @@
 #                                in-cluster Vault).
 #   HELM_VALUES=a.yaml,b.yaml    more values files for the chart (GKE's sandbox.nodeSelector/tolerations, say).
 #   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--oidc-discovery-url ...).
+#                                vault configure refuses a target namespace of the policy's tools that enforces
+#                                no Pod Security level: label it (kubectl label ns demo-app
+#                                pod-security.kubernetes.io/enforce=baseline) or, if a cluster-wide default
+#                                protects it, add --allow-unenforced-namespaces here. The local cluster's demo-app
+#                                is labelled by cluster/manifests/namespaces.yaml, applied again before configure.
 #   CHART=dist/charts/agent-sandbox-VERSION.tgz
 #                                install a packaged release (make release) instead of charts/agent-sandbox: its
 #                                values name its own images (by digest), so IMAGE is not used; on the local
@@ -155,6 +160,11 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
   else
     echo "  trusted approvers:  $TRUSTED_JWKS (keys: $(jwks_ids "$TRUSTED_JWKS")); nothing else can approve"
   fi
+  if ((LOCAL)); then
+    echo "  target namespaces:  apply cluster/manifests/namespaces.yaml (demo-app enforces Pod Security baseline)"
+  else
+    echo "  target namespaces:  left as they are; vault configure refuses one that enforces no Pod Security level"
+  fi
   echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
   echo "  MCP kubeconfig:     $MCP_KC${MCP_KC_OWNER:+ (owner $MCP_KC_OWNER)}"
   [ -n "$USER_KC" ] && echo "  MCP kubeconfig:     $USER_KC (owner $CLIENT_USER)"
@@ -226,6 +236,11 @@ done
 [ -n "$ca" ] || die "the webhook did not inject its CA into the webhook configurations; see: kubectl -n $RELEASE_NS logs deploy/agent-sandbox-webhook"
 log "webhook ready"
 
+# vault configure refuses target namespaces that enforce no Pod Security level. The local cluster's come from
+# the same manifest make up applies; applying it again labels a demo-app made by an older checkout.
+if ((LOCAL)); then
+  KUBECTL apply -f cluster/manifests/namespaces.yaml >&2
+fi
 log "configuring Vault from the policy"
 vault_args=(--policy policy/policy.yaml --vault-addr "$VAULT_ADDR" --kubeconfig "$KUBECONFIG")
 [ -n "$VAULT_TOKEN_FILE" ] && vault_args+=(--vault-token-file "$VAULT_TOKEN_FILE")

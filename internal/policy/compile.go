@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agent-sandbox/agent-sandbox/cel"
@@ -155,6 +156,17 @@ func (c *Compiled) Scope(name string) *Scope {
 		}
 	}
 	return nil
+}
+
+// TargetNamespaces are the namespaces any tool may target (the union of every tool's namespaces), sorted
+// and without repeats: where the tools' credentials are minted and what they deploy runs.
+func (p *Policy) TargetNamespaces() []string {
+	var out []string
+	for _, t := range p.Spec.Tools {
+		out = append(out, t.Namespaces...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Settings are the values the admission rules see as `settings`. They are computed once per policy; callers

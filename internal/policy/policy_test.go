@@ -318,3 +318,19 @@ func TestVaultNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetNamespaces: every namespace any tool may target, once each, sorted; the default policy's tools
+// all target demo-app.
+func TestTargetNamespaces(t *testing.T) {
+	if got := loadDefault(t).TargetNamespaces(); !reflect.DeepEqual(got, []string{"demo-app"}) {
+		t.Errorf("default policy: %v, want [demo-app]", got)
+	}
+	p := &Policy{Spec: Spec{Tools: []Tool{
+		{Name: "a", Namespaces: []string{"team-b", "team-a"}},
+		{Name: "b", Namespaces: []string{"team-a"}},
+		{Name: "c", Namespaces: []string{"apps"}},
+	}}}
+	if got := p.TargetNamespaces(); !reflect.DeepEqual(got, []string{"apps", "team-a", "team-b"}) {
+		t.Errorf("TargetNamespaces = %v", got)
+	}
+}

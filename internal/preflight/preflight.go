@@ -4,6 +4,8 @@
 // without one while still reaching the API server, Vault and DNS, and the API server must be able to call a
 // webhook served by a Pod. Everything it creates lives in one temporary namespace and one uniquely named
 // ValidatingWebhookConfiguration (failurePolicy Ignore, scoped to that namespace), both deleted at the end.
+// One check only reads: the namespaces the policy's tools deploy into must enforce a Pod Security level
+// (package podsecurity decides what counts).
 package preflight
 
 import (
@@ -44,6 +46,9 @@ const (
 	Pass Status = "PASS"
 	Fail Status = "FAIL"
 	Skip Status = "SKIP"
+	// Warn is a finding that does not make the cluster unsafe by itself but must be read: a target
+	// namespace that does not exist yet, or one that enforces no Pod Security level when told to allow it.
+	Warn Status = "WARN"
 )
 
 // Check is the outcome of one check: what was found and, on failure, what to do about it.
@@ -70,6 +75,12 @@ type Options struct {
 	// NodeSelector and Tolerations are the policy's spec.sandbox ones (GKE: sandbox.gke.io/runtime=gvisor).
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// Namespaces are the namespaces the policy's tools target (policy.TargetNamespaces); each must enforce
+	// a Pod Security level. None: the check is skipped.
+	Namespaces []string
+	// AllowUnenforcedNamespaces makes a target namespace that enforces no Pod Security level a warning
+	// instead of a failure.
+	AllowUnenforcedNamespaces bool
 	// Timeout bounds each probe Pod, from creation to its report.
 	Timeout time.Duration
 	// Keep leaves the namespace and the webhook configuration in place, for debugging.
@@ -116,6 +127,7 @@ func Run(ctx context.Context, o Options) ([]Check, error) {
 		return nil, fmt.Errorf("reach the cluster: %w", err)
 	}
 	r.add(Check{Name: "cluster", Status: Pass, Detail: "Kubernetes " + v.GitVersion + " answers"})
+	r.add(podSecurityCheck(ctx, o.Client.CoreV1().Namespaces(), o.Namespaces, o.AllowUnenforcedNamespaces))
 
 	rcOK := r.runtimeClass(ctx)
 	if err := r.createNamespace(ctx); err != nil {

@@ -11,9 +11,10 @@ import (
 	"testing"
 )
 
-// TestE2EPreflight: `agent-sandbox preflight` passes every check on the live cluster, and on the same node
-// brought up without NetworkPolicy enforcement (AS_NETPOL=off scripts/up.sh: NetworkPolicies are accepted
-// and nothing drops a packet) it fails, naming the networkpolicy check and saying what to install.
+// TestE2EPreflight: `agent-sandbox preflight` passes every check on the live cluster (Pod Security in the
+// tools' target namespaces included), and on the same node brought up without NetworkPolicy enforcement
+// (AS_NETPOL=off scripts/up.sh: NetworkPolicies are accepted and nothing drops a packet) it fails, naming
+// the networkpolicy check and saying what to install.
 func TestE2EPreflight(t *testing.T) {
 	cfg := config(t)
 	up := os.Getenv("E2E_UP")
@@ -33,7 +34,9 @@ func TestE2EPreflight(t *testing.T) {
 	if err != nil {
 		t.Fatalf("preflight failed on the local cluster: %v\n%s", err, errOut)
 	}
-	for _, check := range []string{"runtimeclass", "gvisor", "networkpolicy", "apiserver-egress", "vault-egress", "webhook-reachability"} {
+	// pod-security passes because demo-app, the policy's target namespace, enforces baseline (the local
+	// cluster's manifest labels it): no --allow-unenforced-namespaces here.
+	for _, check := range []string{"pod-security", "runtimeclass", "gvisor", "networkpolicy", "apiserver-egress", "vault-egress", "webhook-reachability"} {
 		if !strings.Contains(out, "PASS "+padded(check)) {
 			t.Errorf("check %s did not pass", check)
 		}

@@ -125,9 +125,10 @@ func TestBroker(t *testing.T) {
 	sandboxNS := e.pol.Spec.Sandbox.Namespace
 
 	// What the Helm chart and the demo set up: the sandbox namespace with one ServiceAccount per tool,
-	// and the application namespace.
-	for _, ns := range []string{sandboxNS, "demo-app"} {
-		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	// and the application namespace, enforcing Pod Security as the local cluster's does (vault configure
+	// refuses it otherwise).
+	for _, ns := range []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: sandboxNS}}, localNamespace(t, "demo-app")} {
+		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

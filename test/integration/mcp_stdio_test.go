@@ -28,8 +28,8 @@ func TestMCPStdioRealBinary(t *testing.T) {
 	api := harness.StartAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, ns := range []string{"agent-sandbox", "demo-app"} {
-		if _, err := api.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	for _, ns := range []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "agent-sandbox"}}, localNamespace(t, "demo-app")} {
+		if _, err := api.Clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

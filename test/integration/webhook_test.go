@@ -60,7 +60,7 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: p.Spec.Sandbox.Namespace, Labels: map[string]string{
 			contract.LabelSandboxNamespace: "true", "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "demo-app"}},
+		localNamespace(t, "demo-app"), // enforcing Pod Security, or vault configure refuses it
 		{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}},
 	} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {

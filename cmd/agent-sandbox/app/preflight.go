@@ -28,9 +28,12 @@ type PreflightOptions struct {
 	Timeout      time.Duration
 	Keep         bool
 	Output       string
+	// AllowUnenforced makes a target namespace that enforces no Pod Security level a warning, not a failure.
+	AllowUnenforced bool
 
 	nodeSelector map[string]string
 	tolerations  []corev1.Toleration
+	namespaces   []string
 }
 
 func newPreflightCommand(streams IO) *cobra.Command {
@@ -39,8 +42,10 @@ func newPreflightCommand(streams IO) *cobra.Command {
 		Use:   "preflight",
 		Short: "Check by experiment that a cluster can run agent-sandbox safely, before installing it",
 		Long: `preflight checks a cluster before agent-sandbox is installed, by running probe Pods rather than by
-reading configuration:
+reading configuration (pod-security alone reads labels, of the namespaces the tools deploy into):
 
+  pod-security          every namespace a tool of the policy targets enforces a Pod Security level
+                        (label pod-security.kubernetes.io/enforce=baseline or restricted); needs --policy
   runtimeclass          the policy's gVisor RuntimeClass exists
   gvisor                a Pod under it reports gVisor's kernel, not the node's
   networkpolicy         a sandboxed Pod under a default-deny egress NetworkPolicy shaped like the chart's
@@ -55,8 +60,17 @@ ValidatingWebhookConfiguration of the same name, scoped to that namespace with f
 both are deleted at the end (--keep leaves them, for debugging). It needs the rights that installing
 the chart needs. The probes run the agent-sandbox image (--image), which must be pullable by the nodes.
 
-Each check prints PASS, FAIL or SKIP with what was seen and, on failure, what to do. The exit status is
-1 when any check fails.`,
+pod-security: the sandbox protects the node from the tool; Pod Security protects it from what the tool
+deploys (an approved terraform apply into a namespace enforcing nothing could run a privileged or
+hostPath Pod). A target namespace whose pod-security.kubernetes.io/enforce label is absent or privileged
+fails the check, which names it and the fix, e.g.
+  kubectl label ns demo-app pod-security.kubernetes.io/enforce=baseline
+Only the label is checked: a cluster-wide default set in the API server's AdmissionConfiguration cannot
+be read through the API. If such a default (or another admission controller) is what protects them,
+--allow-unenforced-namespaces makes this a warning. A namespace that does not exist yet is a warning.
+
+Each check prints PASS, FAIL, WARN or SKIP with what was seen and, on failure, what to do. The exit
+status is 1 when any check fails; warnings do not change it.`,
 		Example: `  # with the policy you will install (runtime class, node placement, image and Vault address from it)
   agent-sandbox preflight --policy policy/policy.yaml
 
@@ -85,6 +99,7 @@ Each check prints PASS, FAIL or SKIP with what was seen and, on failure, what to
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long each probe Pod may take")
 	f.BoolVar(&o.Keep, "keep", false, "leave the temporary namespace and webhook configuration in place")
 	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
+	f.BoolVar(&o.AllowUnenforced, allowUnenforcedFlag, false, "a target namespace that enforces no Pod Security level (no pod-security.kubernetes.io/enforce label, or privileged) is a warning, not a failure")
 	cmd.AddCommand(newPreflightProbeCommand(streams))
 	return cmd
 }
@@ -112,6 +127,7 @@ func (o *PreflightOptions) Complete() error {
 		o.VaultAddr = s.CredentialAgent.VaultAddress
 	}
 	o.nodeSelector, o.tolerations = s.NodeSelector, s.Tolerations
+	o.namespaces = p.TargetNamespaces()
 	return nil
 }
 
@@ -153,17 +169,21 @@ func (o *PreflightOptions) Run(ctx context.Context, streams IO) error {
 	progress := func(s string) { fmt.Fprintf(streams.ErrOut, "  ... %s\n", s) }
 	checks, err := preflight.Run(ctx, preflight.Options{Client: cs, RuntimeClass: o.RuntimeClass, Image: o.Image,
 		PullPolicy: corev1.PullPolicy(o.PullPolicy), VaultAddr: o.VaultAddr, VaultCIDR: o.VaultCIDR,
-		NodeSelector: o.nodeSelector, Tolerations: o.tolerations, Timeout: o.Timeout, Keep: o.Keep, Progress: progress})
-	failed := 0
+		NodeSelector: o.nodeSelector, Tolerations: o.tolerations, Namespaces: o.namespaces, AllowUnenforcedNamespaces: o.AllowUnenforced,
+		Timeout: o.Timeout, Keep: o.Keep, Progress: progress})
+	failed, warned := 0, 0
 	for _, c := range checks {
-		if c.Status == preflight.Fail {
+		switch c.Status {
+		case preflight.Fail:
 			failed++
+		case preflight.Warn:
+			warned++
 		}
 	}
 	if o.Output == "json" {
 		enc := json.NewEncoder(streams.Out)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"checks": checks, "failed": failed})
+		_ = enc.Encode(map[string]any{"checks": checks, "failed": failed, "warnings": warned})
 	} else {
 		for _, c := range checks {
 			fmt.Fprintf(streams.Out, "%-4s %-20s %s\n", c.Status, c.Name, c.Detail)
@@ -178,6 +198,10 @@ func (o *PreflightOptions) Run(ctx context.Context, streams IO) error {
 	if failed > 0 {
 		fmt.Fprintf(streams.ErrOut, "preflight: %d check(s) failed; agent-sandbox is not safe to install on this cluster yet\n", failed)
 		return exitError{code: 1}
+	}
+	if warned > 0 {
+		fmt.Fprintf(streams.ErrOut, "preflight: no check failed, but %d warned: read the WARN lines above\n", warned)
+		return nil
 	}
 	fmt.Fprintf(streams.ErrOut, "preflight: all %d checks passed\n", len(checks))
 	return nil

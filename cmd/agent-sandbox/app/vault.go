@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
+	"github.com/agent-sandbox/agent-sandbox/internal/podsecurity"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
@@ -21,6 +22,13 @@ const defaultPolicyFile = "policy/policy.yaml"
 
 // tokenRefusedHint is added to a refused token's error: it says how to pass a better one.
 const tokenRefusedHint = "pass an admin or root token with --vault-token-file or VAULT_TOKEN"
+
+// allowUnenforcedFlag is the flag of `vault configure` and `preflight` that turns the refusal of a target
+// namespace enforcing no Pod Security level into a warning.
+const allowUnenforcedFlag = "allow-unenforced-namespaces"
+
+// unenforcedHint is added to that refusal: it says what to do besides labelling.
+const unenforcedHint = "Label them, or pass --" + allowUnenforcedFlag + " if something else (a cluster-wide AdmissionConfiguration default, another admission controller) keeps privileged and host-level Pods out of them."
 
 // newVaultCommand builds `agent-sandbox vault configure`.
 func newVaultCommand(streams IO) *cobra.Command {
@@ -47,6 +55,8 @@ type vaultConfigureOptions struct {
 	OIDCDiscoveryURL string
 	OIDCDiscoveryCA  string
 	DryRun           bool
+	// AllowUnenforced goes on when a target namespace enforces no Pod Security level, with a warning.
+	AllowUnenforced bool
 
 	streams IO
 	getenv  func(string) string
@@ -79,6 +89,17 @@ write are never overwritten or deleted: configure stops with an error naming one
 overwrite. --dry-run prints the same lines prefixed "would" and changes nothing, neither in the cluster
 nor in Vault.
 
+Pod Security: the sandbox protects the node from the tool; Pod Security protects it from what the tool
+deploys. Before changing anything, configure reads every namespace in every tool's namespaces list and
+refuses (exit 1) when one enforces no Pod Security level: its pod-security.kubernetes.io/enforce label is
+absent or privileged. The refusal names each such namespace and the command that fixes it, e.g.
+  kubectl label ns demo-app pod-security.kubernetes.io/enforce=baseline
+Only the label is checked: a cluster-wide default set in the API server's AdmissionConfiguration cannot be
+read through the API. If such a default (or another admission controller) is what protects them, pass
+--allow-unenforced-namespaces: the refusal becomes a warning on stderr. A target namespace that does not
+exist yet is a warning here, then an error (configure needs it to give Vault its rights there). --dry-run
+refuses the same way.
+
 Vault Enterprise and HCP Vault: every Vault request is made in the namespace of $VAULT_NAMESPACE, else of
 the policy's spec.sandbox.credentialAgent.vaultNamespace (they must agree when both are set). The
 credential agents log in to the namespace the webhook's policy names, so name it there too (the Helm
@@ -104,6 +125,7 @@ chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_
 	f.StringVar(&o.OIDCDiscoveryURL, "oidc-discovery-url", "", "let Vault fetch the cluster's service-account signing keys from this OIDC issuer URL instead of giving it the keys")
 	f.StringVar(&o.OIDCDiscoveryCA, "oidc-discovery-ca-file", "", "CA bundle of --oidc-discovery-url, if it is not signed by a public CA")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
+	f.BoolVar(&o.AllowUnenforced, allowUnenforcedFlag, false, "go on, with a warning, when a target namespace enforces no Pod Security level (no pod-security.kubernetes.io/enforce label, or privileged)")
 	return cmd
 }
 
@@ -201,21 +223,26 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 		}
 	}
 	_, err = broker.Configure(ctx, broker.ConfigureConfig{
-		Policy:                   pol,
-		Kube:                     kube,
-		KubernetesHost:           host,
-		KubernetesCA:             ca,
-		VaultAddr:                o.VaultAddr,
-		VaultCAFile:              o.VaultCAFile,
-		VaultNamespace:           o.VaultNamespace,
-		DryRun:                   o.DryRun,
-		VaultEnterpriseNamespace: vaultNS,
-		OIDCDiscoveryURL:         o.OIDCDiscoveryURL,
-		OIDCDiscoveryCA:          discoveryCA,
-		Out:                      o.streams.Out,
+		Policy:                    pol,
+		Kube:                      kube,
+		KubernetesHost:            host,
+		KubernetesCA:              ca,
+		VaultAddr:                 o.VaultAddr,
+		VaultCAFile:               o.VaultCAFile,
+		VaultNamespace:            o.VaultNamespace,
+		DryRun:                    o.DryRun,
+		VaultEnterpriseNamespace:  vaultNS,
+		OIDCDiscoveryURL:          o.OIDCDiscoveryURL,
+		OIDCDiscoveryCA:           discoveryCA,
+		AllowUnenforcedNamespaces: o.AllowUnenforced,
+		Out:                       o.streams.Out,
+		Warnings:                  o.streams.ErrOut,
 	}, token)
 	if errors.Is(err, broker.ErrTokenRefused) {
 		err = fmt.Errorf("%w; %s", err, tokenRefusedHint)
+	}
+	if errors.Is(err, podsecurity.ErrUnenforced) {
+		err = fmt.Errorf("%w\n%s", err, unenforcedHint)
 	}
 	if err != nil {
 		// Nothing we print may carry a token, whatever an API server or Vault put into its message.

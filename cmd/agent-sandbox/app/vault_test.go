@@ -150,3 +150,32 @@ func mustReadPolicyWith(t *testing.T, ns string) []byte {
 	}
 	return []byte(strings.Replace(string(data), anchor, anchor+"      vaultNamespace: "+ns+"\n", 1))
 }
+
+// TestPodSecurityFlagOnBothCommands: `vault configure` and `preflight` take the same flag to go on past an
+// unenforced target namespace, and their help says what is checked and how to fix it.
+func TestPodSecurityFlagOnBothCommands(t *testing.T) {
+	for _, args := range [][]string{{"vault", "configure", "--help"}, {"preflight", "--help"}} {
+		code, stdout, _ := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, want := range []string{"--" + allowUnenforcedFlag, "pod-security.kubernetes.io/enforce", "kubectl label ns demo-app pod-security.kubernetes.io/enforce=baseline",
+			"AdmissionConfiguration", "Pod Security protects it from what the tool"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%v does not mention %q", args, want)
+			}
+		}
+	}
+}
+
+// TestPreflightCompleteTakesTheTargetNamespaces: with --policy, preflight checks the namespaces the
+// policy's tools target.
+func TestPreflightCompleteTakesTheTargetNamespaces(t *testing.T) {
+	o := &PreflightOptions{Policy: "../../../broker/testdata/policy.yaml"}
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.namespaces, ",") != "team-a,team-b" {
+		t.Errorf("namespaces %v, want team-a,team-b", o.namespaces)
+	}
+}
