@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,5 +198,43 @@ func readHarmful(dir string) (HarmfulPlan, error) {
 	case h.Flag == "":
 		return h, fmt.Errorf("WHY has no FLAG: line")
 	}
+	return h, nil
+}
+
+// The demo's one-line edit (terraform/k8s-demo/main.tf, test/demo): the track label of the Deployment, part
+// of its selector, "stable" in the repository.
+var (
+	trackHCL   = regexp.MustCompile(`(?m)^(\s*track\s*=\s*)"stable"`)
+	trackJSON  = regexp.MustCompile(`("track":\s*)"stable"`)
+	trackValue = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// OnTrack returns the case for a demo whose live Deployment runs track (after the demo's edit, "canary"):
+// the same attack on the workspace as it now stands, so that its plan changes what the attack changes and
+// not also the selector (which would replace the Deployment and bring in the two-person rule).
+func (h HarmfulPlan) OnTrack(track string) (HarmfulPlan, error) {
+	if track == "stable" {
+		return h, nil
+	}
+	if !trackValue.MatchString(track) || len(track) > 63 {
+		return h, fmt.Errorf("track %q is not a label value", track)
+	}
+	files := make(map[string][]byte, len(h.Files))
+	found := false
+	for n, b := range h.Files {
+		re := trackHCL
+		if strings.HasSuffix(n, ".json") {
+			re = trackJSON
+		}
+		if re.Match(b) {
+			found = true
+			b = re.ReplaceAll(b, []byte(`${1}"`+track+`"`))
+		}
+		files[n] = b
+	}
+	if !found {
+		return h, fmt.Errorf("harmful plan %s: no track \"stable\" to change", h.Name)
+	}
+	h.Files = files
 	return h, nil
 }

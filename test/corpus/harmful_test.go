@@ -184,3 +184,38 @@ func mustHarmful(t *testing.T) []HarmfulPlan {
 	}
 	return cases
 }
+
+// After the demo's edit the live Deployment runs track "canary": every case moves to it by that one line
+// (in either syntax), so that its plan changes what the attack changes and nothing else, and still passes
+// the allowlist.
+func TestHarmfulPlansOnTrack(t *testing.T) {
+	for _, c := range mustHarmful(t) {
+		moved, err := c.OnTrack("canary")
+		if err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+			continue
+		}
+		changed := 0
+		for n, b := range moved.Files {
+			if bytes.Equal(b, c.Files[n]) {
+				continue
+			}
+			changed++
+			if !bytes.Contains(b, []byte(`"canary"`)) || bytes.Count(b, []byte("\n")) != bytes.Count(c.Files[n], []byte("\n")) {
+				t.Errorf("%s: %s changed by more than its track line", c.Name, n)
+			}
+		}
+		if changed != 1 {
+			t.Errorf("%s: %d files changed", c.Name, changed)
+		}
+		if err := tfcheck.Check(moved.Files, toolrun.CheckOptions()); err != nil {
+			t.Errorf("%s on track canary: %v", c.Name, err)
+		}
+		if same, _ := c.OnTrack("stable"); !bytes.Equal(same.Files["versions.tf"], c.Files["versions.tf"]) {
+			t.Errorf("%s: OnTrack(stable) changed it", c.Name)
+		}
+	}
+	if _, err := (HarmfulPlan{}).OnTrack(`x" ; y`); err == nil {
+		t.Error("a track that is not a label value was taken")
+	}
+}

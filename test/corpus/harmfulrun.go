@@ -113,6 +113,17 @@ func (r *HarmfulRun) Run(ctx context.Context, cases []HarmfulPlan, parallel int)
 	if err != nil {
 		return nil, err
 	}
+	// Against the demo as it stands: after the demo's edit its Deployment runs another track.
+	track := "stable"
+	if dep, err := r.Admin.AppsV1().Deployments(r.TargetNamespace).Get(ctx, "web", metav1.GetOptions{}); err == nil && dep.Labels["track"] != "" {
+		track = dep.Labels["track"]
+	}
+	cases = slices.Clone(cases)
+	for i := range cases {
+		if cases[i], err = cases[i].OnTrack(track); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]HarmfulOutcome, len(cases))
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
