@@ -338,12 +338,20 @@ func RiskLines(showJSON []byte) ([]string, error) {
 }
 
 // FlagShown reports whether lines hold the risk line flag expects, and which. A flag is
-// "!! RISK <address> … <attribute> <what>": a line matches when it is a risk line about that address that
-// names that attribute; the rendering of values and arrows is the screen's to choose.
+// "!! RISK <address> … [<action>] <attribute> <what>": a line matches when it is a risk line about that
+// address that names that attribute (or, for a flag that is only an action, that action); the rendering of
+// values and arrows is the screen's to choose.
 func FlagShown(flag string, lines []string) (string, bool) {
 	head, tail, _ := strings.Cut(flag, "…")
 	head = strings.TrimSpace(head)
-	attr, _, _ := strings.Cut(strings.TrimSpace(tail), " ")
+	words := strings.Fields(tail)
+	for len(words) > 1 && slices.Contains([]string{"create", "update", "delete", "replace"}, words[0]) {
+		words = words[1:]
+	}
+	attr := ""
+	if len(words) > 0 {
+		attr = words[0]
+	}
 	for _, l := range lines {
 		if strings.HasPrefix(strings.TrimSpace(l), head) && strings.Contains(l, attr) {
 			return l, true

@@ -62,6 +62,17 @@ func TestFlagShown(t *testing.T) {
 			t.Errorf("FlagShown(%q) = %v, want %v", tc.lines, ok, tc.ok)
 		}
 	}
+	// An action before the attribute is passed over; a flag that is only an action needs the action.
+	create := `!! RISK kubernetes_deployment.worker["batch"] … create privileged true`
+	if _, ok := FlagShown(create, []string{`!! RISK kubernetes_deployment.worker["batch"] (create) container[0].security_context[0].privileged = true`}); !ok {
+		t.Error("create flag with its attribute not found")
+	}
+	if _, ok := FlagShown(create, []string{`!! RISK kubernetes_deployment.worker["batch"] will be created`}); ok {
+		t.Error("create flag matched without its attribute")
+	}
+	if _, ok := FlagShown("!! RISK kubernetes_service.web … delete", []string{"!! RISK kubernetes_service.web delete (destroys a live object)"}); !ok {
+		t.Error("delete flag not found")
+	}
 }
 
 // The screen stage finds the harm in the plan itself, and stays pending (not passing, not failing) until
