@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
@@ -218,4 +220,120 @@ func TestHarmfulPlansOnTrack(t *testing.T) {
 	if _, err := (HarmfulPlan{}).OnTrack(`x" ; y`); err == nil {
 		t.Error("a track that is not a label value was taken")
 	}
+}
+
+// With the kubernetes provider at hand, real Terraform plans every case offline (no state, so every
+// resource is a create; provider 1.13.4 connects to the cluster only to read or write, not to plan a
+// create) and shows what the plan rules will see: a change at each of the case's addresses, the same
+// Deployment from the JSON incident as from the HCL one, privileged unknown until apply in
+// unknown-privileged, and runAsUser 0 where root-by-omission leaves it unset. Skipped without the mirror.
+func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
+	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
+	if mirror == "" {
+		t.Skip("AGENT_SANDBOX_TF_PROVIDER_MIRROR is not set: no kubernetes provider to plan with")
+	}
+	bin, err := exec.LookPath("terraform")
+	if err != nil {
+		t.Skip("no terraform on PATH")
+	}
+	plans := map[string]*plandiff.Plan{}
+	for _, c := range mustHarmful(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			w, err := newLocalWorkdir(t.TempDir(), mirror, c.Files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A cluster nobody listens on: planning creates must not need one.
+			kc := filepath.Join(w.root, "kubeconfig")
+			if err := os.WriteFile(kc, []byte(offlineKubeconfig), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tf := w.terraform(bin, kc)
+			if _, err := tf(ctx, "init", "-input=false", "-no-color", "-backend=false"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tf(ctx, "plan", "-input=false", "-no-color", "-lock=false", "-refresh=false", "-out=plan.tfplan"); err != nil {
+				t.Fatal(err)
+			}
+			js, err := tf(ctx, "show", "-json", "plan.tfplan")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plandiff.Parse(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plans[c.Name] = p
+			if c.Approvals > 0 {
+				return // a destroy needs the state; the live run shows it
+			}
+			for _, a := range c.At {
+				if ch := change(p, a); ch == nil || ch.IsNoOp() {
+					t.Errorf("the plan does not change %s", a)
+				}
+			}
+		})
+	}
+	deployment := func(name string) any {
+		if p := plans[name]; p != nil {
+			if ch := change(p, "kubernetes_deployment.web"); ch != nil {
+				return ch.After
+			}
+		}
+		return nil
+	}
+	if a, b := deployment("incident"), deployment("incident-json"); a == nil || !reflect.DeepEqual(a, b) {
+		t.Errorf("incident-json does not plan the same Deployment as incident:\n%v\n%v", a, b)
+	}
+	container := func(v any) any {
+		return dig(v, "spec", 0, "template", 0, "spec", 0, "container", 0, "security_context", 0)
+	}
+	if p := plans["unknown-privileged"]; p != nil {
+		if ch := change(p, "kubernetes_deployment.web"); ch == nil || dig(container(ch.AfterUnknown), "privileged") != true {
+			t.Errorf("unknown-privileged: privileged is not unknown until apply in the plan")
+		}
+	}
+	if u := dig(container(deployment("root-by-omission")), "run_as_user"); u != int64(0) {
+		t.Errorf("root-by-omission: the plan's run_as_user is %v (%T), not 0: the plan rule must read what the plan says", u, u)
+	}
+}
+
+const offlineKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: none, user: {token: none}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+`
+
+func change(p *plandiff.Plan, address string) *plandiff.Change {
+	for i := range p.Changes {
+		if p.Changes[i].Address == address {
+			return &p.Changes[i]
+		}
+	}
+	return nil
+}
+
+// dig follows a path of object keys and list indexes through a decoded plan value.
+func dig(v any, path ...any) any {
+	for _, el := range path {
+		switch k := el.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
 }
