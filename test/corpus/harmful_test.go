@@ -226,7 +226,8 @@ func TestHarmfulPlansOnTrack(t *testing.T) {
 // resource is a create; provider 1.13.4 connects to the cluster only to read or write, not to plan a
 // create) and shows what the plan rules will see: a change at each of the case's addresses, the same
 // Deployment from the JSON incident as from the HCL one, privileged unknown until apply in
-// unknown-privileged, and runAsUser 0 where root-by-omission leaves it unset. Skipped without the mirror.
+// unknown-privileged, and run_as_user null (sent as 0) where root-by-omission leaves it unset. Skipped
+// without the mirror.
 func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
 	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
 	if mirror == "" {
@@ -295,8 +296,11 @@ func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
 			t.Errorf("unknown-privileged: privileged is not unknown until apply in the plan")
 		}
 	}
-	if u := dig(container(deployment("root-by-omission")), "run_as_user"); u != int64(0) {
-		t.Errorf("root-by-omission: the plan's run_as_user is %v (%T), not 0: the plan rule must read what the plan says", u, u)
+	// What the plan says where the workspace leaves runAsUser unset is null, not the 0 that provider 1.13.4
+	// sends to the API server at apply: plan-no-root-user must read a null run_as_user (and run_as_non_root)
+	// of a security_context block that is there as root.
+	if sc, ok := container(deployment("root-by-omission")).(map[string]any); !ok || sc["run_as_user"] != nil || sc["run_as_non_root"] != nil {
+		t.Errorf("root-by-omission: the plan's container security_context is %v; want run_as_user and run_as_non_root null", sc)
 	}
 }
 
