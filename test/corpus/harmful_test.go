@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
@@ -340,4 +342,49 @@ func dig(v any, path ...any) any {
 		}
 	}
 	return v
+}
+
+// LocalPlanner's saved plans are plans the apply sandbox's check takes for its own: the same allowlist
+// check on the plan (its embedded configuration and its backend, tfcheck.CheckPlan) admits them, so that a
+// live refusal of one comes from the plan rules and not from how it was made. Offline (no state Secret,
+// a cluster nobody listens on), with the provider mirror; skipped without it.
+func TestLocalPlannerMakesPlansTheCheckAdmits(t *testing.T) {
+	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
+	if mirror == "" {
+		t.Skip("AGENT_SANDBOX_TF_PROVIDER_MIRROR is not set: no kubernetes provider to plan with")
+	}
+	if _, err := exec.LookPath("terraform"); err != nil {
+		t.Skip("no terraform on PATH")
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(offlineKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lp := &LocalPlanner{ProviderMirror: mirror, Kubeconfig: kc, Admin: fake.NewClientset(), Namespace: "demo-app", Workspace: "k8s-demo", TempDir: t.TempDir()}
+	for _, name := range []string{"incident", "incident-json"} {
+		c := harmfulByName(t, name)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		plan, show, err := lp.Plan(ctx, c.Files)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := tfcheck.CheckPlan(plan, toolrun.CheckOptions()); err != nil {
+			t.Errorf("%s: the apply's allowlist check refuses the local plan, so a live refusal would not prove the rules: %v", name, err)
+		}
+		if _, err := plandiff.Parse(show); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func harmfulByName(t *testing.T, name string) HarmfulPlan {
+	t.Helper()
+	for _, c := range mustHarmful(t) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no harmful plan %s", name)
+	return HarmfulPlan{}
 }
