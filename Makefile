@@ -107,7 +107,7 @@ install-client: build ## For you (SUDO_USER under sudo; INSTALL_USER=name as roo
 	scripts/install-client.sh $(BIN)
 
 .PHONY: verify
-verify: ## verify-cluster plus the admission check: every unsafe object of the corpus rejected on the live cluster
+verify: ## verify-cluster, the admission check (every unsafe object of the corpus rejected) and the harmful plans (each refused by a plan rule) on the live cluster
 	scripts/verify.sh
 
 .PHONY: chaos

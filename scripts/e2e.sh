@@ -3,7 +3,9 @@
 # and the demo workspace applied (scripts/demo-setup.sh), the TypeScript SDK client installed from npm,
 # then `go test -tags e2e ./test/e2e/`. Approvals are typed through a pseudo-terminal with the test
 # approver key that make deploy creates for automated checks (its passphrase is in a 0600 file), so the
-# suite also runs after a demo whose approver key has a passphrase only a person knows.
+# suite also runs after a demo whose approver key has a passphrase only a person knows. TestE2EHarmfulPlans
+# tries a sample of the harmful-plan corpus (test/corpus/harmful; E2E_HARMFUL_ALL=1 for all of it, as make
+# verify does), a few minutes more.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT"
@@ -26,4 +28,4 @@ export E2E_DIR=$DIR E2E_BINARY=$AS_ROOT/bin/agent-sandbox E2E_POLICY=$AS_ROOT/po
   E2E_VAULT_CONFIGURE="$AS_ROOT/bin/agent-sandbox vault configure --vault-addr http://127.0.0.1:8200 --vault-token-file $AS_STATE/vault/root-token --kubeconfig $KUBECONFIG --kubernetes-host https://$HOST_IP:6443" \
   E2E_VAULT_STOP="kill \$(cat $AS_STATE/run/vault.pid)" \
   E2E_VAULT_RESTART="$AS_ROOT/scripts/up.sh >/dev/null 2>&1 && $AS_ROOT/bin/agent-sandbox vault configure --policy $AS_ROOT/policy/policy.yaml --vault-addr http://127.0.0.1:8200 --vault-token-file $AS_STATE/vault/root-token --kubeconfig $KUBECONFIG --kubernetes-host https://$HOST_IP:6443 >/dev/null"
-go test -tags "${E2E_TAGS:-e2e}" -count=1 -timeout "${E2E_TIMEOUT:-30m}" -v ./test/e2e/ "$@"
+go test -tags "${E2E_TAGS:-e2e}" -count=1 -timeout "${E2E_TIMEOUT:-40m}" -v ./test/e2e/ "$@"

@@ -124,21 +124,31 @@ func (e *Env) ForgedPlanApply(ctx context.Context, savedPlan []byte) InputOutcom
 		o.Detail = err.Error()
 		return o
 	}
-	sum := sha256.Sum256(forged)
-	id := hex.EncodeToString(sum[:])
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: sandbox.PlanPrefix + id},
-		BinaryData: map[string][]byte{sandbox.PlanKey: forged},
-		Immutable:  ptr.To(true),
-	}
-	if _, err := e.MCP.CoreV1().ConfigMaps(e.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	id, err := e.publishPlan(ctx, forged)
+	if err != nil {
 		o.Detail = "the plan ConfigMap was refused, so the attack was not tried: " + firstLine(err.Error())
 		return o
 	}
-	defer e.deleteConfigMap(cm.Name)
+	defer e.deleteConfigMap(sandbox.PlanPrefix + id)
 	params := map[string]any{"workspace": "k8s-demo", "plan_id": id}
 	job := e.Job("terraform_apply", params, e.Token(e.Approver, "terraform_apply", params, nil))
 	return e.refusedByCheck(ctx, o, job, forgedReason)
+}
+
+// publishPlan stores a saved plan as the MCP server does, with its identity: the immutable ConfigMap
+// tfplan-<SHA-256>, the name the apply Job's plan_id mounts. It returns the plan ID.
+func (e *Env) publishPlan(ctx context.Context, plan []byte) (string, error) {
+	sum := sha256.Sum256(plan)
+	id := hex.EncodeToString(sum[:])
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: sandbox.PlanPrefix + id},
+		BinaryData: map[string][]byte{sandbox.PlanKey: plan},
+		Immutable:  ptr.To(true),
+	}
+	if _, err := e.MCP.CoreV1().ConfigMaps(e.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	return id, nil
 }
 
 // forgedConfig is the apply-time attack: harmless in the plan, a nested terraform at apply.
@@ -158,13 +168,26 @@ output "x" { value = "hello" }
 // forgedReason is part of the check's refusal of forgedConfig.
 const forgedReason = "dynamic block in provider"
 
-// refusedByCheck creates job as the MCP server and waits for its Pod's check container to refuse it.
+// refusedByCheck creates job as the MCP server and waits for its Pod's check container to refuse it with
+// reason in its message (any reason when reason is ""); a refusal of the Job itself by admission counts too.
 func (e *Env) refusedByCheck(ctx context.Context, o InputOutcome, job *batchv1.Job, reason string) InputOutcome {
+	return e.awaitRefusal(ctx, o, job, fmt.Sprintf("%q", reason), func(string) bool { return true },
+		func(msg string) bool { return reason == "" || strings.Contains(msg, reason) })
+}
+
+// awaitRefusal creates job as the MCP server and waits for a verdict: refused when admission refuses the
+// Job with a message admission accepts, or when the Pod's check container fails with a message check
+// accepts, while neither the credential agent nor the tool ever started. want describes the expected
+// reason, for the detail of a refusal for another.
+func (e *Env) awaitRefusal(ctx context.Context, o InputOutcome, job *batchv1.Job, want string, admission, check func(msg string) bool) InputOutcome {
 	created, err := e.createJobAs(ctx, e.MCP, job, false)
 	if err != nil {
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		switch {
+		case (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && admission(err.Error()):
 			o.Refused, o.Stage, o.Detail = true, StageAdmission, firstLine(err.Error())
-		} else {
+		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+			o.Stage, o.Detail = StageAdmission, fmt.Sprintf("refused at admission, but not for %s: %s", want, firstLine(err.Error()))
+		default:
 			o.Detail = "create the Job: " + err.Error()
 		}
 		return o
@@ -182,7 +205,7 @@ func (e *Env) refusedByCheck(ctx context.Context, o InputOutcome, job *batchv1.J
 		pods, err := e.Admin.CoreV1().Pods(e.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + created.Name})
 		if err == nil {
 			for i := range pods.Items {
-				if done, ok, detail := checkRefused(&pods.Items[i], reason); done {
+				if done, ok, detail := checkRefused(&pods.Items[i], want, check); done {
 					o.Refused, o.Stage, o.Detail = ok, StageCheck, detail
 					return o
 				}
@@ -198,9 +221,9 @@ func (e *Env) refusedByCheck(ctx context.Context, o InputOutcome, job *batchv1.J
 }
 
 // checkRefused reads a sandbox Pod: done once its check container has ended or anything after it has
-// started; ok when the check refused (non-zero exit, reason in its message) and neither the credential
-// agent nor the tool ever started.
-func checkRefused(pod *corev1.Pod, reason string) (done, ok bool, detail string) {
+// started; ok when the check refused (non-zero exit, a message that match accepts) and neither the
+// credential agent nor the tool ever started.
+func checkRefused(pod *corev1.Pod, want string, match func(msg string) bool) (done, ok bool, detail string) {
 	started := func(s corev1.ContainerStatus) bool {
 		return s.State.Running != nil || s.State.Terminated != nil || s.LastTerminationState.Terminated != nil ||
 			s.RestartCount > 0 || (s.Started != nil && *s.Started)
@@ -228,8 +251,8 @@ func checkRefused(pod *corev1.Pod, reason string) (done, ok bool, detail string)
 		// Wait for the next container: the check admitted the input, and the verdict comes from whether
 		// the credential agent starts (it must not).
 		return false, false, ""
-	case reason != "" && !strings.Contains(check.Message, reason):
-		return true, false, fmt.Sprintf("refused, but not for %q: %s", reason, firstLine(check.Message))
+	case !match(check.Message):
+		return true, false, fmt.Sprintf("refused, but not for %s: %s", want, firstLine(check.Message))
 	}
 	return true, true, firstLine(check.Message)
 }
