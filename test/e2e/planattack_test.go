@@ -20,27 +20,24 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
 )
 
-// attackWorkspace writes the attacked copy (corpus.Incident) of the demo workspace into a new workspaces folder.
-func attackWorkspace(t *testing.T) string {
+// attackWorkspace writes issue 21's attack (corpus.Incident), on the live demo's track, into a new
+// workspaces folder.
+func attackWorkspace(t *testing.T, track string) string {
 	t.Helper()
+	inc, err := corpus.Incident()
+	if err == nil {
+		inc, err = inc.OnTrack(track)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "k8s-demo")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob("../../terraform/k8s-demo/*.tf")
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(data)
-		if filepath.Base(f) == "main.tf" {
-			if s, err = corpus.Incident(s); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(ws, filepath.Base(f)), []byte(s), 0o644); err != nil {
+	for name, data := range inc.Files {
+		if err := os.WriteFile(filepath.Join(ws, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +128,7 @@ func TestE2EPrivilegedPlanAttack(t *testing.T) {
 		}
 	}
 	c := cfg
-	c.Workspaces = attackWorkspace(t)
+	c.Workspaces = attackWorkspace(t, dep.Spec.Selector.MatchLabels["track"])
 	c.DB = filepath.Join(t.TempDir(), "approvals.db")
 
 	// 1. Refused at plan, with the rules' names and the resource.
@@ -147,10 +144,9 @@ func TestE2EPrivilegedPlanAttack(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Text, "plan refused by rule") || !strings.Contains(res.Text, "kubernetes_deployment.web") {
 		t.Fatalf("the attacked plan was not refused by a plan rule: %s", res.Text)
 	}
-	for _, rule := range corpus.IncidentRules {
-		if !strings.Contains(res.Text, rule) {
-			t.Errorf("the refusal does not name %s: %s", rule, res.Text)
-		}
+	inc, _ := corpus.Incident()
+	if _, ok := inc.Matches(res.Text); !ok || !strings.Contains(res.Text, "plan-no-privileged") || !strings.Contains(res.Text, "plan-no-host-path") {
+		t.Errorf("the refusal does not name the incident's rules (privileged, hostPath): %s", res.Text)
 	}
 	t.Logf("terraform_plan: %s", res.Text)
 	unchanged("after the refused plan")

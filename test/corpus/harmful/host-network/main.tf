@@ -57,7 +57,12 @@ resource "kubernetes_deployment" "web" {
           image             = var.image
           image_pull_policy = "IfNotPresent"
           # Write the page into the writable emptyDir (the root filesystem is read-only), then serve it.
-          command = ["/bin/sh", "-c", "mkdir -p /tmp/www && echo \"<h1>agent-sandbox demo: ${local.track}</h1><p>served by $POD_NAME</p>\" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+          command = ["/bin/sh", "-c", "mkdir -p /tmp/www && echo \"<h1>agent-sandbox demo: $TRACK</h1><p>served by $POD_NAME</p>\" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+
+          env {
+            name  = "TRACK"
+            value = local.track
+          }
 
           env {
             name = "POD_NAME"
