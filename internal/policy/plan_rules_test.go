@@ -119,6 +119,8 @@ func TestShippedPlanRules(t *testing.T) {
 			securityContext(after(d))["capabilities"].([]any)[0].(map[string]any)["add"] = []any{"SYS_ADMIN"}
 		}, []string{"plan-no-added-capabilities"}},
 		{"root container", func(d map[string]any) { securityContext(after(d))["run_as_user"] = 0 }, []string{"plan-no-root-user"}},
+		// Provider 1.13.4 plans an unset run_as_user as null and applies 0.
+		{"root by omission", func(d map[string]any) { securityContext(after(d))["run_as_user"] = nil }, []string{"plan-no-root-user"}},
 		{"root pod", func(d map[string]any) {
 			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["run_as_user"] = 0
 		}, []string{"plan-no-root-user"}},
