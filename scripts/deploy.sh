@@ -90,9 +90,10 @@ if ((LOCAL)); then
   export VAULT_ADDR=${VAULT_ADDR:-http://127.0.0.1:8200}
   VAULT_TOKEN_FILE=${VAULT_TOKEN_FILE:-$AS_STATE/vault/root-token}
   # The demo approver (a person types its passphrase, or in an unattended run the demo's pseudo-terminal
-  # driver does) and the key make verify and make e2e sign corpus tokens with. Both exist only here.
+  # driver does) and the keys make verify and make e2e sign corpus tokens with (two, for the two-person
+  # rule: distinct approvers). They exist only here.
   MAKE_KEYS=()
-  for k in approver verify; do [ -f "$KEYS/$k.key" ] || MAKE_KEYS+=("$k"); done
+  for k in approver verify verify2; do [ -f "$KEYS/$k.key" ] || MAKE_KEYS+=("$k"); done
   TRUSTED_JWKS=$KEYS/trusted.jwks.json
   MCP_KC=${MCP_KUBECONFIG:-$AS_STATE/mcp.kubeconfig}
   MCP_KC_OWNER=root
@@ -156,7 +157,7 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
     echo "  approver key:       none created"
   fi
   if ((LOCAL)); then
-    echo "  trusted approvers:  $TRUSTED_JWKS (the demo approver and the make verify/e2e key of this machine)"
+    echo "  trusted approvers:  $TRUSTED_JWKS (the demo approver and the two make verify/e2e keys of this machine)"
   else
     echo "  trusted approvers:  $TRUSTED_JWKS (keys: $(jwks_ids "$TRUSTED_JWKS")); nothing else can approve"
   fi
@@ -194,8 +195,8 @@ if ((LOCAL)); then
   mkdir -p "$KEYS"; chmod 700 "$KEYS"
   for k in "${MAKE_KEYS[@]}"; do
     pf=
-    if [ "$k" = verify ]; then
-      pf=$KEYS/verify-passphrase
+    if [ "$k" = verify ] || [ "$k" = verify2 ]; then
+      pf=$KEYS/$k-passphrase
     elif ! [ -t 0 ] || [ -n "${CI:-}" ]; then
       pf=$KEYS/test-passphrase
       log "created the demo approver key with a test passphrase ($pf): this run has no terminal"
@@ -209,7 +210,7 @@ if ((LOCAL)); then
       "$BIN" keygen --key-id "$k" --out "$KEYS/$k.key" --public-out "$KEYS/$k.jwks.json"
     fi
   done
-  python3 - "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" > "$TRUSTED_JWKS" <<'PY'
+  python3 - "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" "$KEYS/verify2.jwks.json" > "$TRUSTED_JWKS" <<'PY'
 import json, sys
 keys = []
 for f in sys.argv[1:]:

@@ -23,6 +23,7 @@ HOST_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\
 export E2E_DIR=$DIR E2E_BINARY=$AS_ROOT/bin/agent-sandbox E2E_POLICY=$AS_ROOT/policy/policy.yaml \
   E2E_MCP_KUBECONFIG=$AS_STATE/mcp.kubeconfig E2E_ADMIN_KUBECONFIG=$KUBECONFIG \
   E2E_APPROVER_KEY=$AS_STATE/approver/verify.key E2E_PASSPHRASE_FILE=$AS_STATE/approver/verify-passphrase \
+  E2E_APPROVER2_KEY=$AS_STATE/approver/verify2.key E2E_PASSPHRASE2_FILE=$AS_STATE/approver/verify2-passphrase \
   E2E_AUDIENCE=$AUDIENCE E2E_NODE_CLIENT=$AS_ROOT/test/e2e/node \
   E2E_UP="$AS_ROOT/scripts/up.sh" E2E_STATE="$AS_STATE" E2E_HELM="$HELM_BIN" E2E_KUBECTL="$KUBECTL_BIN" \
   E2E_VAULT_CONFIGURE="$AS_ROOT/bin/agent-sandbox vault configure --vault-addr http://127.0.0.1:8200 --vault-token-file $AS_STATE/vault/root-token --kubeconfig $KUBECONFIG --kubernetes-host https://$HOST_IP:6443" \

@@ -224,6 +224,7 @@ func TestDeployLocalPlan(t *testing.T) {
 		"  cluster:            the local cluster (" + filepath.Join(e.state, "admin.kubeconfig") + ")\n",
 		"  approver key:       create " + filepath.Join(keys, "approver.key") + " (local cluster only)\n",
 		"  approver key:       create " + filepath.Join(keys, "verify.key") + " (local cluster only)\n",
+		"  approver key:       create " + filepath.Join(keys, "verify2.key") + " (local cluster only)\n",
 		" --set-file approvers.jwks=" + filepath.Join(keys, "trusted.jwks.json") + " ",
 		"  MCP kubeconfig:     " + filepath.Join(e.state, "mcp.kubeconfig") + " (owner root)\n",
 		" --set sandbox.createNamespace=false",
