@@ -12,44 +12,23 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 )
 
-// which is not trusted, and must not be able to repaint what the approver sees.
-func safeLine(s string) string { return escapeUnprintable(s, false) }
+// safeLine makes untrusted text safe to print on one terminal line: control characters (escape sequences
+// included), invisible formatting characters such as bidirectional overrides, line breaks and invalid UTF-8
+// are shown as escapes instead of being interpreted by the terminal. Requests are written by the MCP server,
+// which is not trusted, and must not be able to repaint what the approver sees. The one escaper is package
+// screen's.
+func safeLine(s string) string { return screen.Line(s) }
 
 // safeText is safeLine for multi-line text: newlines and tabs are kept.
-func safeText(s string) string { return escapeUnprintable(s, true) }
-
-func escapeUnprintable(s string, multiline bool) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case multiline && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case unicode.IsPrint(r):
-			b.WriteRune(r)
-		default:
-			if r <= 0xffff {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
-		}
-		i += size
-	}
-	return b.String()
-}
+func safeText(s string) string { return screen.Text(s) }
 
 // formatValue prints one parameter value: strings quoted with escapes, everything else as is.
 func formatValue(v any) string {

@@ -89,7 +89,3 @@ func readPassphrase(ctx context.Context, tty *os.File, out io.Writer, prompt str
 	}
 	return p, nil
 }
-
-// safeLine makes untrusted text safe to print on one terminal line: control characters (escape sequences
-// included), invisible formatting characters such as bidirectional overrides, line breaks and invalid UTF-8
-// are shown as escapes instead of being interpreted by the terminal. Requests are written by the MCP server,
