@@ -70,7 +70,7 @@ func TestApprovalScreenGolden(t *testing.T) {
 					paged.WriteString("\n") // the terminal echoes the Enter typed
 					return nil
 				}}
-				if err := p.Page(text.String(), 0); err != nil {
+				if err := p.Page("", text.String()); err != nil {
 					t.Fatal(err)
 				}
 				got = paged.Bytes()

@@ -28,9 +28,9 @@ type Pager struct {
 	Next func() error
 }
 
-// Page writes text, page by page. shown is how many lines are on the screen already, printed just above
-// text (a header): they fill the first page and count in the line numbers of the prompt.
-func (p *Pager) Page(text string, shown int) error {
+// Page writes text, page by page. above is what the caller printed just before (a header, already on the
+// screen): it fills the first page and its lines count in the line numbers of the prompt.
+func (p *Pager) Page(above, text string) error {
 	rows := p.Rows
 	if rows <= 0 {
 		rows = DefaultPageLines
@@ -38,13 +38,15 @@ func (p *Pager) Page(text string, shown int) error {
 	if rows < 2 {
 		rows = 2
 	}
-	lines := strings.SplitAfter(text, "\n")
-	if len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+	shownLines := splitLines(above)
+	shown, shownRows := len(shownLines), 0
+	for _, l := range shownLines {
+		shownRows += p.rowsOf(l)
 	}
+	lines := splitLines(text)
 	total := shown + len(lines)
 	// One row of each page is the prompt's.
-	budget, used := rows-1-shown, 0
+	budget, used := rows-1-shownRows, 0
 	// fresh is true at the top of an empty page: a line too long for a whole page is printed there rather
 	// than waited for forever.
 	fresh := shown == 0
@@ -66,6 +68,15 @@ func (p *Pager) Page(text string, shown int) error {
 		fresh = false
 	}
 	return nil
+}
+
+// splitLines splits text after each newline; a last line without one counts.
+func splitLines(text string) []string {
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
 }
 
 // rowsOf is how many terminal rows line fills.

@@ -87,14 +87,15 @@ func TestPager(t *testing.T) {
 		name        string
 		text        string
 		rows, width int
-		shown       int
+		above       string
 		wantPrompts []string
 	}{
 		{name: "fits", text: lines(39), wantPrompts: nil},
 		{name: "default 40 rows", text: lines(100), wantPrompts: []string{"line 39 of 100", "line 78 of 100"}},
 		{name: "terminal height", text: lines(10), rows: 5, wantPrompts: []string{"line 4 of 10", "line 8 of 10"}},
-		{name: "header counted", text: lines(10), rows: 5, shown: 2, wantPrompts: []string{"line 4 of 12", "line 8 of 12"}},
-		{name: "header fills the page", text: lines(3), rows: 5, shown: 6, wantPrompts: []string{"line 6 of 9"}},
+		{name: "header counted", text: lines(10), rows: 5, above: "h1\nh2\n", wantPrompts: []string{"line 4 of 12", "line 8 of 12"}},
+		{name: "header fills the page", text: lines(3), rows: 5, above: lines(6), wantPrompts: []string{"line 6 of 9"}},
+		{name: "a wrapped header line fills two rows", text: lines(4), rows: 5, width: 10, above: strings.Repeat("h", 15) + "\n", wantPrompts: []string{"line 3 of 5"}},
 		{name: "long lines fill rows", text: strings.Repeat(strings.Repeat("x", 25)+"\n", 4), rows: 5, width: 10, wantPrompts: []string{"line 1 of 4", "line 2 of 4", "line 3 of 4"}},
 		{name: "a line longer than a page", text: strings.Repeat("x", 100) + "\nend\n", rows: 3, width: 10, wantPrompts: []string{"line 1 of 2"}},
 		{name: "no trailing newline", text: "a\nb\nc", rows: 3, wantPrompts: []string{"line 2 of 3"}},
@@ -109,7 +110,7 @@ func TestPager(t *testing.T) {
 				out.WriteString("\n") // the terminal echoes Enter
 				return nil
 			}}
-			if err := p.Page(tt.text, tt.shown); err != nil {
+			if err := p.Page(tt.above, tt.text); err != nil {
 				t.Fatal(err)
 			}
 			if fmt.Sprint(prompts) != fmt.Sprint(tt.wantPrompts) {
@@ -133,7 +134,7 @@ func TestPagerStopsWhenTheReaderDoes(t *testing.T) {
 	var out bytes.Buffer
 	stop := errors.New("interrupted")
 	p := &Pager{Out: &out, Rows: 3, Next: func() error { return stop }}
-	if err := p.Page("1\n2\n3\n4\n", 0); !errors.Is(err, stop) {
+	if err := p.Page("", "1\n2\n3\n4\n"); !errors.Is(err, stop) {
 		t.Fatalf("Page = %v, want the reader's error", err)
 	}
 	if out.String() != "1\n2\n-- more: line 2 of 4, Enter for the next page --" {
