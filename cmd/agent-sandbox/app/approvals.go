@@ -326,8 +326,10 @@ func (o *approvalsListOptions) Run(ctx context.Context, streams IO) error {
 type approvalsShowOptions struct {
 	storeFlags
 	outputFlag
-	ID  string
-	now func() time.Time
+	ID string
+	// plan reaches and describes the saved plan of a Terraform request, as approve does.
+	plan planFlags
+	now  func() time.Time
 }
 
 func (o *approvalsShowOptions) Complete(args []string) error {
@@ -337,6 +339,16 @@ func (o *approvalsShowOptions) Complete(args []string) error {
 
 func (o *approvalsShowOptions) Validate() error { return o.validate() }
 
+// requestShowJSON is approvals show -o json: the request, and for one bound to a saved plan what was
+// computed from that plan (verified_plan).
+type requestShowJSON struct {
+	requestJSON
+	VerifiedPlan *verifiedPlanJSON `json:"verified_plan,omitempty"`
+}
+
+// Run prints the request and, when it is bound to a saved plan, the plan as approve shows it, computed here
+// from the plan itself. A plan that cannot be verified is said loudly and is a failure (exit 1); a request
+// that describes its plan falsely is exit 4, as in approve.
 func (o *approvalsShowOptions) Run(ctx context.Context, streams IO) error {
 	store, err := o.openExisting(o.now)
 	if err != nil {
@@ -347,10 +359,54 @@ func (o *approvalsShowOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return err
 	}
-	if o.json() {
-		return writeJSON(streams.Out, toJSON(r))
+	var (
+		vp       *verifiedPlan
+		verr     error
+		mismatch string
+	)
+	if r.PlanDigest != "" {
+		if verr = o.plan.complete(); verr == nil {
+			vp, verr = o.plan.plans().verify(ctx, r.PlanDigest, io.Discard)
+		}
+		if vp != nil {
+			if ok, diff := claimsMatch(r, vp); !ok {
+				mismatch = diff
+			}
+		}
 	}
-	printRequest(streams.Out, r, o.now())
+	out := streams.Out
+	if o.json() {
+		doc := requestShowJSON{requestJSON: toJSON(r)}
+		if r.PlanDigest != "" {
+			doc.VerifiedPlan = verifiedJSON(vp, verr, mismatch)
+		}
+		if err := writeJSON(out, doc); err != nil {
+			return err
+		}
+	} else {
+		printRequest(out, r, o.now())
+		if r.PlanDigest != "" {
+			fmt.Fprintln(out)
+			if verr != nil {
+				fmt.Fprintln(out, "!! THE SAVED PLAN COULD NOT BE VERIFIED, SO WHAT IT DOES IS UNKNOWN:")
+				fmt.Fprintln(out, "!!   "+safeLine(verr.Error()))
+				fmt.Fprintln(out, "!! The plan summary above is the MCP server's, which is not trusted.")
+			} else {
+				printVerified(out, vp)
+				if mismatch != "" {
+					fmt.Fprintln(out)
+					fmt.Fprintln(out, "!! THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: "+mismatch+".")
+					fmt.Fprintln(out, "!! The MCP server that filed it described a different plan than the one it is bound to.")
+				}
+			}
+		}
+	}
+	switch {
+	case verr != nil:
+		return fmt.Errorf("the saved plan of %s could not be verified: %w", r.ID, verr)
+	case mismatch != "":
+		return exitError{code: exitTampered}
+	}
 	return nil
 }
 
@@ -386,8 +442,21 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 
 	show := &approvalsShowOptions{now: time.Now}
 	showCmd := &cobra.Command{
-		Use:               "show ID",
-		Short:             "Show one request in full: parameters, plan summary and destructive signals",
+		Use:   "show ID",
+		Short: "Show one request in full: parameters, plan summary, destructive signals, and its saved plan verified",
+		Long: `Show prints one request in full: tool, target namespace, parameters, the plan summary and destructive
+signals the MCP server filed with it, and its state.
+
+For a request bound to a saved Terraform plan it also reads that plan itself, with the same flags and in
+the same way as 'agent-sandbox approve' (your kubeconfig, SHA-256 checked against the plan ID, described
+by terraform on this machine), and prints the same screen: the risk flags first ("!! RISK ...", each with
+the resource, the attribute and before -> after), the destructive signals of your --policy, then every
+resource the plan changes with every attribute that differs, before -> after. See 'agent-sandbox approve
+--help' for what is flagged. Everything is printed; nothing is cut or paged.
+
+When the saved plan cannot be read or verified, show says so in capitals below the request and exits 1;
+when the request describes its plan falsely, it says so and exits 4. With -o json the request's fields
+come with verified_plan: {verified, error, description_mismatch, signals, summary, flags, resources}.`,
 		Args:              usage(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeRequestIDs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -402,6 +471,7 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 	}
 	show.storeFlags.bind(showCmd)
 	show.outputFlag.bind(showCmd)
+	show.plan.bind(showCmd)
 
 	cmd.AddCommand(listCmd, showCmd)
 	return cmd
