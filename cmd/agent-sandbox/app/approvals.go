@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,12 +29,13 @@ func safeLine(s string) string { return screen.Line(s) }
 // safeText is safeLine for multi-line text: newlines and tabs are kept.
 func safeText(s string) string { return screen.Text(s) }
 
-// formatValue prints one parameter value: strings quoted with escapes, everything else as is.
+// formatValue prints one parameter value: strings quoted, escaped to ASCII and followed by a marker naming
+// any non-ASCII character (a look-alike), everything else as is, escaped the same way.
 func formatValue(v any) string {
 	if s, ok := v.(string); ok {
-		return strconv.Quote(s)
+		return screen.Quote(s) + screen.Marker(s)
 	}
-	return safeLine(fmt.Sprint(v))
+	return screen.ASCII(fmt.Sprint(v))
 }
 
 func formatTime(t time.Time) string {
@@ -72,8 +72,10 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("Request", r.ID)
-	row("Tool", safeLine(r.Tool))
-	row("Target namespace", safeLine(r.Namespace))
+	// What the approval binds is shown escaped to ASCII, look-alike characters named: "dеmo" with a
+	// Cyrillic е is not the namespace demo.
+	row("Tool", screen.ASCII(r.Tool))
+	row("Target namespace", screen.ASCII(r.Namespace))
 	row("Status", string(r.Status))
 	row("Created", formatTime(r.CreatedAt))
 	if r.Status == approval.StatusPending {
@@ -112,7 +114,7 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	sort.Strings(keys)
 	tw = tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	for _, k := range keys {
-		fmt.Fprintf(tw, "  %s\t= %s\n", safeLine(k), formatValue(r.Params[k]))
+		fmt.Fprintf(tw, "  %s\t= %s\n", screen.ASCII(k), formatValue(r.Params[k]))
 	}
 	tw.Flush()
 

@@ -322,3 +322,27 @@ func TestHelpSaysWhatIsShown(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestHeaderMarksLookAlikes: what the approval binds (tool, namespace, parameters) is shown in ASCII
+// with its non-ASCII characters named, so that a Cyrillic "е" cannot pass for an "e".
+func TestRequestHeaderMarksLookAlikes(t *testing.T) {
+	e := newApprovalEnv(t)
+	r := e.createRequest(t, func(r *approval.Request) {
+		r.Namespace = "d\u0435mo"
+		r.Params["dir"] = "infra/pr\u043ed"
+		r.Params["d\u0456r"] = "x"
+	})
+	code, out, _ := runApprovalCLI(t, bytes.NewReader(nil), "approvals", "show", r.ID, "--db", e.db)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		`d\u0435mo [non-ASCII: U+0435 CYRILLIC SMALL LETTER IE]`,
+		`"infra/pr\u043ed" [non-ASCII: U+043E CYRILLIC SMALL LETTER O]`,
+		`d\u0456r [non-ASCII: U+0456 CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I]`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %s:\n%s", want, out)
+		}
+	}
+}
