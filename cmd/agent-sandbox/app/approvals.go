@@ -8,55 +8,34 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 )
 
-// which is not trusted, and must not be able to repaint what the approver sees.
-func safeLine(s string) string { return escapeUnprintable(s, false) }
+// safeLine makes untrusted text safe to print on one terminal line: control characters (escape sequences
+// included), invisible formatting characters such as bidirectional overrides, line breaks and invalid UTF-8
+// are shown as escapes instead of being interpreted by the terminal. Requests are written by the MCP server,
+// which is not trusted, and must not be able to repaint what the approver sees. The one escaper is package
+// screen's.
+func safeLine(s string) string { return screen.Line(s) }
 
 // safeText is safeLine for multi-line text: newlines and tabs are kept.
-func safeText(s string) string { return escapeUnprintable(s, true) }
+func safeText(s string) string { return screen.Text(s) }
 
-func escapeUnprintable(s string, multiline bool) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case multiline && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case unicode.IsPrint(r):
-			b.WriteRune(r)
-		default:
-			if r <= 0xffff {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// formatValue prints one parameter value: strings quoted with escapes, everything else as is.
+// formatValue prints one parameter value: strings quoted, escaped to ASCII and followed by a marker naming
+// any non-ASCII character (a look-alike), everything else as is, escaped the same way.
 func formatValue(v any) string {
 	if s, ok := v.(string); ok {
-		return strconv.Quote(s)
+		return screen.Quote(s) + screen.Marker(s)
 	}
-	return safeLine(fmt.Sprint(v))
+	return screen.ASCII(fmt.Sprint(v))
 }
 
 func formatTime(t time.Time) string {
@@ -93,8 +72,10 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("Request", r.ID)
-	row("Tool", safeLine(r.Tool))
-	row("Target namespace", safeLine(r.Namespace))
+	// What the approval binds is shown escaped to ASCII, look-alike characters named: "dеmo" with a
+	// Cyrillic е is not the namespace demo.
+	row("Tool", screen.ASCII(r.Tool))
+	row("Target namespace", screen.ASCII(r.Namespace))
 	row("Status", string(r.Status))
 	row("Created", formatTime(r.CreatedAt))
 	if r.Status == approval.StatusPending {
@@ -133,7 +114,7 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	sort.Strings(keys)
 	tw = tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	for _, k := range keys {
-		fmt.Fprintf(tw, "  %s\t= %s\n", safeLine(k), formatValue(r.Params[k]))
+		fmt.Fprintf(tw, "  %s\t= %s\n", screen.ASCII(k), formatValue(r.Params[k]))
 	}
 	tw.Flush()
 
@@ -347,8 +328,10 @@ func (o *approvalsListOptions) Run(ctx context.Context, streams IO) error {
 type approvalsShowOptions struct {
 	storeFlags
 	outputFlag
-	ID  string
-	now func() time.Time
+	ID string
+	// plan reaches and describes the saved plan of a Terraform request, as approve does.
+	plan planFlags
+	now  func() time.Time
 }
 
 func (o *approvalsShowOptions) Complete(args []string) error {
@@ -358,6 +341,16 @@ func (o *approvalsShowOptions) Complete(args []string) error {
 
 func (o *approvalsShowOptions) Validate() error { return o.validate() }
 
+// requestShowJSON is approvals show -o json: the request, and for one bound to a saved plan what was
+// computed from that plan (verified_plan).
+type requestShowJSON struct {
+	requestJSON
+	VerifiedPlan *verifiedPlanJSON `json:"verified_plan,omitempty"`
+}
+
+// Run prints the request and, when it is bound to a saved plan, the plan as approve shows it, computed here
+// from the plan itself. A plan that cannot be verified is said loudly and is a failure (exit 1); a request
+// that describes its plan falsely is exit 4, as in approve.
 func (o *approvalsShowOptions) Run(ctx context.Context, streams IO) error {
 	store, err := o.openExisting(o.now)
 	if err != nil {
@@ -368,10 +361,54 @@ func (o *approvalsShowOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return err
 	}
-	if o.json() {
-		return writeJSON(streams.Out, toJSON(r))
+	var (
+		vp       *verifiedPlan
+		verr     error
+		mismatch string
+	)
+	if r.PlanDigest != "" {
+		if verr = o.plan.complete(); verr == nil {
+			vp, verr = o.plan.plans().verify(ctx, r.PlanDigest, io.Discard)
+		}
+		if vp != nil {
+			if ok, diff := claimsMatch(r, vp); !ok {
+				mismatch = diff
+			}
+		}
 	}
-	printRequest(streams.Out, r, o.now())
+	out := streams.Out
+	if o.json() {
+		doc := requestShowJSON{requestJSON: toJSON(r)}
+		if r.PlanDigest != "" {
+			doc.VerifiedPlan = verifiedJSON(vp, verr, mismatch)
+		}
+		if err := writeJSON(out, doc); err != nil {
+			return err
+		}
+	} else {
+		printRequest(out, r, o.now())
+		if r.PlanDigest != "" {
+			fmt.Fprintln(out)
+			if verr != nil {
+				fmt.Fprintln(out, "!! THE SAVED PLAN COULD NOT BE VERIFIED, SO WHAT IT DOES IS UNKNOWN:")
+				fmt.Fprintln(out, "!!   "+safeLine(verr.Error()))
+				fmt.Fprintln(out, "!! The plan summary above is the MCP server's, which is not trusted.")
+			} else {
+				printVerified(out, vp)
+				if mismatch != "" {
+					fmt.Fprintln(out)
+					fmt.Fprintln(out, "!! THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: "+mismatch+".")
+					fmt.Fprintln(out, "!! The MCP server that filed it described a different plan than the one it is bound to.")
+				}
+			}
+		}
+	}
+	switch {
+	case verr != nil:
+		return fmt.Errorf("the saved plan of %s could not be verified: %w", r.ID, verr)
+	case mismatch != "":
+		return exitError{code: exitTampered}
+	}
 	return nil
 }
 
@@ -407,8 +444,21 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 
 	show := &approvalsShowOptions{now: time.Now}
 	showCmd := &cobra.Command{
-		Use:               "show ID",
-		Short:             "Show one request in full: parameters, plan summary and destructive signals",
+		Use:   "show ID",
+		Short: "Show one request in full: parameters, plan summary, destructive signals, and its saved plan verified",
+		Long: `Show prints one request in full: tool, target namespace, parameters, the plan summary and destructive
+signals the MCP server filed with it, and its state.
+
+For a request bound to a saved Terraform plan it also reads that plan itself, with the same flags and in
+the same way as 'agent-sandbox approve' (your kubeconfig, SHA-256 checked against the plan ID, described
+by terraform on this machine), and prints the same screen: the risk flags first ("!! RISK ...", each with
+the resource, the attribute and before -> after), the destructive signals of your --policy, then every
+resource the plan changes with every attribute that differs, before -> after. See 'agent-sandbox approve
+--help' for what is flagged. Everything is printed; nothing is cut or paged.
+
+When the saved plan cannot be read or verified, show says so in capitals below the request and exits 1;
+when the request describes its plan falsely, it says so and exits 4. With -o json the request's fields
+come with verified_plan: {verified, error, description_mismatch, signals, summary, flags, resources}.`,
 		Args:              usage(cobra.ExactArgs(1)),
 		ValidArgsFunction: completeRequestIDs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -423,6 +473,7 @@ func newApprovalsCommand(streams IO) *cobra.Command {
 	}
 	show.storeFlags.bind(showCmd)
 	show.outputFlag.bind(showCmd)
+	show.plan.bind(showCmd)
 
 	cmd.AddCommand(listCmd, showCmd)
 	return cmd

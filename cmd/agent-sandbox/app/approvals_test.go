@@ -201,6 +201,12 @@ type ptySession struct {
 
 func startPTY(t *testing.T, args ...string) *ptySession {
 	t.Helper()
+	return startPTYFunc(t, func(tty *os.File) int { return Main(context.Background(), args, tty, tty, tty) })
+}
+
+// startPTYFunc runs run with a pseudo-terminal; run returns the exit code.
+func startPTYFunc(t *testing.T, run func(tty *os.File) int) *ptySession {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pseudo-terminal available: %v", err)
@@ -220,10 +226,23 @@ func startPTY(t *testing.T, args ...string) *ptySession {
 			}
 		}
 	}()
+	finished := make(chan struct{})
 	go func() {
-		s.code <- Main(context.Background(), args, tty, tty, tty)
+		defer close(finished)
+		s.code <- run(tty)
 	}()
 	t.Cleanup(func() {
+		// A test that stopped half-way leaves the command waiting on the terminal, and a terminal being read
+		// cannot be closed: answer with empty lines (the next page, a confirmation that does not match, a
+		// wrong passphrase) until it ends.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+			select {
+			case <-finished:
+				deadline = time.Time{}
+			case <-time.After(50 * time.Millisecond):
+				_, _ = ptmx.WriteString("\n")
+			}
+		}
 		tty.Close()
 		ptmx.Close()
 		<-readerDone

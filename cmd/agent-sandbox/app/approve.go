@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -13,26 +12,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 type approveOptions struct {
 	storeFlags
-	ID         string
-	KeyPath    string
-	Audience   string
-	PolicyFile string
-	TTL        time.Duration
+	ID       string
+	KeyPath  string
+	Audience string
+	TTL      time.Duration
 	// ttlSet is true when --ttl was given; otherwise the policy's spec.approval.tokenTTL is the lifetime.
 	ttlSet bool
-	// Plan verification: the approver's own access to the saved plan and to Terraform.
-	Kubeconfig       string
-	SandboxNamespace string
-	Terraform        string
-	ProviderMirror   string
-	now              func() time.Time
-
-	policy *policy.Compiled
+	// plan is the approver's own access to the saved plan and to Terraform, and their copy of the policy.
+	plan planFlags
+	now  func() time.Time
 }
 
 func (o *approveOptions) Complete(args []string) error {
@@ -53,29 +45,17 @@ func (o *approveOptions) Complete(args []string) error {
 	if o.Audience == "" {
 		o.Audience = os.Getenv("AGENT_SANDBOX_CLUSTER_ID")
 	}
-	if o.PolicyFile != "" {
-		if p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules()); err == nil {
-			o.policy = p
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	if err := o.plan.complete(); err != nil {
+		return err
 	}
-	if o.Audience == "" && o.policy != nil {
-		o.Audience = o.policy.Spec.ClusterID
+	pol := o.plan.policy
+	if o.Audience == "" && pol != nil {
+		o.Audience = pol.Spec.ClusterID
 	}
 	// The policy's token lifetime governs: it is what the webhook enforces, so an approval signed for longer
 	// would be refused when it is used.
-	if !o.ttlSet && o.policy != nil {
-		o.TTL = o.policy.Spec.Approval.TokenTTL.Duration
-	}
-	if o.SandboxNamespace == "" && o.policy != nil {
-		o.SandboxNamespace = o.policy.Spec.Sandbox.Namespace
-	}
-	if o.SandboxNamespace == "" {
-		o.SandboxNamespace = "agent-sandbox"
-	}
-	if o.ProviderMirror == "" {
-		o.ProviderMirror = os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
+	if !o.ttlSet && pol != nil {
+		o.TTL = pol.Spec.Approval.TokenTTL.Duration
 	}
 	return nil
 }
@@ -87,9 +67,9 @@ func (o *approveOptions) Validate() error {
 	}
 	if o.TTL <= 0 || o.TTL > approval.MaxTokenTTL {
 		errs = append(errs, fmt.Errorf("--ttl must be more than 0 and at most %s", approval.MaxTokenTTL))
-	} else if o.policy != nil && o.TTL > o.policy.Spec.Approval.TokenTTL.Duration {
+	} else if pol := o.plan.policy; pol != nil && o.TTL > pol.Spec.Approval.TokenTTL.Duration {
 		errs = append(errs, fmt.Errorf("--ttl %s is longer than the policy's spec.approval.tokenTTL (%s): the webhook would refuse the approval",
-			o.TTL, o.policy.Spec.Approval.TokenTTL.Duration))
+			o.TTL, pol.Spec.Approval.TokenTTL.Duration))
 	}
 	if _, err := os.Stat(o.KeyPath); err != nil {
 		errs = append(errs, fmt.Errorf("approver key %s: %w (create one with 'agent-sandbox keygen')", o.KeyPath, err))
@@ -114,26 +94,35 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	}
 
 	out := streams.Out
-	fmt.Fprintln(out, "APPROVAL REQUEST: approving lets this exact call run once, with a credential scoped to its namespace.")
-	fmt.Fprintln(out)
-	printRequest(out, req, o.now())
-	fmt.Fprintln(out)
+	var screen strings.Builder
+	fmt.Fprintln(&screen, "APPROVAL REQUEST: approving lets this exact call run once, with a credential scoped to its namespace.")
+	fmt.Fprintln(&screen)
+	printRequest(&screen, req, o.now())
+	fmt.Fprintln(&screen)
+	var above string
 	if req.PlanDigest != "" {
-		// The summary above is the MCP server's, which nobody trusts. The saved plan the approval binds is
-		// fetched and described here, by this program, and must say the same.
-		v := &planVerifier{Kubeconfig: o.Kubeconfig, Namespace: o.SandboxNamespace, Terraform: o.Terraform, ProviderMirror: o.ProviderMirror, Policy: o.policy}
-		vp, err := v.verify(ctx, req.PlanDigest, io.Discard)
+		// The summary in the request is the MCP server's, which nobody trusts. The saved plan the approval
+		// binds is fetched and described here, by this program, and must say the same.
+		above = fmt.Sprintf("Reading the saved plan %s and describing it with terraform on this machine ...\n", req.PlanDigest[:min(12, len(req.PlanDigest))])
+		fmt.Fprint(out, above)
+		vp, err := o.plan.plans().verify(ctx, req.PlanDigest, io.Discard)
 		if err != nil {
+			fmt.Fprint(out, screen.String())
 			return fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
 		}
-		printVerified(out, vp)
-		fmt.Fprintln(out)
+		printVerified(&screen, vp)
+		fmt.Fprintln(&screen)
 		if ok, diff := claimsMatch(req, vp); !ok {
+			fmt.Fprint(out, screen.String())
 			fmt.Fprintln(out, "!! THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: "+diff+".")
 			fmt.Fprintln(out, "!! The MCP server that filed it described a different plan than the one you would approve.")
 			fmt.Fprintln(out, "!! Refusing. Deny it with: agent-sandbox deny "+req.ID+" --reason 'plan description does not match the plan'")
 			return exitError{code: exitTampered}
 		}
+	}
+	// Every line is read before the question is asked: on a terminal, a page at a time.
+	if err := pageTo(ctx, out, tty, above, screen.String()); err != nil {
+		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
 	fmt.Fprintf(out, "The approval is for cluster %q and expires %s after you confirm.\n", safeLine(o.Audience), o.TTL)
 	fmt.Fprintf(out, "To approve, type the request ID (%s) or \"yes\": ", req.ID)
@@ -185,8 +174,25 @@ For a request bound to a saved Terraform plan, the summary in the request is the
 server is not trusted. So approve reads the saved plan itself, with your kubeconfig, from the ConfigMap
 tfplan-<plan ID> of the sandbox namespace, checks its SHA-256 against the plan ID, checks it against the
 workspace allowlist, and describes it with terraform on this machine (terraform show, with the kubernetes
-provider from --provider-mirror; no cluster credential is involved). It shows those changes, destructive
-ones marked, and refuses (exit 4) when the request described anything else.
+provider from --provider-mirror; no cluster credential is involved). From that it shows, under WHAT THE
+PLAN DOES:
+
+  - first, the risk flags ("!! RISK ..."), each with the resource, the attribute and its value before ->
+    after: privileged containers, privilege escalation, added capabilities, hostPath volumes, host network,
+    PID, IPC and ports, root (run_as_user 0, which the provider writes when it is left out, and
+    run_as_non_root false), service-account tokens and names, Secrets into env or volumes, images,
+    commands and args, RBAC and Ingress resources, Services of type LoadBalancer or NodePort and external
+    IPs, deletions and replacements, non-ASCII (look-alike) names; a value known only after apply on such
+    an attribute is flagged too;
+  - the destructive signals of your --policy in the plan text;
+  - the counts, then every resource the plan changes with its action and every attribute that differs,
+    before -> after, lines under a flag marked "!!". Values known only after apply say "(known after
+    apply)", sensitive ones "(sensitive)"; control and non-ASCII characters are shown as escapes and named
+    ([non-ASCII: U+0435 CYRILLIC SMALL LETTER IE]); a value too long for the screen says how much is cut.
+
+On a terminal the screen is paged: after each screenful (the terminal's height, else 40 lines) approve
+waits for Enter, and asks to confirm only after the last page. Nothing is left out. Approve refuses (exit
+4) when the request described the plan differently from what it does.
 
 Approve runs only with standard input on an interactive terminal. There is, by design, no flag, environment
 variable or other way to approve without one: approvals are made by a person, not by a program.
@@ -212,13 +218,9 @@ terminal; 3 no such request; 4 the request or its saved plan does not match (tam
 		},
 	}
 	o.bind(cmd)
+	o.plan.bind(cmd)
 	cmd.Flags().StringVar(&o.KeyPath, "key", "", "approver private key (default $"+approval.EnvApproverKey+", else ~/.config/agent-sandbox/approver.key)")
 	cmd.Flags().StringVar(&o.Audience, "audience", "", "cluster ID the approval is for, as the webhook's policy names it [$AGENT_SANDBOX_CLUSTER_ID, else the --policy file's spec.clusterID]")
-	cmd.Flags().StringVar(&o.PolicyFile, "policy", envOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"), "your copy of the policy, for its cluster ID when --audience is not given [$AGENT_SANDBOX_POLICY]")
 	cmd.Flags().DurationVar(&o.TTL, "ttl", approval.DefaultTokenTTL, "how long the approval stays valid (default: the --policy file's spec.approval.tokenTTL; at most that)")
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "your kubeconfig, to read the saved plan a Terraform request is bound to [$KUBECONFIG, else ~/.kube/config]")
-	cmd.Flags().StringVar(&o.SandboxNamespace, "sandbox-namespace", "", "where saved plans are stored (default: the --policy file's spec.sandbox.namespace, else agent-sandbox)")
-	cmd.Flags().StringVar(&o.Terraform, "terraform", "terraform", "the terraform binary that describes the saved plan")
-	cmd.Flags().StringVar(&o.ProviderMirror, "provider-mirror", "", "filesystem mirror of the kubernetes provider terraform reads the plan with [$AGENT_SANDBOX_TF_PROVIDER_MIRROR]")
 	return cmd
 }

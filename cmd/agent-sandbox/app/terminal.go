@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 )
 
 // noTerminalMessage is what approve says, on one line, when its standard input is not a terminal.
@@ -90,6 +92,25 @@ func readPassphrase(ctx context.Context, tty *os.File, out io.Writer, prompt str
 	return p, nil
 }
 
-// safeLine makes untrusted text safe to print on one terminal line: control characters (escape sequences
-// included), invisible formatting characters such as bidirectional overrides, line breaks and invalid UTF-8
-// are shown as escapes instead of being interpreted by the terminal. Requests are written by the MCP server,
+// pageTo writes text to out, below above (already on the screen). When out is a terminal it pages, so that
+// nothing scrolls past before it is read: after each screenful (the terminal's height, else
+// screen.DefaultPageLines) it waits for Enter on tty. Anywhere else it writes everything at once. Nothing
+// is ever left out.
+func pageTo(ctx context.Context, out io.Writer, tty *os.File, above, text string) error {
+	f, ok := out.(*os.File)
+	if !ok || f == nil || tty == nil || !term.IsTerminal(int(f.Fd())) {
+		_, err := io.WriteString(out, text)
+		return err
+	}
+	width, height, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		width, height = 0, 0
+	}
+	p := &screen.Pager{Out: out, Rows: height, Width: width, Next: func() error {
+		if _, err := readLine(ctx, tty); err != nil {
+			return fmt.Errorf("read Enter for the next page: %w", err)
+		}
+		return nil
+	}}
+	return p.Page(above, text)
+}

@@ -1,0 +1,290 @@
+package plandiff
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
+)
+
+// Flag is one security-relevant change: a resource deleted or replaced, an RBAC or Ingress resource
+// changed, or an attribute the plan sets to a risky value (or to a value known only after apply).
+type Flag struct {
+	// Rule names what was found, e.g. "privileged" or "host_path".
+	Rule    string `json:"rule"`
+	Address string `json:"address"`
+	// Path is the attribute; empty when the flag is about the whole resource.
+	Path   string `json:"path,omitempty"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+	// Why says in a few words why it matters.
+	Why string `json:"why"`
+	// KnownAfterApply is true when the plan does not say what the value will be.
+	KnownAfterApply bool `json:"known_after_apply,omitempty"`
+
+	path Path
+}
+
+// rule is one attribute check. It matches an attribute by its key, anywhere in the value tree, so that
+// init containers, the pod templates of every workload kind and places a future provider adds are covered.
+type rule struct {
+	id  string
+	key string
+	// under, when set, is a key that must appear above the attribute (capabilities above add).
+	under string
+	// resource, when set, limits the rule to one resource type.
+	resource string
+	why      string
+	// risky reports whether the value the plan sets is a risky one; it is asked only when the value changes.
+	risky func(val) bool
+	// valueOnly rules are about what a known value looks like: a value known only after apply is not
+	// flagged by them (every other rule flags it).
+	valueOnly bool
+}
+
+// rules are the attribute checks. The kubernetes provider (hashicorp/kubernetes v1.13.4) writes 0 for an
+// integer left unset, so run_as_user = 0 appears whenever a security_context block omits it: that is root,
+// and it is flagged.
+var rules = []rule{
+	{id: "privileged", key: "privileged", why: "a privileged container has full access to the node", risky: isTrue},
+	{id: "allow_privilege_escalation", key: "allow_privilege_escalation", why: "a process can gain more privileges than its parent, through setuid binaries or file capabilities", risky: isTrue},
+	{id: "capabilities_add", key: "add", under: "capabilities", why: "adds Linux capabilities to the container", risky: nonEmpty},
+	{id: "host_path", key: "host_path", why: "mounts a directory of the node into the pod", risky: nonEmpty},
+	{id: "host_network", key: "host_network", why: "the pod uses the node's network namespace", risky: isTrue},
+	{id: "host_pid", key: "host_pid", why: "the pod sees and can signal every process of the node", risky: isTrue},
+	{id: "host_ipc", key: "host_ipc", why: "the pod shares the node's IPC namespace", risky: isTrue},
+	{id: "host_port", key: "host_port", why: "opens a port on the node itself", risky: nonZero},
+	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider writes 0 when run_as_user is left out", risky: isZero},
+	{id: "run_as_non_root_off", key: "run_as_non_root", why: "the kubelet no longer refuses to start a container that runs as root", risky: isFalse},
+	{id: "automount_service_account_token", key: "automount_service_account_token", why: "mounts a Kubernetes API token into the pod", risky: isTrue},
+	{id: "service_account", key: "service_account_name", why: "the pod runs with another Kubernetes identity", risky: always},
+	{id: "image", key: "image", why: "the container runs different code", risky: always},
+	{id: "command", key: "command", why: "the container runs a different program", risky: always},
+	{id: "args", key: "args", why: "the container's program gets different arguments", risky: always},
+	{id: "secret_env", key: "secret_key_ref", why: "puts a Secret's value into an environment variable", risky: nonEmpty},
+	{id: "secret_env_from", key: "secret_ref", under: "env_from", why: "puts every key of a Secret into environment variables", risky: nonEmpty},
+	{id: "secret_volume", key: "secret", under: "volume", why: "mounts a Secret into the pod", risky: nonEmpty},
+	{id: "service_exposed", key: "type", under: "spec", resource: "kubernetes_service", why: "exposes the Service outside the cluster", risky: oneOf("LoadBalancer", "NodePort")},
+	{id: "external_ips", key: "external_ips", why: "the Service accepts traffic for these external addresses", risky: nonEmpty},
+	{id: "look_alike", key: "name", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
+	{id: "look_alike", key: "namespace", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
+	{id: "look_alike", key: "generate_name", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
+}
+
+// resourceRules flag a whole resource whatever it changes: RBAC (who may do what in the cluster) and
+// Ingress (what reaches the cluster from outside).
+var resourceRules = map[string]struct{ id, why string }{
+	"kubernetes_role":                 {"rbac", "changes who may do what in a namespace"},
+	"kubernetes_cluster_role":         {"rbac", "changes who may do what in the whole cluster"},
+	"kubernetes_role_binding":         {"rbac", "grants a role in a namespace"},
+	"kubernetes_cluster_role_binding": {"rbac", "grants a role in the whole cluster"},
+	"kubernetes_ingress":              {"ingress", "routes traffic from outside the cluster"},
+}
+
+// severity orders the flags on the screen, the worst first: what gives a workload the node, then what
+// destroys, then identities, credentials and RBAC, then exposure, then what code runs, then names.
+var severity = []string{
+	"privileged", "host_path", "host_pid", "host_network", "host_ipc", "capabilities_add", "allow_privilege_escalation",
+	"run_as_root", "run_as_non_root_off", "host_port",
+	"delete", "replace",
+	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
+	"ingress", "service_exposed", "external_ips",
+	"image", "command", "args",
+	"look_alike",
+}
+
+// sortFlags orders flags by severity, keeping the plan's order among flags of one rule.
+func sortFlags(flags []Flag) {
+	rank := func(id string) int {
+		if i := slices.Index(severity, id); i >= 0 {
+			return i
+		}
+		return len(severity)
+	}
+	slices.SortStableFunc(flags, func(a, b Flag) int { return rank(a.Rule) - rank(b.Rule) })
+}
+
+// flagsOf finds the risk flags of one change.
+func flagsOf(c *Change, before, after val) []Flag {
+	addr := screen.ASCII(c.Address)
+	var out []Flag
+	if c.Mode != "" && c.Mode != "managed" {
+		return nil
+	}
+	whole := func(rule, why string) {
+		before, after := "exists", "updated"
+		switch {
+		case c.IsReplace():
+			after = "destroyed and created again"
+		case c.Has("create"):
+			before, after = "(none)", "created"
+		case c.Has("delete"):
+			after = "destroyed"
+		}
+		out = append(out, Flag{Rule: rule, Address: addr, Before: before, After: after, Why: why})
+	}
+	if screen.HasNonASCII(c.Address) {
+		whole("look_alike", "the address has non-ASCII characters and can look like another resource's")
+	}
+	switch {
+	case c.IsReplace():
+		why := "the resource is destroyed and created again"
+		if len(c.ReplacePaths) > 0 {
+			paths := make([]string, len(c.ReplacePaths))
+			for i, p := range c.ReplacePaths {
+				paths[i] = Path(p).String()
+			}
+			why += ", because of " + strings.Join(paths, ", ")
+		}
+		whole("replace", why)
+	case c.Has("delete"):
+		whole("delete", "the resource and what it holds are gone")
+	}
+	if r, ok := resourceRules[c.Type]; ok {
+		whole(r.id, r.why)
+	}
+	if c.Has("delete") && !c.Has("create") {
+		// A deletion sets nothing; it is flagged above as a whole.
+		return out
+	}
+	f := &flagger{change: c, address: addr}
+	f.walk(nil, before, after)
+	return append(out, f.out...)
+}
+
+type flagger struct {
+	change  *Change
+	address string
+	out     []Flag
+}
+
+func (f *flagger) walk(path Path, b, a val) {
+	if a.unknown() {
+		return
+	}
+	keys, n, isMap, isList := children(b, a)
+	switch {
+	case isMap && !isList:
+		for _, k := range keys {
+			cb, ca := b.key(k), a.key(k)
+			p := path.with(k)
+			f.check(p, k, cb, ca)
+			f.walk(p, cb, ca)
+		}
+	case isList && !isMap:
+		for i := range n {
+			f.walk(path.with(i), b.index(i), a.index(i))
+		}
+	}
+}
+
+// check flags the attribute at path (whose key is key) if the plan changes it to a risky value, or to a
+// value known only after apply.
+func (f *flagger) check(path Path, key string, b, a val) {
+	if same(b, a) {
+		return
+	}
+	unknown := anyTrue(a.unk)
+	if screen.HasNonASCII(key) {
+		f.add(path, "look_alike", "an attribute or map key with non-ASCII characters can look like another", b, a, unknown)
+	}
+	for i := range rules {
+		r := &rules[i]
+		if r.key != key || (r.resource != "" && r.resource != f.change.Type) || (r.under != "" && !slices.Contains(path[:len(path)-1], any(r.under))) {
+			continue
+		}
+		switch {
+		case unknown && r.valueOnly:
+		case unknown:
+			f.add(path, r.id, r.why, b, a, true)
+		case isEmpty(b) && isEmpty(a):
+			// null and [] (or "") mean the same to Kubernetes: no command is no command.
+		case r.risky(a):
+			f.add(path, r.id, r.why, b, a, false)
+		}
+	}
+}
+
+func (f *flagger) add(path Path, id, why string, b, a val, unknown bool) {
+	if unknown {
+		why += "; known only after apply"
+	}
+	f.out = append(f.out, Flag{Rule: id, Address: f.address, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
+		After: show(a, maxFlagStringBytes, maxFlagValueBytes), Why: why, KnownAfterApply: unknown, path: path})
+}
+
+func isTrue(a val) bool  { return a.present && a.v == true }
+func isFalse(a val) bool { return a.present && a.v == false }
+func always(val) bool    { return true }
+
+func isZero(a val) bool {
+	switch x := a.v.(type) {
+	case int64:
+		return a.present && x == 0
+	case float64:
+		return a.present && x == 0
+	}
+	return false
+}
+
+func nonZero(a val) bool {
+	switch x := a.v.(type) {
+	case int64:
+		return x != 0
+	case float64:
+		return x != 0
+	case nil:
+		return false
+	}
+	return a.present
+}
+
+// nonEmpty is true for a block or list that has at least one element with anything in it, or for any other
+// value that is not null.
+func nonEmpty(a val) bool {
+	if !a.hasValue() {
+		return false
+	}
+	switch x := a.v.(type) {
+	case []any:
+		for _, e := range x {
+			if e != nil {
+				return true
+			}
+		}
+		return false
+	case map[string]any:
+		return len(x) > 0
+	case string:
+		return x != ""
+	}
+	return true
+}
+
+// isEmpty is true for no value, null, and an empty list, map or string.
+func isEmpty(x val) bool {
+	if !x.hasValue() {
+		return true
+	}
+	switch v := x.v.(type) {
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	case string:
+		return v == ""
+	}
+	return false
+}
+
+func oneOf(values ...string) func(val) bool {
+	return func(a val) bool {
+		s, ok := a.v.(string)
+		return a.present && ok && slices.Contains(values, s)
+	}
+}
+
+func nonASCIIString(a val) bool {
+	s, ok := a.v.(string)
+	return a.present && ok && screen.HasNonASCII(s)
+}

@@ -1,0 +1,199 @@
+package plandiff
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func flagLines(r *Report) []string {
+	var out []string
+	for _, f := range r.Flags {
+		line := fmt.Sprintf("%s %s %s: %s -> %s", f.Rule, f.Address, f.Path, f.Before, f.After)
+		if f.KnownAfterApply {
+			line += " (known only after apply)"
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// change is a resource_changes entry of any type.
+func change(addr, typ, actions, body string) string {
+	mode := "managed"
+	if strings.HasPrefix(addr, "data.") {
+		mode = "data"
+	}
+	return `{"address":"` + addr + `","mode":"` + mode + `","type":"` + typ + `","name":"x","change":{"actions":` + actions + `,` + body + `}}`
+}
+
+// pod wraps a pod spec (JSON object members) in a deployment's spec[0].template[0].spec[0].
+func pod(members string) string {
+	return `{"spec":[{"template":[{"spec":[{` + members + `}]}]}]}`
+}
+
+const podPathPrefix = "spec[0].template[0].spec[0]."
+
+func TestRiskFlags(t *testing.T) {
+	dep := "kubernetes_deployment.web"
+	tests := []struct {
+		name    string
+		changes []string
+		want    []string
+	}{
+		{
+			name: "the incident, as an update",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+pod(`"container":[{"command":["httpd"],"security_context":[{"privileged":false,"run_as_user":65532,"run_as_non_root":true}]}],"volume":[{"name":"tmp","host_path":[]}]`)+
+					`,"after":`+pod(`"container":[{"command":["sh","-c","cat /host/x"],"security_context":[{"privileged":true,"run_as_user":0,"run_as_non_root":false}]}],"volume":[{"name":"tmp","host_path":[]},{"name":"node","host_path":[{"path":"/var/lib/kubelet","type":""}]}]`))},
+			want: []string{
+				"privileged " + dep + " " + podPathPrefix + "container[0].security_context[0].privileged: false -> true",
+				"host_path " + dep + " " + podPathPrefix + `volume[1].host_path: (none) -> [{path = "/var/lib/kubelet", type = ""}]`,
+				"run_as_root " + dep + " " + podPathPrefix + "container[0].security_context[0].run_as_user: 65532 -> 0",
+				"run_as_non_root_off " + dep + " " + podPathPrefix + "container[0].security_context[0].run_as_non_root: true -> false",
+				"command " + dep + " " + podPathPrefix + `container[0].command: ["httpd"] -> ["sh", "-c", "cat /host/x"]`,
+			},
+		},
+		{
+			name: "risky values the plan does not change are not flagged",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+pod(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":1`)+
+					`,"after":`+pod(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":2`))},
+			want: nil,
+		},
+		{
+			name: "a create counts as a change of everything; run_as_user 0 is the provider's default for unset",
+			changes: []string{change(dep, "kubernetes_deployment", `["create"]`,
+				`"before":null,"after":`+pod(`"host_pid":true,"host_ipc":false,"automount_service_account_token":true,"container":[{"image":"busybox","port":[{"container_port":80,"host_port":8080}],"security_context":[{"allow_privilege_escalation":true,"capabilities":[{"add":["NET_ADMIN"],"drop":null}],"run_as_user":0}]}]`))},
+			want: []string{
+				"host_pid " + dep + " " + podPathPrefix + "host_pid: (none) -> true",
+				"capabilities_add " + dep + " " + podPathPrefix + `container[0].security_context[0].capabilities[0].add: (none) -> ["NET_ADMIN"]`,
+				"allow_privilege_escalation " + dep + " " + podPathPrefix + "container[0].security_context[0].allow_privilege_escalation: (none) -> true",
+				"run_as_root " + dep + " " + podPathPrefix + "container[0].security_context[0].run_as_user: (none) -> 0",
+				"host_port " + dep + " " + podPathPrefix + "container[0].port[0].host_port: (none) -> 8080",
+				"automount_service_account_token " + dep + " " + podPathPrefix + "automount_service_account_token: (none) -> true",
+				"image " + dep + " " + podPathPrefix + `container[0].image: (none) -> "busybox"`,
+			},
+		},
+		{
+			name: "init containers and cron job templates are covered: keys are found anywhere",
+			changes: []string{change("kubernetes_cron_job.c", "kubernetes_cron_job", `["update"]`,
+				`"before":{"spec":[{"job_template":[{"spec":[{"template":[{"spec":[{"init_container":[{"security_context":[{"privileged":false}]}]}]}]}]}]}]},`+
+					`"after":{"spec":[{"job_template":[{"spec":[{"template":[{"spec":[{"init_container":[{"security_context":[{"privileged":true}]}]}]}]}]}]}]}`)},
+			want: []string{"privileged kubernetes_cron_job.c spec[0].job_template[0].spec[0].template[0].spec[0].init_container[0].security_context[0].privileged: false -> true"},
+		},
+		{
+			name: "a value known only after apply on a flagged attribute is flagged",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+pod(`"service_account_name":"web","container":[{"image":"a"}]`)+`,"after":`+pod(`"container":[{}]`)+
+					`,"after_unknown":`+pod(`"service_account_name":true,"container":[{"image":true}]`))},
+			want: []string{
+				"service_account " + dep + " " + podPathPrefix + `service_account_name: "web" -> (known after apply) (known only after apply)`,
+				"image " + dep + " " + podPathPrefix + `container[0].image: "a" -> (known after apply) (known only after apply)`,
+			},
+		},
+		{
+			name: "Secrets into env and volumes",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+pod(`"container":[{"env":[{"name":"A","value_from":[{"secret_key_ref":[]}]}],"env_from":[]}],"volume":[{"secret":[]}]`)+
+					`,"after":`+pod(`"container":[{"env":[{"name":"A","value_from":[{"secret_key_ref":[{"name":"db","key":"password"}]}]}],"env_from":[{"secret_ref":[{"name":"all"}]}]}],"volume":[{"secret":[{"secret_name":"tls"}]}]`))},
+			want: []string{
+				"secret_env " + dep + " " + podPathPrefix + `container[0].env[0].value_from[0].secret_key_ref: [] -> [{key = "password", name = "db"}]`,
+				"secret_env_from " + dep + " " + podPathPrefix + `container[0].env_from[0].secret_ref: (none) -> [{name = "all"}]`,
+				"secret_volume " + dep + " " + podPathPrefix + `volume[0].secret: [] -> [{secret_name = "tls"}]`,
+			},
+		},
+		{
+			name: "null and empty are the same command",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+pod(`"container":[{"args":[],"command":null}]`)+`,"after":`+pod(`"container":[{"args":null,"command":[]}]`))},
+			want: nil,
+		},
+		{
+			name: "services exposed outside the cluster; only kubernetes_service's spec type counts",
+			changes: []string{
+				change("kubernetes_service.web", "kubernetes_service", `["update"]`,
+					`"before":{"spec":[{"type":"ClusterIP","external_ips":[]}]},"after":{"spec":[{"type":"LoadBalancer","external_ips":["203.0.113.7"]}]}`),
+				change("kubernetes_service.np", "kubernetes_service", `["create"]`, `"before":null,"after":{"spec":[{"type":"NodePort"}]}`),
+				change("kubernetes_service.ok", "kubernetes_service", `["create"]`, `"before":null,"after":{"spec":[{"type":"ClusterIP"}]}`),
+				change("kubernetes_secret.s", "kubernetes_secret", `["create"]`, `"before":null,"after":{"type":"NodePort"}`),
+			},
+			want: []string{
+				`service_exposed kubernetes_service.web spec[0].type: "ClusterIP" -> "LoadBalancer"`,
+				`service_exposed kubernetes_service.np spec[0].type: (none) -> "NodePort"`,
+				`external_ips kubernetes_service.web spec[0].external_ips: [] -> ["203.0.113.7"]`,
+			},
+		},
+		{
+			name: "RBAC and Ingress resources, deletions and replacements",
+			changes: []string{
+				change("kubernetes_cluster_role_binding.admin", "kubernetes_cluster_role_binding", `["create"]`, `"before":null,"after":{"role_ref":[{"name":"cluster-admin"}]}`),
+				change("kubernetes_role.r", "kubernetes_role", `["update"]`, `"before":{"rule":[{"verbs":["get"]}]},"after":{"rule":[{"verbs":["*"]}]}`),
+				change("kubernetes_ingress.web", "kubernetes_ingress", `["create"]`, `"before":null,"after":{}`),
+				change("kubernetes_config_map.gone", "kubernetes_config_map", `["delete"]`, `"before":{"data":{"image":"x"}},"after":null`),
+				change("kubernetes_config_map.again", "kubernetes_config_map", `["delete","create"]`, `"before":{"a":1},"after":{"a":2}`),
+			},
+			want: []string{
+				"delete kubernetes_config_map.gone : exists -> destroyed",
+				"replace kubernetes_config_map.again : exists -> destroyed and created again",
+				"rbac kubernetes_cluster_role_binding.admin : (none) -> created",
+				"rbac kubernetes_role.r : exists -> updated",
+				"ingress kubernetes_ingress.web : (none) -> created",
+			},
+		},
+		{
+			name: "look-alike names and addresses",
+			changes: []string{
+				change("kubernetes_deployment.w\u0435b", "kubernetes_deployment", `["create"]`, `"before":null,"after":{"metadata":[{"name":"w\u0435b","labels":{"\u0430pp":"x"}}]}`),
+			},
+			want: []string{
+				`look_alike kubernetes_deployment.w\u0435b [non-ASCII: U+0435 CYRILLIC SMALL LETTER IE] : (none) -> created`,
+				`look_alike kubernetes_deployment.w\u0435b [non-ASCII: U+0435 CYRILLIC SMALL LETTER IE] metadata[0].labels["\u0430pp"] [non-ASCII: U+0430 CYRILLIC SMALL LETTER A]: (none) -> "x"`,
+				`look_alike kubernetes_deployment.w\u0435b [non-ASCII: U+0435 CYRILLIC SMALL LETTER IE] metadata[0].name: (none) -> "w\u0435b" [non-ASCII: U+0435 CYRILLIC SMALL LETTER IE]`,
+			},
+		},
+		{
+			name: "data sources change nothing",
+			changes: []string{
+				change("data.kubernetes_secret.s", "kubernetes_secret", `["read"]`, `"before":null,"after":{"privileged":true}`),
+			},
+			want: nil,
+		},
+		{
+			name: "a sensitive value is flagged but not shown",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+pod(`"container":[{"command":["a"]}]`)+`,"after":`+pod(`"container":[{"command":["b"]}]`)+
+					`,"before_sensitive":`+pod(`"container":[{"command":true}]`)+`,"after_sensitive":`+pod(`"container":[{"command":true}]`))},
+			want: []string{"command " + dep + " " + podPathPrefix + "container[0].command: (sensitive) -> (sensitive)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Diff(planOf(t, tt.changes...))
+			got := flagLines(r)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("flags:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestFlaggedAttributesAreMarked: the attribute lines under a flag are marked on the screen too.
+func TestFlaggedAttributesAreMarked(t *testing.T) {
+	r := reportOf(t, "testdata/plan-incident.json")
+	marked := map[string]bool{}
+	for _, a := range r.Resources[0].Attributes {
+		marked[strings.TrimPrefix(a.Path, podPathPrefix)] = a.Flagged
+	}
+	for path, want := range map[string]bool{
+		"container[0].security_context[0].privileged":                true,
+		"volume[1].host_path[0].path":                                true,
+		"container[0].command[2]":                                    true,
+		"container[0].security_context[0].read_only_root_filesystem": false,
+		"volume[1].name":                                             false,
+	} {
+		if got, ok := marked[path]; !ok || got != want {
+			t.Errorf("%s: flagged %v (present %v), want %v", path, got, ok, want)
+		}
+	}
+}
