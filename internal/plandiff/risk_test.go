@@ -28,7 +28,7 @@ func change(addr, typ, actions, body string) string {
 }
 
 // pod wraps a pod spec (JSON object members) in a deployment's spec[0].template[0].spec[0].
-func pod(members string) string {
+func podJSON(members string) string {
 	return `{"spec":[{"template":[{"spec":[{` + members + `}]}]}]}`
 }
 
@@ -44,8 +44,8 @@ func TestRiskFlags(t *testing.T) {
 		{
 			name: "the incident, as an update",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
-				`"before":`+pod(`"container":[{"command":["httpd"],"security_context":[{"privileged":false,"run_as_user":65532,"run_as_non_root":true}]}],"volume":[{"name":"tmp","host_path":[]}]`)+
-					`,"after":`+pod(`"container":[{"command":["sh","-c","cat /host/x"],"security_context":[{"privileged":true,"run_as_user":0,"run_as_non_root":false}]}],"volume":[{"name":"tmp","host_path":[]},{"name":"node","host_path":[{"path":"/var/lib/kubelet","type":""}]}]`))},
+				`"before":`+podJSON(`"container":[{"command":["httpd"],"security_context":[{"privileged":false,"run_as_user":65532,"run_as_non_root":true}]}],"volume":[{"name":"tmp","host_path":[]}]`)+
+					`,"after":`+podJSON(`"container":[{"command":["sh","-c","cat /host/x"],"security_context":[{"privileged":true,"run_as_user":0,"run_as_non_root":false}]}],"volume":[{"name":"tmp","host_path":[]},{"name":"node","host_path":[{"path":"/var/lib/kubelet","type":""}]}]`))},
 			want: []string{
 				"privileged " + dep + " " + podPathPrefix + "container[0].security_context[0].privileged: false -> true",
 				"host_path " + dep + " " + podPathPrefix + `volume[1].host_path: (none) -> [{path = "/var/lib/kubelet", type = ""}]`,
@@ -57,14 +57,14 @@ func TestRiskFlags(t *testing.T) {
 		{
 			name: "risky values the plan does not change are not flagged",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
-				`"before":`+pod(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":1`)+
-					`,"after":`+pod(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":2`))},
+				`"before":`+podJSON(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":1`)+
+					`,"after":`+podJSON(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":2`))},
 			want: nil,
 		},
 		{
 			name: "a create counts as a change of everything; run_as_user 0 is the provider's default for unset",
 			changes: []string{change(dep, "kubernetes_deployment", `["create"]`,
-				`"before":null,"after":`+pod(`"host_pid":true,"host_ipc":false,"automount_service_account_token":true,"container":[{"image":"busybox","port":[{"container_port":80,"host_port":8080}],"security_context":[{"allow_privilege_escalation":true,"capabilities":[{"add":["NET_ADMIN"],"drop":null}],"run_as_user":0}]}]`))},
+				`"before":null,"after":`+podJSON(`"host_pid":true,"host_ipc":false,"automount_service_account_token":true,"container":[{"image":"busybox","port":[{"container_port":80,"host_port":8080}],"security_context":[{"allow_privilege_escalation":true,"capabilities":[{"add":["NET_ADMIN"],"drop":null}],"run_as_user":0}]}]`))},
 			want: []string{
 				"host_pid " + dep + " " + podPathPrefix + "host_pid: (none) -> true",
 				"capabilities_add " + dep + " " + podPathPrefix + `container[0].security_context[0].capabilities[0].add: (none) -> ["NET_ADMIN"]`,
@@ -85,8 +85,8 @@ func TestRiskFlags(t *testing.T) {
 		{
 			name: "a value known only after apply on a flagged attribute is flagged",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
-				`"before":`+pod(`"service_account_name":"web","container":[{"image":"a"}]`)+`,"after":`+pod(`"container":[{}]`)+
-					`,"after_unknown":`+pod(`"service_account_name":true,"container":[{"image":true}]`))},
+				`"before":`+podJSON(`"service_account_name":"web","container":[{"image":"a"}]`)+`,"after":`+podJSON(`"container":[{}]`)+
+					`,"after_unknown":`+podJSON(`"service_account_name":true,"container":[{"image":true}]`))},
 			want: []string{
 				"service_account " + dep + " " + podPathPrefix + `service_account_name: "web" -> (known after apply) (known only after apply)`,
 				"image " + dep + " " + podPathPrefix + `container[0].image: "a" -> (known after apply) (known only after apply)`,
@@ -95,8 +95,8 @@ func TestRiskFlags(t *testing.T) {
 		{
 			name: "Secrets into env and volumes",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
-				`"before":`+pod(`"container":[{"env":[{"name":"A","value_from":[{"secret_key_ref":[]}]}],"env_from":[]}],"volume":[{"secret":[]}]`)+
-					`,"after":`+pod(`"container":[{"env":[{"name":"A","value_from":[{"secret_key_ref":[{"name":"db","key":"password"}]}]}],"env_from":[{"secret_ref":[{"name":"all"}]}]}],"volume":[{"secret":[{"secret_name":"tls"}]}]`))},
+				`"before":`+podJSON(`"container":[{"env":[{"name":"A","value_from":[{"secret_key_ref":[]}]}],"env_from":[]}],"volume":[{"secret":[]}]`)+
+					`,"after":`+podJSON(`"container":[{"env":[{"name":"A","value_from":[{"secret_key_ref":[{"name":"db","key":"password"}]}]}],"env_from":[{"secret_ref":[{"name":"all"}]}]}],"volume":[{"secret":[{"secret_name":"tls"}]}]`))},
 			want: []string{
 				"secret_env " + dep + " " + podPathPrefix + `container[0].env[0].value_from[0].secret_key_ref: [] -> [{key = "password", name = "db"}]`,
 				"secret_env_from " + dep + " " + podPathPrefix + `container[0].env_from[0].secret_ref: (none) -> [{name = "all"}]`,
@@ -106,7 +106,7 @@ func TestRiskFlags(t *testing.T) {
 		{
 			name: "null and empty are the same command",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
-				`"before":`+pod(`"container":[{"args":[],"command":null}]`)+`,"after":`+pod(`"container":[{"args":null,"command":[]}]`))},
+				`"before":`+podJSON(`"container":[{"args":[],"command":null}]`)+`,"after":`+podJSON(`"container":[{"args":null,"command":[]}]`))},
 			want: nil,
 		},
 		{
@@ -162,8 +162,8 @@ func TestRiskFlags(t *testing.T) {
 		{
 			name: "a sensitive value is flagged but not shown",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
-				`"before":`+pod(`"container":[{"command":["a"]}]`)+`,"after":`+pod(`"container":[{"command":["b"]}]`)+
-					`,"before_sensitive":`+pod(`"container":[{"command":true}]`)+`,"after_sensitive":`+pod(`"container":[{"command":true}]`))},
+				`"before":`+podJSON(`"container":[{"command":["a"]}]`)+`,"after":`+podJSON(`"container":[{"command":["b"]}]`)+
+					`,"before_sensitive":`+podJSON(`"container":[{"command":true}]`)+`,"after_sensitive":`+podJSON(`"container":[{"command":true}]`))},
 			want: []string{"command " + dep + " " + podPathPrefix + "container[0].command: (sensitive) -> (sensitive)"},
 		},
 	}
