@@ -119,6 +119,13 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 			fmt.Fprintln(out, "!! Refusing. Deny it with: agent-sandbox deny "+req.ID+" --reason 'plan description does not match the plan'")
 			return exitError{code: exitTampered}
 		}
+		if vp.verdict.Refused() {
+			// What no person should approve, the policy refuses: show why, and sign nothing.
+			fmt.Fprint(out, screen.String())
+			fmt.Fprintln(out, "!! Refusing to sign: "+safeLine(vp.verdict.Error())+".")
+			fmt.Fprintln(out, "!! Deny it with: agent-sandbox deny "+req.ID+" --reason 'refused by the policy's plan rules'")
+			return exitError{code: exitTampered}
+		}
 	}
 	// Every line is read before the question is asked: on a terminal, a page at a time.
 	if err := pageTo(ctx, out, tty, above, screen.String()); err != nil {

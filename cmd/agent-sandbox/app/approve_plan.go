@@ -35,6 +35,9 @@ type verifiedPlan struct {
 	description string
 	// diff is every changed attribute, before and after, with the risk flags.
 	diff *plandiff.Report
+	// verdict is what the approver's policy's plan rules say of the plan: refused changes, and how many
+	// distinct approvers it needs.
+	verdict policy.PlanVerdict
 }
 
 // planSource reads and describes the saved plan a request is bound to. planVerifier is the one used; tests
@@ -68,20 +71,22 @@ func (v *planVerifier) verify(ctx context.Context, planID string, log io.Writer)
 	if err != nil {
 		return nil, fmt.Errorf("describe the saved plan with terraform: %w", err)
 	}
-	return newVerifiedPlan(planID, changes, text, v.Policy)
+	return newVerifiedPlan(ctx, planID, changes, text, v.Policy)
 }
 
 // newVerifiedPlan is what the screen shows of a saved plan, from Terraform's own description of it (show
 // -json and show): the resource changes, the destructive signals of the approver's policy, and the
 // attribute-level diff with its risk flags.
-func newVerifiedPlan(planID string, changes toolrun.PlanChanges, text string, pol *policy.Compiled) (*verifiedPlan, error) {
+func newVerifiedPlan(ctx context.Context, planID string, changes toolrun.PlanChanges, text string, pol *policy.Compiled) (*verifiedPlan, error) {
 	p, err := plandiff.Parse(changes.JSON)
 	if err != nil {
 		return nil, fmt.Errorf("read the values of the saved plan: %w", err)
 	}
 	vp := &verifiedPlan{changes: changes, text: text, description: toolrun.DescribePlan(planID, changes.Summary, changes.Changes), diff: plandiff.Diff(p)}
+	vp.verdict = policy.PlanVerdict{Refusals: []policy.PlanRuleHit{}, Approvals: 1, ApprovalRules: []policy.PlanRuleHit{}}
 	if pol != nil {
 		vp.signals = pol.DetectSignals(text)
+		vp.verdict = pol.PlanRules.Evaluate(ctx, p)
 	}
 	return vp, nil
 }
@@ -116,6 +121,18 @@ func (v *planVerifier) fetch(ctx context.Context, planID string) ([]byte, error)
 // approvals show.
 func printVerified(w io.Writer, vp *verifiedPlan) {
 	fmt.Fprintf(w, "WHAT THE PLAN DOES (computed on this machine from the saved plan, SHA-256 verified):\n")
+	if v := vp.verdict; v.Refused() {
+		fmt.Fprintf(w, "!! REFUSED BY THE POLICY'S PLAN RULES (%d): no approval can make this plan run; the apply sandbox refuses it too.\n", len(v.Refusals))
+		for _, h := range v.Refusals {
+			fmt.Fprintf(w, "!! RULE %s  %s: %s\n", safeLine(h.Rule), safeLine(h.Address), safeLine(h.Message))
+		}
+	}
+	if v := vp.verdict; v.Approvals > 1 {
+		fmt.Fprintf(w, "!! THIS PLAN NEEDS %d DISTINCT APPROVERS (the policy's two-person rules):\n", v.Approvals)
+		for _, h := range v.ApprovalRules {
+			fmt.Fprintf(w, "!! RULE %s  %s: %s\n", safeLine(h.Rule), safeLine(h.Address), safeLine(h.Message))
+		}
+	}
 	_ = vp.diff.WriteFlags(w)
 	if len(vp.signals) == 0 {
 		fmt.Fprintln(w, "  no destructive signal in the plan text")
@@ -138,6 +155,8 @@ type verifiedPlanJSON struct {
 	// DescriptionMismatch says how the request's description of the plan differs from the plan, when it does.
 	DescriptionMismatch string               `json:"description_mismatch,omitempty"`
 	Signals             []policy.SignalMatch `json:"signals,omitempty"`
+	// PlanRules is what the plan rules of your policy say of the plan.
+	PlanRules *policy.PlanVerdict `json:"plan_rules,omitempty"`
 	*plandiff.Report
 }
 
@@ -145,7 +164,7 @@ func verifiedJSON(vp *verifiedPlan, verr error, mismatch string) *verifiedPlanJS
 	if verr != nil {
 		return &verifiedPlanJSON{Error: verr.Error()}
 	}
-	return &verifiedPlanJSON{Verified: true, DescriptionMismatch: mismatch, Signals: vp.signals, Report: vp.diff}
+	return &verifiedPlanJSON{Verified: true, DescriptionMismatch: mismatch, Signals: vp.signals, PlanRules: &vp.verdict, Report: vp.diff}
 }
 
 // planFlags are the flags with which approve and approvals show reach a saved plan and describe it

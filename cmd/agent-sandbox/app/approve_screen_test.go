@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
@@ -44,7 +45,7 @@ func verifiedFixture(t *testing.T, name string) *verifiedPlan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vp, err := newVerifiedPlan(testPlanID, changes, "", nil)
+	vp, err := newVerifiedPlan(context.Background(), testPlanID, changes, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +345,50 @@ func TestRequestHeaderMarksLookAlikes(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %s:\n%s", want, out)
 		}
+	}
+}
+
+// TestApproveRefusesWhatThePlanRulesRefuse: with the shipped policy, the incident's plan is refused by its
+// plan rules on the approver's own machine: the screen names each rule and resource at the top and approve
+// signs nothing (exit 4) and never asks; a plan that a two-person rule covers says how many approvers it
+// needs.
+func TestApproveRefusesWhatThePlanRulesRefuse(t *testing.T) {
+	pol, err := policy.LoadFile("../../../policy/policy.yaml", policy.WithoutAdmissionRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../../../internal/plandiff/testdata/plan-incident.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := toolrun.ParsePlanJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vp, err := newVerifiedPlan(context.Background(), testPlanID, changes, "", pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vp.verdict.Refused() {
+		t.Fatalf("the shipped rules admit the incident: %+v", vp.verdict)
+	}
+	e := newApprovalEnv(t)
+	r := planRequest(t, e, vp)
+	s := approveWith(t, e, r, fixedPlan{vp: vp})
+	if code := s.wait(); code != exitTampered {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitTampered, s.output())
+	}
+	out := s.output()
+	for _, want := range []string{"!! REFUSED BY THE POLICY'S PLAN RULES", "!! RULE plan-no-privileged  kubernetes_deployment.web",
+		"!! RULE plan-no-host-path  kubernetes_deployment.web", "!! Refusing to sign: plan refused by rule plan-no-privileged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the screen lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `or "yes": `) || strings.Index(out, "REFUSED BY THE POLICY") > strings.Index(out, "!! RISK FLAGS") {
+		t.Errorf("approve asked, or put the refusal below the flags:\n%s", out)
+	}
+	if st := e.status(t, r.ID); st != approval.StatusPending {
+		t.Errorf("request is %s, want pending", st)
 	}
 }
