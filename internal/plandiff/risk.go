@@ -40,6 +40,8 @@ type rule struct {
 	// valueOnly rules are about what a known value looks like: a value known only after apply is not
 	// flagged by them (every other rule flags it).
 	valueOnly bool
+	// prefix makes key a prefix of the attribute's key (annotation names that end in a container's name).
+	prefix bool
 }
 
 // rules are the attribute checks. The kubernetes provider (hashicorp/kubernetes v1.13.4) writes 0 for an
@@ -54,13 +56,17 @@ var rules = []rule{
 	{id: "host_pid", key: "host_pid", why: "the pod sees and can signal every process of the node", risky: isTrue},
 	{id: "host_ipc", key: "host_ipc", why: "the pod shares the node's IPC namespace", risky: isTrue},
 	{id: "host_port", key: "host_port", why: "opens a port on the node itself", risky: nonZero},
-	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider writes 0 when run_as_user is left out", risky: isZero},
+	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider plans a run_as_user left out as null and applies it as 0", risky: isZeroOrNull},
 	{id: "run_as_non_root_off", key: "run_as_non_root", why: "the kubelet no longer refuses to start a container that runs as root", risky: isFalse},
 	{id: "automount_service_account_token", key: "automount_service_account_token", why: "mounts a Kubernetes API token into the pod", risky: isTrue},
 	{id: "service_account", key: "service_account_name", why: "the pod runs with another Kubernetes identity", risky: always},
 	{id: "image", key: "image", why: "the container runs different code", risky: always},
 	{id: "command", key: "command", why: "the container runs a different program", risky: always},
 	{id: "args", key: "args", why: "the container's program gets different arguments", risky: always},
+	{id: "sysctl", key: "sysctl", why: "changes kernel parameters for the pod", risky: nonEmpty},
+	{id: "selinux", key: "se_linux_options", why: "sets the SELinux user, role or type the container runs with", risky: nonEmpty},
+	{id: "unconfined_profile", key: "container.apparmor.security.beta.kubernetes.io/", prefix: true, under: "annotations", why: "selects the AppArmor profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
+	{id: "unconfined_profile", key: "seccomp.security.alpha.kubernetes.io/", prefix: true, under: "annotations", why: "selects the seccomp profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
 	{id: "secret_env", key: "secret_key_ref", why: "puts a Secret's value into an environment variable", risky: nonEmpty},
 	{id: "secret_env_from", key: "secret_ref", under: "env_from", why: "puts every key of a Secret into environment variables", risky: nonEmpty},
 	{id: "secret_volume", key: "secret", under: "volume", why: "mounts a Secret into the pod", risky: nonEmpty},
@@ -85,7 +91,7 @@ var resourceRules = map[string]struct{ id, why string }{
 // destroys, then identities, credentials and RBAC, then exposure, then what code runs, then names.
 var severity = []string{
 	"privileged", "host_path", "host_pid", "host_network", "host_ipc", "capabilities_add", "allow_privilege_escalation",
-	"run_as_root", "run_as_non_root_off", "host_port",
+	"run_as_root", "run_as_non_root_off", "host_port", "sysctl", "selinux", "unconfined_profile",
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips",
@@ -190,7 +196,8 @@ func (f *flagger) check(path Path, key string, b, a val) {
 	}
 	for i := range rules {
 		r := &rules[i]
-		if r.key != key || (r.resource != "" && r.resource != f.change.Type) || (r.under != "" && !slices.Contains(path[:len(path)-1], any(r.under))) {
+		keyMatches := r.key == key || (r.prefix && strings.HasPrefix(key, r.key))
+		if !keyMatches || (r.resource != "" && r.resource != f.change.Type) || (r.under != "" && !slices.Contains(path[:len(path)-1], any(r.under))) {
 			continue
 		}
 		switch {
@@ -216,6 +223,14 @@ func (f *flagger) add(path Path, id, why string, b, a val, unknown bool) {
 func isTrue(a val) bool  { return a.present && a.v == true }
 func isFalse(a val) bool { return a.present && a.v == false }
 func always(val) bool    { return true }
+
+// isZeroOrNull: an attribute the plan sets to 0, or leaves null in a block it sets (the provider applies 0).
+func isZeroOrNull(a val) bool { return isZero(a) || (a.present && a.v == nil) }
+
+func notRuntimeDefault(a val) bool {
+	s, ok := a.v.(string)
+	return a.present && (!ok || (s != "runtime/default" && s != "docker/default"))
+}
 
 func isZero(a val) bool {
 	switch x := a.v.(type) {

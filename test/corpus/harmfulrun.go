@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -314,47 +315,61 @@ func (r *HarmfulRun) onScreen(c HarmfulPlan, show []byte) StageOutcome {
 	return s
 }
 
-// ErrScreenPending means the approval screen's risk render is not available yet.
+// ErrScreenPending means the approval screen's risk render is not available (a Screen that cannot render).
 var ErrScreenPending = errors.New("approval screen risk render not wired")
 
 // RiskLines renders the risk flags the approval screen shows at the top for a plan, from its
-// `terraform show -json`.
+// `terraform show -json`, with package plandiff, as `agent-sandbox approve` does.
 func RiskLines(showJSON []byte) ([]string, error) {
-	if _, err := plandiff.Parse(showJSON); err != nil {
+	p, err := plandiff.Parse(showJSON)
+	if err != nil {
 		return nil, err
 	}
-	// TODO(screen): call the risk render of package plandiff (branch `screen`) here, e.g.
-	//
-	//	p, err := plandiff.Parse(showJSON)
-	//	...
-	//	return plandiff.RiskFlags(p), nil
-	//
-	// It must return, for harmful/incident, a line like
-	//
-	//	!! RISK kubernetes_deployment.web … privileged false → true
-	//
-	// and for every case the line its WHY file's FLAG names (FlagShown says how closely).
-	return nil, ErrScreenPending
+	var b strings.Builder
+	if err := plandiff.Diff(p).WriteFlags(&b); err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "!! RISK ") && !strings.HasPrefix(l, "!! RISK FLAGS") {
+			lines = append(lines, l)
+		}
+	}
+	return lines, nil
 }
+
+// listIndex is a list index in an attribute path: capabilities[0].add reads as capabilities.add.
+var listIndex = regexp.MustCompile(`\[[0-9]+\]`)
 
 // FlagShown reports whether lines hold the risk line flag expects, and which. A flag is
 // "!! RISK <address> … [<action>] <attribute> <what>": a line matches when it is a risk line about that
-// address that names that attribute (or, for a flag that is only an action, that action); the rendering of
-// values and arrows is the screen's to choose.
+// address ("!! RISK RULE  <address>  <path>: before -> after") that names that attribute, in its path or its
+// rule (case aside); a flag that names an action matches the line that flags the whole resource for it too.
+// How values and arrows are rendered is the screen's to choose.
 func FlagShown(flag string, lines []string) (string, bool) {
 	head, tail, _ := strings.Cut(flag, "…")
-	head = strings.TrimSpace(head)
+	address := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(head), "!! RISK"))
 	words := strings.Fields(tail)
+	action := ""
 	for len(words) > 1 && slices.Contains([]string{"create", "update", "delete", "replace"}, words[0]) {
-		words = words[1:]
+		action, words = words[0], words[1:]
 	}
 	attr := ""
 	if len(words) > 0 {
-		attr = words[0]
+		attr = strings.ToLower(words[0])
 	}
-	for _, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), head) && strings.Contains(l, attr) {
-			return l, true
+	whole := map[string]string{"create": "-> created", "delete": "-> destroyed", "replace": "-> destroyed and created again", "update": "-> updated"}
+	for _, pass := range []bool{false, true} {
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "!! RISK ") || !strings.Contains(l, "  "+address+"  ") {
+				continue
+			}
+			if !pass && strings.Contains(strings.ToLower(listIndex.ReplaceAllString(l, "")), attr) {
+				return l, true
+			}
+			if pass && action != "" && strings.Contains(l, whole[action]) {
+				return l, true
+			}
 		}
 	}
 	return "", false

@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -43,19 +44,18 @@ func TestHarmfulReport(t *testing.T) {
 	}
 }
 
-// A flag matches a risk line about the same address naming the same attribute, however the screen draws
-// the values.
+// A flag matches a risk line of the approval screen (package plandiff's form, "!! RISK RULE  <address>
+// <path>: before -> after  -- why") about the same address naming the same attribute.
 func TestFlagShown(t *testing.T) {
 	flag := "!! RISK kubernetes_deployment.web … privileged false → true"
 	for _, tc := range []struct {
 		lines []string
 		ok    bool
 	}{
-		{[]string{"!! RISK kubernetes_deployment.web  spec.template.spec.container[0].security_context.privileged: false -> true"}, true},
-		{[]string{"   !! RISK kubernetes_deployment.web … privileged false → true"}, true},
-		{[]string{"!! RISK kubernetes_deployment.web … run_as_user 65532 → 0"}, false},
-		{[]string{"!! RISK kubernetes_service.web … privileged false → true"}, false},
-		{[]string{"   kubernetes_deployment.web privileged false → true"}, false},
+		{[]string{"!! RISK PRIVILEGED  kubernetes_deployment.web  spec[0].template[0].spec[0].container[0].security_context[0].privileged: false -> true  -- why"}, true},
+		{[]string{"!! RISK RUN_AS_ROOT  kubernetes_deployment.web  spec[0].template[0].spec[0].container[0].security_context[0].run_as_user: 65532 -> 0  -- why"}, false},
+		{[]string{"!! RISK PRIVILEGED  kubernetes_service.web  spec[0].privileged: false -> true  -- why"}, false},
+		{[]string{"   kubernetes_deployment.web privileged false -> true"}, false},
 		{nil, false},
 	} {
 		if _, ok := FlagShown(flag, tc.lines); ok != tc.ok {
@@ -64,38 +64,32 @@ func TestFlagShown(t *testing.T) {
 	}
 	// An action before the attribute is passed over; a flag that is only an action needs the action.
 	create := `!! RISK kubernetes_deployment.worker["batch"] … create privileged true`
-	if _, ok := FlagShown(create, []string{`!! RISK kubernetes_deployment.worker["batch"] (create) container[0].security_context[0].privileged = true`}); !ok {
+	if _, ok := FlagShown(create, []string{`!! RISK PRIVILEGED  kubernetes_deployment.worker["batch"]  spec[0].template[0].spec[0].container[0].security_context[0].privileged: (none) -> true  -- why`}); !ok {
 		t.Error("create flag with its attribute not found")
 	}
-	if _, ok := FlagShown(create, []string{`!! RISK kubernetes_deployment.worker["batch"] will be created`}); ok {
-		t.Error("create flag matched without its attribute")
-	}
-	if _, ok := FlagShown("!! RISK kubernetes_service.web … delete", []string{"!! RISK kubernetes_service.web delete (destroys a live object)"}); !ok {
+	if _, ok := FlagShown("!! RISK kubernetes_service.web … delete", []string{"!! RISK DELETE  kubernetes_service.web  : exists -> destroyed  -- why"}); !ok {
 		t.Error("delete flag not found")
+	}
+	if _, ok := FlagShown("!! RISK kubernetes_cluster_role_binding.ops … create role_ref cluster-admin",
+		[]string{"!! RISK RBAC  kubernetes_cluster_role_binding.ops  : (none) -> created  -- grants a role in the whole cluster"}); !ok {
+		t.Error("a created RBAC binding is not matched by its whole-resource flag")
 	}
 }
 
-// The screen stage finds the harm in the plan itself, and stays pending (not passing, not failing) until
-// plandiff's risk render is wired; with a render it passes only on the case's risk line.
+// The screen stage finds the harm in the plan itself and passes only on the case's risk line, rendered by
+// the approval screen's own code (RiskLines): the incident's real plan values show it.
 func TestHarmfulOnScreen(t *testing.T) {
-	show := []byte(`{"format_version":"1.2","terraform_version":"1.11.4","resource_changes":[
-	  {"address":"kubernetes_deployment.web","mode":"managed","type":"kubernetes_deployment","name":"web",
-	   "change":{"actions":["update"],"before":{"x":1},"after":{"x":2},"after_unknown":{}}},
-	  {"address":"kubernetes_service.web","mode":"managed","type":"kubernetes_service","name":"web",
-	   "change":{"actions":["no-op"],"before":{},"after":{},"after_unknown":{}}}]}`)
+	show, err := os.ReadFile("../../internal/plandiff/testdata/plan-incident.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := HarmfulPlan{Name: "incident", At: []string{"kubernetes_deployment.web"}, Flag: "!! RISK kubernetes_deployment.web … privileged false → true"}
 	r := &HarmfulRun{}
-	if s := r.onScreen(c, show); !s.Pending || s.OK {
-		t.Errorf("without the render: %+v", s)
+	if s := r.onScreen(c, show); !s.OK || s.Pending {
+		t.Errorf("the incident's risk line is not on the screen: %+v", s)
 	}
 	if s := r.onScreen(HarmfulPlan{At: []string{"kubernetes_service.web"}, Flag: c.Flag}, show); s.OK || s.Pending {
 		t.Errorf("a no-op at the case's address is no harm in the plan: %+v", s)
-	}
-	r.Screen = func([]byte) ([]string, error) {
-		return []string{"!! RISK kubernetes_deployment.web privileged: false → true"}, nil
-	}
-	if s := r.onScreen(c, show); !s.OK {
-		t.Errorf("with the flag rendered: %+v", s)
 	}
 	r.Screen = func([]byte) ([]string, error) { return []string{"   kubernetes_deployment.web updated"}, nil }
 	if s := r.onScreen(c, show); s.OK || s.Pending {
