@@ -42,6 +42,9 @@ type rule struct {
 	valueOnly bool
 	// prefix makes key a prefix of the attribute's key (annotation names that end in a container's name).
 	prefix bool
+	// nullIsRisky rules flag an attribute the plan leaves null where it was not: the provider applies a
+	// default that is the risk (run_as_user left out is 0, root).
+	nullIsRisky bool
 }
 
 // rules are the attribute checks. The kubernetes provider (hashicorp/kubernetes v1.13.4) writes 0 for an
@@ -56,7 +59,7 @@ var rules = []rule{
 	{id: "host_pid", key: "host_pid", why: "the pod sees and can signal every process of the node", risky: isTrue},
 	{id: "host_ipc", key: "host_ipc", why: "the pod shares the node's IPC namespace", risky: isTrue},
 	{id: "host_port", key: "host_port", why: "opens a port on the node itself", risky: nonZero},
-	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider plans a run_as_user left out as null and applies it as 0", risky: isZeroOrNull},
+	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider plans a run_as_user left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
 	{id: "run_as_non_root_off", key: "run_as_non_root", why: "the kubelet no longer refuses to start a container that runs as root", risky: isFalse},
 	{id: "automount_service_account_token", key: "automount_service_account_token", why: "mounts a Kubernetes API token into the pod", risky: isTrue},
 	{id: "service_account", key: "service_account_name", why: "the pod runs with another Kubernetes identity", risky: always},
@@ -187,7 +190,10 @@ func (f *flagger) walk(path Path, b, a val) {
 // check flags the attribute at path (whose key is key) if the plan changes it to a risky value, or to a
 // value known only after apply.
 func (f *flagger) check(path Path, key string, b, a val) {
-	if same(b, a) {
+	// A null that was not there before (a block created without the attribute) is a change for the rules
+	// whose risk is the provider's default for null.
+	nullAppears := !b.present && a.present && a.v == nil
+	if same(b, a) && !nullAppears {
 		return
 	}
 	unknown := anyTrue(a.unk)
@@ -204,7 +210,9 @@ func (f *flagger) check(path Path, key string, b, a val) {
 		case unknown && r.valueOnly:
 		case unknown:
 			f.add(path, r.id, r.why, b, a, true)
-		case isEmpty(b) && isEmpty(a):
+		case r.nullIsRisky && r.risky(a) && (nullAppears || !same(b, a)):
+			f.add(path, r.id, r.why, b, a, false)
+		case nullAppears || (isEmpty(b) && isEmpty(a)):
 			// null and [] (or "") mean the same to Kubernetes: no command is no command.
 		case r.risky(a):
 			f.add(path, r.id, r.why, b, a, false)

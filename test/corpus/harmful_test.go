@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
@@ -239,6 +240,10 @@ func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
 	if err != nil {
 		t.Skip("no terraform on PATH")
 	}
+	shipped, err := policy.LoadFile("../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	plans := map[string]*plandiff.Plan{}
 	for _, c := range mustHarmful(t) {
 		t.Run(c.Name, func(t *testing.T) {
@@ -271,6 +276,23 @@ func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
 			plans[c.Name] = p
 			if c.Approvals > 0 {
 				return // a destroy needs the state; the live run shows it
+			}
+			// The policy's shipped plan rules refuse it (all but a changed command, which needs a workload
+			// that exists: offline every resource is a create), and the approval screen flags it.
+			if !slices.Equal(c.Rules, []string{"plan-command-pinned"}) {
+				v := shipped.PlanRules.Evaluate(ctx, p)
+				if rule, ok := c.Matches(v.Error()); !ok {
+					t.Errorf("the shipped plan rules do not refuse it by %v at %v: %q", c.Rules, c.At, v.Error())
+				} else {
+					t.Logf("refused by %s", rule)
+				}
+			}
+			lines, err := RiskLines(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := FlagShown(c.Flag, lines); !ok {
+				t.Errorf("the approval screen does not show %q; its risk lines:\n%s", c.Flag, strings.Join(lines, "\n"))
 			}
 			for _, a := range c.At {
 				if ch := change(p, a); ch == nil || ch.IsNoOp() {
