@@ -20,4 +20,9 @@ AGENT_SANDBOX_HELM_BIN=$(bin_helm)
 AGENT_SANDBOX_TF_PROVIDER_MIRROR=$(dir_tfprovider)
 export AGENT_SANDBOX_VAULT_BIN AGENT_SANDBOX_HELM_BIN AGENT_SANDBOX_TF_PROVIDER_MIRROR
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
+if [ $# -eq 0 ]; then
+  # The harmful-plan corpus planned by real Terraform with the provider (offline): each case refused by the
+  # shipped plan rules and flagged on the approval screen. The unit phase skips these without the mirror.
+  go test -count=1 -run 'WithTerraform|LocalPlanner' ./test/corpus/
+fi
 exec go test -tags integration -count=1 -timeout 20m "${@:-./test/integration/...}"
