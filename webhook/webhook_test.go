@@ -68,6 +68,12 @@ func (l *memLedger) Record(_ context.Context, id string, _ time.Time) error {
 	return nil
 }
 
+func (l *memLedger) Seen(_ context.Context, id string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[id], nil
+}
+
 type fixture struct {
 	p       *policy.Compiled
 	c       *Checker

@@ -32,6 +32,15 @@ var (
 	ErrTooLong = errors.New("approval token lives longer than the policy allows")
 	// ErrReplayed: the token's ID was used before.
 	ErrReplayed = errors.New("approval token already used")
+	// ErrNotEnoughApprovals: the tokens of one call are signed by fewer distinct approvers than the call
+	// needs (the largest approvals_required among them). The error is a *NotEnoughApprovalsError, which says
+	// how many, as "1 of 2 approvals".
+	ErrNotEnoughApprovals = errors.New("not enough approvals")
+	// ErrDuplicateApprover: one approver signed more than one of the tokens of one call. The same approver
+	// twice counts once, so the set is refused rather than counted.
+	ErrDuplicateApprover = errors.New("the same approver signed more than one of the approvals")
+	// ErrOtherRequest: the tokens of one call approve different requests.
+	ErrOtherRequest = errors.New("the approval tokens are for different requests")
 
 	// ErrNotFound: no request with that ID (or none matching the search).
 	ErrNotFound = errors.New("approval request not found")

@@ -601,6 +601,12 @@ func (l *mapLedger) Record(_ context.Context, id string, _ time.Time) error {
 	return nil
 }
 
+func (l *mapLedger) Seen(_ context.Context, id string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[id], nil
+}
+
 // shortTTLPolicy writes the shipped policy with spec.approval.tokenTTL set to 10m into dir.
 func shortTTLPolicy(t *testing.T, dir string) string {
 	t.Helper()
