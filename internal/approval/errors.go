@@ -50,6 +50,9 @@ var (
 	ErrNotGranted = errors.New("approval request is not granted")
 	// ErrConsumed: the grant was consumed before.
 	ErrConsumed = errors.New("approval already consumed")
+	// ErrAlreadyApproved: this approver key has already approved the request. An approver counts once, however
+	// often they approve, so a request that needs two approvals needs two different approvers.
+	ErrAlreadyApproved = errors.New("this approver has already approved the request")
 
 	// ErrNoDatabase: OpenStore was told not to create the database (WithoutCreate) and there is none.
 	ErrNoDatabase = errors.New("approvals database does not exist")

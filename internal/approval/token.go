@@ -83,7 +83,8 @@ func NewTokenID() (string, error) {
 }
 
 // NewClaims returns the claims that approve req: signed by keyID, for audience, issued (and valid from) now
-// truncated to the second, expiring ttl later (DefaultTokenTTL when ttl is 0), with a fresh token ID.
+// truncated to the second, expiring ttl later (DefaultTokenTTL when ttl is 0), with a fresh token ID, asking
+// for req.ApprovalsRequired approvers.
 func NewClaims(req *Request, keyID, audience string, now time.Time, ttl time.Duration) (Claims, error) {
 	if ttl == 0 {
 		ttl = DefaultTokenTTL
@@ -108,6 +109,8 @@ func NewClaims(req *Request, keyID, audience string, now time.Time, ttl time.Dur
 		ParamsHash: req.ParamsHash,
 		Namespace:  req.Namespace,
 		PlanDigest: req.PlanDigest,
+
+		ApprovalsRequired: req.ApprovalsRequired,
 	}, nil
 }
 

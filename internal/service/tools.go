@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -62,7 +63,7 @@ func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation
 	if err != nil {
 		return "", nil, c.fail(KindFailed, fmt.Errorf("read approvals: %w", err))
 	}
-	token, err := s.Approvals.Consume(ctx, req.ID, inv.Tool.Name, hash)
+	tokens, err := s.Approvals.Consume(ctx, req.ID, inv.Tool.Name, hash)
 	if err != nil {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": "approval unusable", "approval_request": req.ID})
 		return "", nil, c.fail(KindApproval, fmt.Errorf("approval %s cannot be used: %w", req.ID, err))
@@ -73,7 +74,9 @@ func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation
 		"decided_at": req.DecidedAt.UTC().Format(time.RFC3339), "token_id": req.TokenID})
 	c.audit(audit.EventApprovalConsumed, map[string]any{"approval_request": req.ID, "token_id": req.TokenID})
 	c.trace.Event(telemetry.Event{Name: audit.EventApprovalConsumed, Time: time.Now(), Attrs: map[string]any{"approval_request": req.ID, "approver": req.Approver}})
-	return token, req, nil
+	// Until the Job carries a list of tokens, a request has one grant; a comma joins more (JWS compact
+	// tokens have none).
+	return strings.Join(tokens, ","), req, nil
 }
 
 // requestApproval files an approval request for these exact parameters (or finds the pending one) and

@@ -300,10 +300,11 @@ func TestApproveThroughPTY(t *testing.T) {
 	if got.Status != approval.StatusGranted || got.Approver != "alice" || got.TokenExpiry.Sub(got.DecidedAt) > 10*time.Minute+time.Second {
 		t.Fatalf("after approve: %+v", *got)
 	}
-	token, err := e.store.Consume(context.Background(), r.ID, r.Tool, r.ParamsHash)
-	if err != nil {
-		t.Fatal(err)
+	tokens, err := e.store.Consume(context.Background(), r.ID, r.Tool, r.ParamsHash)
+	if err != nil || len(tokens) != 1 {
+		t.Fatal(len(tokens), err)
 	}
+	token := tokens[0]
 	v := approval.NewVerifier(e.key.KeySet(), approveAudience, time.Now)
 	want := approval.Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
 	claims, err := v.Consume(context.Background(), token, want, newMapLedger())
