@@ -167,7 +167,7 @@ func (f *fixture) job(t testing.TB, tool string, params map[string]any, token st
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalToken: token, AuditHead: testHead})
+	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: testHead})
 	if err != nil {
 		t.Fatal(err)
 	}
