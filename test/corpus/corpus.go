@@ -33,6 +33,9 @@ type Env struct {
 	Approver *approval.PrivateKey
 	// Other is an approver key the webhook does NOT trust.
 	Other *approval.PrivateKey
+	// Second is another approver key the webhook trusts, for the plans that need two approvers. Without it
+	// the corpus leaves out the cases that need two distinct approvers' tokens admitted.
+	Second *approval.PrivateKey
 	// Identities attack; Admin sets up and cleans up.
 	*Identities
 	// Vault is where the Vault-direct cases log in.
