@@ -31,6 +31,9 @@ type approveOptions struct {
 	Terraform        string
 	ProviderMirror   string
 	now              func() time.Time
+	// required computes the distinct approvers a call needs from what approve verified (requiredApprovals;
+	// tests substitute their own).
+	required func(*verifiedPlan) int
 
 	policy *policy.Compiled
 }
@@ -118,11 +121,12 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	fmt.Fprintln(out)
 	printRequest(out, req, o.now())
 	fmt.Fprintln(out)
+	var vp *verifiedPlan
 	if req.PlanDigest != "" {
 		// The summary above is the MCP server's, which nobody trusts. The saved plan the approval binds is
 		// fetched and described here, by this program, and must say the same.
 		v := &planVerifier{Kubeconfig: o.Kubeconfig, Namespace: o.SandboxNamespace, Terraform: o.Terraform, ProviderMirror: o.ProviderMirror, Policy: o.policy}
-		vp, err := v.verify(ctx, req.PlanDigest, io.Discard)
+		vp, err = v.verify(ctx, req.PlanDigest, io.Discard)
 		if err != nil {
 			return fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
 		}
@@ -135,6 +139,19 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 			return exitError{code: exitTampered}
 		}
 	}
+	// How many distinct approvers the call needs is computed here, from what this program verified; the
+	// request's number (which the MCP server set, or an earlier approver raised) can only make it more.
+	required := o.required
+	if required == nil {
+		required = requiredApprovals
+	}
+	if n := required(vp); n > req.ApprovalsRequired {
+		if err := store.RaiseApprovalsRequired(ctx, req.ID, n); err != nil {
+			return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
+		}
+		req.ApprovalsRequired = n
+	}
+	printApprovalsSoFar(out, req)
 	fmt.Fprintf(out, "The approval is for cluster %q and expires %s after you confirm.\n", safeLine(o.Audience), o.TTL)
 	fmt.Fprintf(out, "To approve, type the request ID (%s) or \"yes\": ", req.ID)
 	line, err := readLine(ctx, tty)
@@ -155,6 +172,13 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	if err != nil {
 		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
+	// Read the request again: others may have approved while this one was being read.
+	if req, err = store.Get(ctx, req.ID); err != nil {
+		return fmt.Errorf("not approved: %w", err)
+	}
+	if req.HasApprover(key.KeyID()) {
+		return alreadyApproved(req, key.KeyID())
+	}
 	claims, err := approval.NewClaims(req, key.KeyID(), o.Audience, o.now(), o.TTL)
 	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
@@ -163,15 +187,70 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
 	}
-	if err := store.Grant(ctx, req.ID, token, &claims); err != nil {
+	err = store.Grant(ctx, req.ID, token, &claims)
+	if errors.Is(err, approval.ErrAlreadyApproved) {
+		return alreadyApproved(req, key.KeyID())
+	}
+	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
 	}
-	_, err = fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
+	fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
+	after, err := store.Get(ctx, req.ID)
+	if err != nil {
+		return err
+	}
+	switch left := after.ApprovalsRequired - after.Approvals(); {
+	case after.Status == approval.StatusGranted && after.ApprovalsRequired > 1:
+		_, err = fmt.Fprintf(out, "%s: the set is complete (%s); the call can run once, until %s\n",
+			after.Progress(), safeLine(strings.Join(after.Approvers(), ", ")), formatTime(after.TokenExpiry))
+	case after.Status == approval.StatusPending && left > 0:
+		who := "another approver"
+		if left > 1 {
+			who = fmt.Sprintf("%d other approvers", left)
+		}
+		_, err = fmt.Fprintf(out, "%s: %d more needed; ask %s to run `agent-sandbox approve %s` (the same approver twice counts once)\n",
+			after.Progress(), left, who, after.ID)
+	}
 	return err
 }
 
+// requiredApprovals is how many distinct approvers a call needs, computed by approve itself from what it
+// verified (vp is nil for a request bound to no saved plan). Today every call needs one.
+//
+// TODO(lead, issue 21): evaluate the policy's spec.planRules over vp's resource changes and return the
+// largest `approvals` of the rules that match (at least 1). approve raises the request to it and signs it
+// into the token (approvals_required), where the webhook enforces it.
+func requiredApprovals(vp *verifiedPlan) int {
+	_ = vp
+	return 1
+}
+
+// printApprovalsSoFar tells the approver who has approved already and how many approvals are still needed,
+// for a call that needs more than one.
+func printApprovalsSoFar(w io.Writer, req *approval.Request) {
+	if req.ApprovalsRequired <= 1 {
+		return
+	}
+	if req.Approvals() == 0 {
+		fmt.Fprintf(w, "This call needs %d distinct approvers; nobody has approved it yet (yours makes 1 of %d).\n",
+			req.ApprovalsRequired, req.ApprovalsRequired)
+		return
+	}
+	// Who approved is what the approvals database says, and that file is the MCP server's: the webhook checks
+	// every approver's signature when the call runs, so a grant written there by anyone else admits nothing.
+	fmt.Fprintf(w, "This call needs %d distinct approvers: %s so far, by %s (as the approvals database says); %d more needed, yours included.\n",
+		req.ApprovalsRequired, req.Progress(), safeLine(strings.Join(req.Approvers(), ", ")), req.ApprovalsRequired-req.Approvals())
+}
+
+// alreadyApproved refuses a second approval by the same key: it would count once, so the call would still
+// lack an approver.
+func alreadyApproved(req *approval.Request, keyID string) error {
+	return fmt.Errorf("not approved: %w: you (approver key %s) approved %s before, and the same approver twice counts once; %s: ask another approver to run `agent-sandbox approve %s`",
+		approval.ErrAlreadyApproved, safeLine(keyID), req.ID, req.Progress(), req.ID)
+}
+
 func newApproveCommand(streams IO) *cobra.Command {
-	o := &approveOptions{TTL: approval.DefaultTokenTTL, now: time.Now}
+	o := &approveOptions{TTL: approval.DefaultTokenTTL, now: time.Now, required: requiredApprovals}
 	cmd := &cobra.Command{
 		Use:   "approve ID",
 		Short: "Approve a pending request, as a person at a terminal",
