@@ -99,7 +99,7 @@ func TestClaimAnchor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, head := range []string{"", "HEAD", strings.ToUpper(testHead), testHead[2:]} {
-		c, err := sandbox.RenderClaim(inv, testRequestID, "", head)
+		c, err := sandbox.RenderClaim(inv, testRequestID, nil, head)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -128,8 +128,9 @@ type Request struct {
 type Decision struct {
 	Tool     string
 	Warnings []string
-	// ApprovalTokenID is set when a Job consumed an approval.
-	ApprovalTokenID string
+	// ApprovalTokenIDs are the IDs of the approval tokens a Job consumed (checked, for a dry run), one per
+	// approver.
+	ApprovalTokenIDs []string
 	// Fast is set when the Job was decided on the fast path (it was exactly its rendering).
 	Fast bool
 }

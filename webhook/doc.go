@@ -6,8 +6,9 @@
 //     with a memory-backed credential volume and a Vault-audience token only it can read (Inject).
 //   - Jobs and Pods are validated on CREATE and UPDATE (Checker): the policy's CEL admission rules, a known
 //     tool, exactly the image and command the policy renders for the declared parameters, the tool's
-//     ServiceAccount, an allowed target namespace, and for tools that need it a signed approval token that
-//     is consumed in a ledger shared by every replica (ConfigMapLedger).
+//     ServiceAccount, an allowed target namespace, and for tools that need it signed approval tokens, from
+//     as many distinct trusted approvers as they say the call needs, each consumed in a ledger shared by
+//     every replica (ConfigMapLedger).
 //   - Pods are created only by the Job controller; exec, attach, port-forward, ephemeral containers and
 //     every other workload kind are denied in sandbox namespaces.
 //

@@ -276,7 +276,7 @@ func TestFastPathChecksTheApproval(t *testing.T) {
 		t.Errorf("forged token: %v", err)
 	}
 	good := string(f.raw(t, f.job(t, "terraform_apply", applyParams(), f.token(t, f.key, "terraform_apply", applyParams(), nil))))
-	if d, err := f.checkRaw(t, good); err != nil || !d.Fast || d.ApprovalTokenID == "" {
+	if d, err := f.checkRaw(t, good); err != nil || !d.Fast || len(d.ApprovalTokenIDs) != 1 {
 		t.Fatalf("good token: %+v %v", d, err)
 	}
 	if _, err := f.checkRaw(t, good); !strings.Contains(fmtErr(err), "already used") {

@@ -34,11 +34,13 @@ var serverMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "ge
 
 // expectedJob renders what the policy allows for an invocation: the Job the MCP server must submit, with
 // the webhook's own injection and the API server's defaults. The Job's name is derived from the tool and
-// the request (or, for a tool that needs approval, from the approval token) so that nobody can hold a
-// name that an approved call will need. head is the audit chain head the Job declares (checked by the
-// caller): it is rendered into the Job's annotations as declared.
-func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, token, head string) (*batchv1.Job, error) {
-	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalToken: token, AuditHead: head})
+// the request (or, for a tool that needs approval, from its approval tokens) so that nobody can hold a
+// name that an approved call will need. tokens is the approval-token annotation the Job declares, one token
+// or several joined, rendered back exactly as declared (checkApproval verifies them). head is the audit
+// chain head the Job declares (checked by the caller): it is rendered into the Job's annotations as declared.
+func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, tokens, head string) (*batchv1.Job, error) {
+	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: requestID,
+		ApprovalTokens: contract.SplitApprovalTokens(tokens), AuditHead: head})
 	if err != nil {
 		return nil, err
 	}

@@ -176,12 +176,12 @@ func record(ctx context.Context, m *Metrics, kind string, r Request, start time.
 	if d.Fast {
 		m.fastPath.Inc()
 	}
-	if d.ApprovalTokenID != "" {
+	if len(d.ApprovalTokenIDs) > 0 {
 		m.approvals.WithLabelValues(map[bool]string{true: "dry-run", false: "consumed"}[r.DryRun]).Inc()
 	}
-	log.V(1).Info("admission allowed", "tool", d.Tool, "approvalTokenID", d.ApprovalTokenID, "warnings", len(d.Warnings))
-	if d.ApprovalTokenID != "" {
-		log.Info("approval consumed", "tool", d.Tool, "approvalTokenID", d.ApprovalTokenID)
+	log.V(1).Info("admission allowed", "tool", d.Tool, "approvalTokenIDs", d.ApprovalTokenIDs, "warnings", len(d.Warnings))
+	if len(d.ApprovalTokenIDs) > 0 {
+		log.Info("approval consumed", "tool", d.Tool, "approvalTokenIDs", d.ApprovalTokenIDs)
 	}
 	return d.Warnings, nil
 }

@@ -94,11 +94,11 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 // so a Job refused for anything else burns neither.
 func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *policy.Compiled, inv *policy.Invocation, token, requestID, head, job string) error {
 	if inv.Tool.RequiresApproval {
-		id, warn, err := c.checkApproval(ctx, p, inv, token, req.DryRun)
+		ids, warn, err := c.checkApproval(ctx, p, inv, token, req.DryRun)
 		if err != nil {
 			return err
 		}
-		d.ApprovalTokenID = id
+		d.ApprovalTokenIDs = ids
 		d.Warnings = append(d.Warnings, warn...)
 	}
 	return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job)

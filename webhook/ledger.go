@@ -57,6 +57,21 @@ func (l *ConfigMapLedger) Record(ctx context.Context, tokenID string, expires ti
 	return nil
 }
 
+// Seen reports whether tokenID was recorded. It lists by name rather than reading the entry, because the
+// webhook may create, list and delete ledger entries but not get them; the list goes to the API server, never
+// to a cache, so an entry it misses is one that Record is creating at that moment (and Record then refuses).
+func (l *ConfigMapLedger) Seen(ctx context.Context, tokenID string) (bool, error) {
+	if !tokenIDRE.MatchString(tokenID) {
+		return false, fmt.Errorf("token ID %q: %w", tokenID, approval.ErrMalformed)
+	}
+	var list corev1.ConfigMapList
+	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace),
+		client.MatchingFields{"metadata.name": "approval-" + tokenID}, client.Limit(1)); err != nil {
+		return false, fmt.Errorf("look up approval %s in the ledger: %w", tokenID, err)
+	}
+	return len(list.Items) > 0, nil
+}
+
 // RecordPod stores that the Job with UID job has had its Pod, or returns ErrSecondPod.
 func (l *ConfigMapLedger) RecordPod(ctx context.Context, job types.UID, expires time.Time) error {
 	if !uidRE.MatchString(string(job)) {

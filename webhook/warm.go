@@ -145,7 +145,7 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	if err := checkHead("claim", "the claim's auditHead", claim.AuditHead); err != nil {
 		return nil, err
 	}
-	want, err := sandbox.RenderClaim(inv, claim.RequestID, claim.ApprovalToken, claim.AuditHead)
+	want, err := sandbox.RenderClaim(inv, claim.RequestID, contract.SplitApprovalTokens(claim.ApprovalToken), claim.AuditHead)
 	if err != nil {
 		return nil, deny("render", "%v", err)
 	}
@@ -169,11 +169,11 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		}
 	}
 	if t.RequiresApproval {
-		id, warn, err := c.checkApproval(ctx, p, inv, claim.ApprovalToken, req.DryRun)
+		ids, warn, err := c.checkApproval(ctx, p, inv, claim.ApprovalToken, req.DryRun)
 		if err != nil {
 			return nil, err
 		}
-		d.ApprovalTokenID = id
+		d.ApprovalTokenIDs = ids
 		d.Warnings = append(d.Warnings, warn...)
 	}
 	if err := c.recordAnchor(ctx, req, t, claim.RequestID, claim.AuditHead, owner); err != nil {

@@ -92,7 +92,7 @@ func (f *fixture) claimFor(t testing.TB, tool string, params map[string]any, req
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sandbox.RenderClaim(inv, requestID, token, testHead)
+	c, err := sandbox.RenderClaim(inv, requestID, contract.SplitApprovalTokens(token), testHead)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,12 @@ func (l *memLedger) Record(_ context.Context, id string, _ time.Time) error {
 	return nil
 }
 
+func (l *memLedger) Seen(_ context.Context, id string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[id], nil
+}
+
 type fixture struct {
 	p       *policy.Compiled
 	c       *Checker
@@ -161,7 +167,7 @@ func (f *fixture) job(t testing.TB, tool string, params map[string]any, token st
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalToken: token, AuditHead: testHead})
+	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: testHead})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,18 @@
 // and hash of a call's parameters, the approvers' ed25519 keys, the signed approval tokens, and the SQLite
 // store in which the MCP server parks requests until a human grants or denies them.
 //
-// The single-use rule lives here and only here. An approval token can only be verified by consuming it
-// (Verifier.Consume records its ID in a Ledger after every other check passed), and a stored grant can only be
-// read by consuming it (Store.Consume flips it from granted to consumed in one SQL statement). The one
-// exception, Verifier.CheckDryRun, exists for admission dry-run requests, which by definition change nothing.
+// The single-use rule lives here and only here, and so does the count of approvers. Approval tokens can only
+// be verified by consuming them (Verifier.ConsumeAll checks every token, then that they are signed by as many
+// distinct approvers as the call needs, then records every ID in a Ledger), and a request's stored grants, one
+// per approver, can only be read by consuming them (Store.Consume flips the request from granted to consumed
+// and reads all its tokens in one transaction). The one exception, Verifier.CheckDryRunAll (and CheckDryRun),
+// exists for admission dry-run requests, which by definition change nothing.
 //
 // Who does what:
 //
 //   - the MCP server (untrusted) calls CreateRequest when a tool needs approval, and FindGranted plus
 //     Store.Consume to pick up a grant; it never holds a private key, so it cannot mint a token;
 //   - the approver (a person at a terminal) runs `agent-sandbox approve`, which signs a token with Sign
-//     and stores it with Store.Grant;
-//   - the admission webhook (trusted) holds the public KeySet and calls Verifier.Consume.
+//     and stores it with Store.Grant; a call that needs several approvers waits for each of them;
+//   - the admission webhook (trusted) holds the public KeySet and calls Verifier.ConsumeAll.
 package approval

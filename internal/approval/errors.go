@@ -32,6 +32,15 @@ var (
 	ErrTooLong = errors.New("approval token lives longer than the policy allows")
 	// ErrReplayed: the token's ID was used before.
 	ErrReplayed = errors.New("approval token already used")
+	// ErrNotEnoughApprovals: the tokens of one call are signed by fewer distinct approvers than the call
+	// needs (the largest approvals_required among them). The error is a *NotEnoughApprovalsError, which says
+	// how many, as "1 of 2 approvals".
+	ErrNotEnoughApprovals = errors.New("not enough approvals")
+	// ErrDuplicateApprover: one approver signed more than one of the tokens of one call. The same approver
+	// twice counts once, so the set is refused rather than counted.
+	ErrDuplicateApprover = errors.New("the same approver signed more than one of the approvals")
+	// ErrOtherRequest: the tokens of one call approve different requests.
+	ErrOtherRequest = errors.New("the approval tokens are for different requests")
 
 	// ErrNotFound: no request with that ID (or none matching the search).
 	ErrNotFound = errors.New("approval request not found")
@@ -41,6 +50,9 @@ var (
 	ErrNotGranted = errors.New("approval request is not granted")
 	// ErrConsumed: the grant was consumed before.
 	ErrConsumed = errors.New("approval already consumed")
+	// ErrAlreadyApproved: this approver key has already approved the request. An approver counts once, however
+	// often they approve, so a request that needs two approvals needs two different approvers.
+	ErrAlreadyApproved = errors.New("this approver has already approved the request")
 
 	// ErrNoDatabase: OpenStore was told not to create the database (WithoutCreate) and there is none.
 	ErrNoDatabase = errors.New("approvals database does not exist")

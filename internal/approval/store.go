@@ -45,9 +45,10 @@ var requestIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").W
 // Status is the state of an approval request.
 type Status string
 
-// The states of a request. Pending requests become granted or denied; granted ones become consumed. Expired is
-// never stored: it is what a pending request reads as past its ExpiresAt, and a granted one past its
-// TokenExpiry.
+// The states of a request. Pending requests become granted (once ApprovalsRequired distinct approvers have
+// approved) or denied; granted ones become consumed. A pending request may already hold some grants: it reads
+// as, say, "1 of 2 approvals" (Request.Progress). Expired is never stored: it is what a pending request reads
+// as past its ExpiresAt, and a granted one past its TokenExpiry.
 const (
 	StatusPending  Status = "pending"
 	StatusGranted  Status = "granted"
@@ -72,10 +73,10 @@ type Signal struct {
 	Match string `json:"match"`
 }
 
-// Request is a tool call waiting for, or carrying, a person's decision.
+// Request is a tool call waiting for, or carrying, people's decisions.
 //
-// The signed token of a grant is deliberately not a field: the only way to read it is Store.Consume, which
-// also uses it up, so a Request can be printed, logged or returned anywhere.
+// The signed tokens of its grants are deliberately not fields: the only way to read them is Store.Consume,
+// which also uses them up, so a Request can be printed, logged or returned anywhere.
 type Request struct {
 	ID          string         // "req-" and 12 lower-case base32 characters
 	Tool        string         // tool name
@@ -88,17 +89,52 @@ type Request struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time // the request expires unless decided before this
 	Status      Status    // as of the store's clock when read
-	Approver    string    // key ID of the approver (grants) or name of who denied
+	// ApprovalsRequired is how many distinct approvers must approve before the request is granted: 1 unless
+	// CreateRequest was given more, RaiseApprovalsRequired raised it, or an approver's token asked for more.
+	ApprovalsRequired int
+	// Grants are the approvals given so far, in the order given. Those of a pending request whose tokens
+	// have expired no longer count and are left out.
+	Grants      []Grant
+	Approver    string // who denied; for a granted request the key ID of the approver who completed the set
 	DecidedAt   time.Time
 	Reason      string    // why it was denied
-	TokenID     string    // jti of the granted token
-	TokenExpiry time.Time // when the granted token expires
+	TokenID     string    // jti of the first grant's token, once granted (Grants has every grant's)
+	TokenExpiry time.Time // once granted: when the earliest of its grants' tokens expires, and with it the grant
 	ConsumedAt  time.Time
 }
 
+// Grant is one approver's approval of a request, as stored. Its signed token is not a field (see Request).
+type Grant struct {
+	Approver    string    // the approver's key ID
+	TokenID     string    // jti of the approver's token
+	TokenExpiry time.Time // when the approver's token expires
+	DecidedAt   time.Time // when the approver approved
+}
+
+// Approvals is the number of distinct approvers whose grants count.
+func (r *Request) Approvals() int { return len(r.Grants) }
+
+// Approvers are the key IDs of the approvers whose grants count, in the order they approved.
+func (r *Request) Approvers() []string {
+	out := make([]string, 0, len(r.Grants))
+	for _, g := range r.Grants {
+		out = append(out, g.Approver)
+	}
+	return out
+}
+
+// HasApprover reports whether the approver with key ID keyID has approved r (and that approval counts).
+func (r *Request) HasApprover(keyID string) bool { return slices.Contains(r.Approvers(), keyID) }
+
+// Progress says how far r is, as "1 of 2 approvals".
+func (r *Request) Progress() string { return Progress(r.Approvals(), r.required()) }
+
+// required is ApprovalsRequired, at least 1.
+func (r *Request) required() int { return max(r.ApprovalsRequired, 1) }
+
 // String summarises the request for logs and messages.
 func (r *Request) String() string {
-	return fmt.Sprintf("%s (tool %s, namespace %s, status %s)", r.ID, r.Tool, r.Namespace, r.Status)
+	return fmt.Sprintf("%s (tool %s, namespace %s, status %s, %s)", r.ID, r.Tool, r.Namespace, r.Status, r.Progress())
 }
 
 // GoString prints the identifying fields only, also under %#v.
@@ -114,7 +150,8 @@ type ListFilter struct {
 }
 
 // Store keeps approval requests in a SQLite database file. It is safe for concurrent use, also by several
-// processes sharing one file: every state change is a single conditional UPDATE.
+// processes sharing one file: every state change is a single conditional UPDATE, or one transaction that
+// takes the database's write lock when it begins (BEGIN IMMEDIATE).
 type Store struct {
 	db       *sql.DB
 	now      func() time.Time
@@ -298,8 +335,8 @@ func ValidRequestID(id string) bool {
 
 // CreateRequest stores a new pending request. Tool and Params are required and are validated by computing
 // ParamsHash (a ParamsHash already set must match it, else ErrParamsMismatch). An empty ID, CreatedAt or
-// ExpiresAt is filled in (ExpiresAt = CreatedAt + DefaultRequestTTL); decision fields are ignored. It returns
-// the request as stored.
+// ExpiresAt is filled in (ExpiresAt = CreatedAt + DefaultRequestTTL), and a zero ApprovalsRequired is 1;
+// decision fields and Grants are ignored. It returns the request as stored.
 func (s *Store) CreateRequest(ctx context.Context, r Request) (*Request, error) {
 	canon, err := CanonicalParams(r.Params)
 	if err != nil {
@@ -331,6 +368,9 @@ func (s *Store) CreateRequest(ctx context.Context, r Request) (*Request, error) 
 	if !r.ExpiresAt.After(r.CreatedAt) {
 		return nil, fmt.Errorf("create request: expiry %s is not after creation %s", r.ExpiresAt, r.CreatedAt)
 	}
+	if r.ApprovalsRequired < 0 || r.ApprovalsRequired > MaxApprovers {
+		return nil, fmt.Errorf("create request: %d approvals required is outside [1, %d]", r.ApprovalsRequired, MaxApprovers)
+	}
 	signals := r.Signals
 	if signals == nil {
 		signals = []Signal{}
@@ -340,19 +380,20 @@ func (s *Store) CreateRequest(ctx context.Context, r Request) (*Request, error) 
 		return nil, fmt.Errorf("create request: signals: %w", err)
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO requests
-		(id, tool, params, params_hash, namespace, plan_digest, plan_summary, signals, created_at, expires_at, status)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')`,
+		(id, tool, params, params_hash, namespace, plan_digest, plan_summary, signals, created_at, expires_at, status,
+		 approvals_required)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
 		r.ID, r.Tool, string(canon), hash, r.Namespace, r.PlanDigest, r.PlanSummary, string(sig),
-		r.CreatedAt.UnixNano(), r.ExpiresAt.UnixNano())
+		r.CreatedAt.UnixNano(), r.ExpiresAt.UnixNano(), r.required())
 	if err != nil {
 		return nil, fmt.Errorf("create request %s: %w", r.ID, err)
 	}
 	return s.Get(ctx, r.ID)
 }
 
-// requestColumns are the columns scanRequest reads, in order. The token is not among them.
+// requestColumns are the columns scanRequest reads, in order. The tokens are in grants, and not among them.
 const requestColumns = `id, tool, params, params_hash, namespace, plan_digest, plan_summary, signals,
-	created_at, expires_at, status, approver, decided_at, reason, token_id, token_expiry, consumed_at`
+	created_at, expires_at, status, approvals_required, approver, decided_at, reason, token_expiry, consumed_at`
 
 // effectiveStatus is the SQL form of Request.Status: the stored status, or expired. ?1 is the current time.
 const effectiveStatus = `CASE
@@ -369,7 +410,7 @@ func (s *Store) scanRequest(row rowScanner, now time.Time) (*Request, error) {
 		created, expires, decided, tokenExpiry, consumedAtInt int64
 	)
 	if err := row.Scan(&r.ID, &r.Tool, &params, &r.ParamsHash, &r.Namespace, &r.PlanDigest, &r.PlanSummary,
-		&signals, &created, &expires, &status, &r.Approver, &decided, &r.Reason, &r.TokenID, &tokenExpiry,
+		&signals, &created, &expires, &status, &r.ApprovalsRequired, &r.Approver, &decided, &r.Reason, &tokenExpiry,
 		&consumedAtInt); err != nil {
 		return nil, err
 	}
@@ -405,12 +446,68 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n)
 }
 
+// grantsBatch bounds the request IDs of one query of withGrants, well below SQLite's limit on parameters.
+const grantsBatch = 500
+
+// withGrants reads the grants of reqs (scanned at now) into them: all of them, except that a pending
+// request's grants whose tokens have expired are left out, because they no longer count. TokenID is the
+// first grant's once the request was granted.
+func (s *Store) withGrants(ctx context.Context, now time.Time, reqs ...*Request) error {
+	byID := make(map[string]*Request, len(reqs))
+	for _, r := range reqs {
+		byID[r.ID] = r
+	}
+	for start := 0; start < len(reqs); start += grantsBatch {
+		batch := reqs[start:min(start+grantsBatch, len(reqs))]
+		ids := make([]any, len(batch))
+		for i, r := range batch {
+			ids[i] = r.ID
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT request_id, approver, token_id, token_expiry, decided_at FROM grants
+			WHERE request_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`) ORDER BY decided_at, approver`, ids...)
+		if err != nil {
+			return fmt.Errorf("read grants: %w", err)
+		}
+		for rows.Next() {
+			var (
+				id               string
+				g                Grant
+				expiry, decision int64
+			)
+			if err := rows.Scan(&id, &g.Approver, &g.TokenID, &expiry, &decision); err != nil {
+				rows.Close()
+				return fmt.Errorf("read grants: %w", err)
+			}
+			g.TokenExpiry, g.DecidedAt = fromNanos(expiry), fromNanos(decision)
+			r := byID[id]
+			if r.Status == StatusPending && expiry <= now.UnixNano() {
+				continue
+			}
+			r.Grants = append(r.Grants, g)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("read grants: %w", err)
+		}
+	}
+	for _, r := range reqs {
+		if !r.TokenExpiry.IsZero() && len(r.Grants) > 0 {
+			r.TokenID = r.Grants[0].TokenID
+		}
+	}
+	return nil
+}
+
 // Get returns the request with the given ID, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	now := s.now()
 	r, err := s.scanRequest(s.db.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`, id), now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("request %q: %w", id, ErrNotFound)
+	}
+	if err == nil {
+		err = s.withGrants(ctx, now, r)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get request %s: %w", id, err)
@@ -448,6 +545,10 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Request, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list requests: %w", err)
 	}
+	rows.Close()
+	if err := s.withGrants(ctx, now, out...); err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
 	return out, nil
 }
 
@@ -471,18 +572,28 @@ func (s *Store) find(ctx context.Context, cond, tool, paramsHash string) (*Reque
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("request for %s %s: %w", tool, paramsHash, ErrNotFound)
 	}
+	if err == nil {
+		err = s.withGrants(ctx, now, r)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("find request for %s: %w", tool, err)
 	}
 	return r, nil
 }
 
-// Grant records a person's approval of the pending request id: token is the signed approval and claims what
+// Grant records one person's approval of the pending request id: token is the signed approval and claims what
 // it says (as passed to Sign). The claims must name this request (Subject), match its tool, params hash,
 // namespace and plan digest, and not be expired; the token must carry exactly these claims. Only an
 // unexpired pending request can be granted; otherwise the error wraps ErrNotFound, ErrNotPending (with
 // ErrExpired or ErrConsumed when those apply), ErrWrongTool, ErrParamsMismatch, ErrWrongNamespace or
 // ErrPlanMismatch.
+//
+// A request needs ApprovalsRequired distinct approvers, each with one grant: it stays pending (read as, say,
+// "1 of 2 approvals") until the last of them approves, and is granted then. An approver who already approved
+// the request is refused with ErrAlreadyApproved and counted once; one whose earlier approval of a pending
+// request has expired may approve again, because the expired grant no longer counts. A token that asks for
+// more approvals (Claims.ApprovalsRequired) than the request needs raises what it needs. All of it is one
+// transaction, so concurrent approvers are counted exactly.
 //
 // Grant does not verify the signature: the store holds no keys. The admission webhook does.
 func (s *Store) Grant(ctx context.Context, id, token string, claims *Claims) error {
@@ -503,35 +614,121 @@ func (s *Store) Grant(ctx context.Context, id, token string, claims *Claims) err
 	if !now.Before(claims.Expiry) {
 		return fmt.Errorf("grant %s: token %w", id, ErrExpired)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE requests
-		SET status = 'granted', approver = ?, decided_at = ?, token = ?, token_id = ?, token_expiry = ?
-		WHERE id = ? AND status = 'pending' AND expires_at > ?
-		  AND tool = ? AND params_hash = ? AND namespace = ? AND plan_digest = ?`,
-		claims.Issuer, now.UnixNano(), token, claims.ID, claims.Expiry.UnixNano(),
-		id, now.UnixNano(), claims.Tool, claims.ParamsHash, claims.Namespace, claims.PlanDigest)
-	if err != nil {
+	if err := s.grant(ctx, id, token, claims, now); err != nil {
 		return fmt.Errorf("grant %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("grant %s: %w", id, err)
-	} else if n == 1 {
+	return nil
+}
+
+func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now time.Time) error {
+	n := now.UnixNano()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var (
+		r                    Request
+		status               string
+		expires, tokenExpiry int64
+	)
+	err = tx.QueryRowContext(ctx, `SELECT tool, params_hash, namespace, plan_digest, status, expires_at, token_expiry,
+		approvals_required FROM requests WHERE id = ?`, id).
+		Scan(&r.Tool, &r.ParamsHash, &r.Namespace, &r.PlanDigest, &status, &expires, &tokenExpiry, &r.ApprovalsRequired)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("request %q: %w", id, ErrNotFound)
+	case err != nil:
+		return err
+	case r.Tool != claims.Tool:
+		return fmt.Errorf("request is for %q: %w", r.Tool, ErrWrongTool)
+	case r.ParamsHash != claims.ParamsHash:
+		return ErrParamsMismatch
+	case r.Namespace != claims.Namespace:
+		return fmt.Errorf("request is for %q: %w", r.Namespace, ErrWrongNamespace)
+	case r.PlanDigest != claims.PlanDigest:
+		return ErrPlanMismatch
+	}
+	if r.Status = effective(Status(status), expires, tokenExpiry, now); r.Status != StatusPending {
+		return notPending(&r)
+	}
+	// Approvals whose tokens have expired no longer count: their approvers may approve afresh.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM grants WHERE request_id = ? AND token_expiry <= ?`, id, n); err != nil {
+		return err
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM grants WHERE request_id = ? AND approver = ?`, id, claims.Issuer).Scan(&one)
+	switch {
+	case err == nil:
+		return fmt.Errorf("key %s: %w", claims.Issuer, ErrAlreadyApproved)
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO grants (request_id, approver, token, token_id, token_expiry, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, id, claims.Issuer, token, claims.ID, claims.Expiry.UnixNano(), n); err != nil {
+		return err
+	}
+	if need := claims.approvalsRequired(); need > r.ApprovalsRequired {
+		if _, err := tx.ExecContext(ctx, `UPDATE requests SET approvals_required = ? WHERE id = ?`, need, id); err != nil {
+			return err
+		}
+		r.ApprovalsRequired = need
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM grants WHERE request_id = ?`, id).Scan(&have); err != nil {
+		return err
+	}
+	if have >= r.ApprovalsRequired {
+		// The set is complete: granted, until the first of its tokens expires.
+		if _, err := tx.ExecContext(ctx, `UPDATE requests SET status = 'granted', approver = ?1, decided_at = ?2,
+			token_expiry = (SELECT MIN(token_expiry) FROM grants WHERE request_id = ?3)
+			WHERE id = ?3 AND status = 'pending'`, claims.Issuer, n, id); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// RaiseApprovalsRequired makes the pending request id need at least n distinct approvers. It only ever
+// raises: an n at or below what the request needs changes nothing (and is not an error, whatever the
+// request's state). Raising a request that is no longer pending fails with ErrNotPending; an unknown one
+// with ErrNotFound.
+func (s *Store) RaiseApprovalsRequired(ctx context.Context, id string, n int) error {
+	if n < 1 || n > MaxApprovers {
+		return fmt.Errorf("raise approvals of %s: %d is outside [1, %d]", id, n, MaxApprovers)
+	}
+	now := s.now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("raise approvals of %s: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var (
+		status               string
+		expires, tokenExpiry int64
+		need                 int
+	)
+	err = tx.QueryRowContext(ctx, `SELECT status, expires_at, token_expiry, approvals_required FROM requests WHERE id = ?`, id).
+		Scan(&status, &expires, &tokenExpiry, &need)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("raise approvals: request %q: %w", id, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("raise approvals of %s: %w", id, err)
+	case n <= need:
 		return nil
 	}
-	r, err := s.Get(ctx, id)
-	if err != nil {
-		return fmt.Errorf("grant: %w", err)
+	if st := effective(Status(status), expires, tokenExpiry, now); st != StatusPending {
+		return fmt.Errorf("raise approvals of %s: %w", id, notPending(&Request{Status: st}))
 	}
-	switch {
-	case r.Tool != claims.Tool:
-		return fmt.Errorf("grant %s: request is for %q: %w", id, r.Tool, ErrWrongTool)
-	case r.ParamsHash != claims.ParamsHash:
-		return fmt.Errorf("grant %s: %w", id, ErrParamsMismatch)
-	case r.Namespace != claims.Namespace:
-		return fmt.Errorf("grant %s: request is for %q: %w", id, r.Namespace, ErrWrongNamespace)
-	case r.PlanDigest != claims.PlanDigest:
-		return fmt.Errorf("grant %s: %w", id, ErrPlanMismatch)
+	// A pending request has fewer grants than it needs, and needing more keeps it so: the status stays.
+	if _, err := tx.ExecContext(ctx, `UPDATE requests SET approvals_required = ? WHERE id = ?`, n, id); err != nil {
+		return fmt.Errorf("raise approvals of %s: %w", id, err)
 	}
-	return fmt.Errorf("grant %s: %w", id, notPending(r))
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("raise approvals of %s: %w", id, err)
+	}
+	return nil
 }
 
 // Deny records a person's refusal of the pending request id, by approver (a key ID or a user name), with an
@@ -572,50 +769,94 @@ func notPending(r *Request) error {
 	return fmt.Errorf("%w: it is %s", ErrNotPending, r.Status)
 }
 
-// Consume uses up the grant of request id for the call (tool, paramsHash) and returns its token. It is one
-// UPDATE ... RETURNING statement, so of any number of concurrent consumers, in any number of processes,
-// exactly one gets the token. The others, and any later call, get an error wrapping ErrConsumed; other
-// failures wrap ErrNotFound, ErrWrongTool, ErrParamsMismatch, ErrNotGranted (pending or denied) or ErrExpired.
-func (s *Store) Consume(ctx context.Context, id, tool, paramsHash string) (string, error) {
-	now := s.now().UnixNano()
-	var token string
-	err := s.db.QueryRowContext(ctx, `UPDATE requests SET status = 'consumed', consumed_at = ?1
+// Consume uses up the grants of request id for the call (tool, paramsHash) and returns their tokens, one per
+// approver, in the order they approved. It is one transaction that marks the request consumed with a
+// conditional UPDATE and reads every grant's token, so of any number of concurrent consumers, in any number of
+// processes, exactly one gets the tokens, all of them. The others, and any later call, get an error wrapping
+// ErrConsumed; other failures wrap ErrNotFound, ErrWrongTool, ErrParamsMismatch, ErrNotGranted (pending,
+// which includes a request with some but not all of its approvals, or denied) or ErrExpired (the first of its
+// tokens has expired).
+func (s *Store) Consume(ctx context.Context, id, tool, paramsHash string) ([]string, error) {
+	tokens, err := s.consume(ctx, id, tool, paramsHash, s.now().UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("consume approval %s: %w", id, err)
+	}
+	return tokens, nil
+}
+
+func (s *Store) consume(ctx context.Context, id, tool, paramsHash string, now int64) ([]string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var need int
+	err = tx.QueryRowContext(ctx, `UPDATE requests SET status = 'consumed', consumed_at = ?1
 		WHERE id = ?2 AND status = 'granted' AND token_expiry > ?1 AND tool = ?3 AND params_hash = ?4
-		RETURNING token`, now, id, tool, paramsHash).Scan(&token)
-	if err == nil {
-		return token, nil
+		RETURNING approvals_required`, now, id, tool, paramsHash).Scan(&need)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, whyNotConsumed(ctx, tx, id, tool, paramsHash, now)
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("consume approval %s: %w", id, err)
+	if err != nil {
+		return nil, err
 	}
+	rows, err := tx.QueryContext(ctx, `SELECT token FROM grants WHERE request_id = ? ORDER BY decided_at, approver`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tokens []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(tokens) < need {
+		// Grant only grants a complete set; a request that claims otherwise is refused, not half used.
+		return nil, fmt.Errorf("%s: %w", Progress(len(tokens), need), ErrNotGranted)
+	}
+	rows.Close()
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// whyNotConsumed explains, inside the failed consumer's transaction, why request id had no grant to consume.
+func whyNotConsumed(ctx context.Context, tx *sql.Tx, id, tool, paramsHash string, now int64) error {
 	var (
 		gotTool, gotHash, status string
 		tokenExpiry              int64
 	)
-	err = s.db.QueryRowContext(ctx, `SELECT tool, params_hash, status, token_expiry FROM requests WHERE id = ?`, id).
+	err := tx.QueryRowContext(ctx, `SELECT tool, params_hash, status, token_expiry FROM requests WHERE id = ?`, id).
 		Scan(&gotTool, &gotHash, &status, &tokenExpiry)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return "", fmt.Errorf("consume approval %q: %w", id, ErrNotFound)
+		return fmt.Errorf("request %q: %w", id, ErrNotFound)
 	case err != nil:
-		return "", fmt.Errorf("consume approval %s: %w", id, err)
+		return err
 	case gotTool != tool:
-		return "", fmt.Errorf("consume approval %s: approved for %q: %w", id, gotTool, ErrWrongTool)
+		return fmt.Errorf("approved for %q: %w", gotTool, ErrWrongTool)
 	case gotHash != paramsHash:
-		return "", fmt.Errorf("consume approval %s: %w", id, ErrParamsMismatch)
+		return ErrParamsMismatch
 	}
 	switch Status(status) {
 	case StatusConsumed:
-		return "", fmt.Errorf("consume approval %s: %w", id, ErrConsumed)
+		return ErrConsumed
 	case StatusGranted:
 		if tokenExpiry <= now {
-			return "", fmt.Errorf("consume approval %s: %w", id, ErrExpired)
+			return ErrExpired
 		}
 		// The grant was there a moment ago and is now neither consumed nor expired: impossible with the
 		// current state machine, so refuse rather than retry.
-		return "", fmt.Errorf("consume approval %s: concurrent update: %w", id, ErrNotGranted)
+		return fmt.Errorf("concurrent update: %w", ErrNotGranted)
 	default:
-		return "", fmt.Errorf("consume approval %s: request is %s: %w", id, status, ErrNotGranted)
+		return fmt.Errorf("request is %s: %w", status, ErrNotGranted)
 	}
 }
 

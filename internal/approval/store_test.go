@@ -120,7 +120,7 @@ func TestOpenStore(t *testing.T) {
 		}
 	}
 	var versions int
-	if err := f.store.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&versions); err != nil || versions != 2 {
+	if err := f.store.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&versions); err != nil || versions != 3 {
 		t.Errorf("schema_migrations rows = %d, %v", versions, err)
 	}
 	// Reopening applies nothing twice, and the data is still there.
@@ -407,15 +407,16 @@ func TestConsume(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got, err := f.store.Consume(ctx, tt.id, tt.tool, tt.paramsHash); !errors.Is(err, tt.err) || got != "" {
+			if got, err := f.store.Consume(ctx, tt.id, tt.tool, tt.paramsHash); !errors.Is(err, tt.err) || got != nil {
 				t.Fatalf("Consume = %q, %v; want %v", got, err, tt.err)
 			}
 		})
 	}
-	got, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash)
-	if err != nil || got != tok {
-		t.Fatalf("Consume = %v; want the granted token", err)
+	tokens, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash)
+	if err != nil || len(tokens) != 1 || tokens[0] != tok {
+		t.Fatalf("Consume = %d tokens, %v; want the granted token", len(tokens), err)
 	}
+	got := tokens[0]
 	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, ErrConsumed) {
 		t.Errorf("second Consume error = %v, want ErrConsumed", err)
 	}
@@ -470,8 +471,8 @@ func TestConsumeConcurrent(t *testing.T) {
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			type result struct {
-				token string
-				err   error
+				tokens []string
+				err    error
 			}
 			results := make(chan result, consumers)
 			for _, s := range stores {
@@ -489,8 +490,8 @@ func TestConsumeConcurrent(t *testing.T) {
 				switch {
 				case res.err == nil:
 					wins++
-					if res.token != tok {
-						t.Errorf("winner got a different token")
+					if len(res.tokens) != 1 || res.tokens[0] != tok {
+						t.Errorf("winner got other tokens")
 					}
 				case errors.Is(res.err, ErrConsumed):
 					consumed++
@@ -616,5 +617,439 @@ func TestOpenStoreWithoutCreate(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Get(context.Background(), r.ID); err != nil {
 		t.Errorf("get %s: %v", r.ID, err)
+	}
+}
+
+// grantAs signs a token for r as key, for ttl, and stores it, returning the token and Grant's error.
+func (f *storeFixture) grantAs(t testing.TB, key *PrivateKey, r *Request, ttl time.Duration) (string, error) {
+	t.Helper()
+	c, err := NewClaims(r, key.KeyID(), testAudience, f.clock.Now(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Sign(key, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, f.store.Grant(context.Background(), r.ID, tok, &c)
+}
+
+func (f *storeFixture) createNeeding(t testing.TB, n int) *Request {
+	t.Helper()
+	req := testRequest()
+	req.ApprovalsRequired = n
+	r, err := f.store.CreateRequest(context.Background(), req)
+	if err != nil {
+		t.Fatalf("CreateRequest: %v", err)
+	}
+	return r
+}
+
+func (f *storeFixture) get(t testing.TB, id string) *Request {
+	t.Helper()
+	r, err := f.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestTwoPersonGrant: a request that needs two approvers stays pending, "1 of 2 approvals", after the first;
+// the same approver again is refused and counts once; the second approver grants it, and Consume returns
+// both tokens, which the webhook's verifier accepts together.
+func TestTwoPersonGrant(t *testing.T) {
+	f := newStoreFixture(t)
+	ctx := context.Background()
+	bob, carol := mustKey(t, "bob"), mustKey(t, "carol")
+	r := f.createNeeding(t, 2)
+	if r.ApprovalsRequired != 2 || r.Progress() != "0 of 2 approvals" {
+		t.Fatalf("new request: %d required, %q", r.ApprovalsRequired, r.Progress())
+	}
+	aliceTok, err := f.grantAs(t, f.key, r, 10*time.Minute)
+	if err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+	got := f.get(t, r.ID)
+	if got.Status != StatusPending || got.Progress() != "1 of 2 approvals" || fmt.Sprint(got.Approvers()) != "[alice]" ||
+		!got.HasApprover("alice") || got.HasApprover("bob") || got.TokenID != "" || !got.TokenExpiry.IsZero() || got.Approver != "" {
+		t.Fatalf("after alice: %+v (%s)", *got, got.Progress())
+	}
+	if g := got.Grants[0]; g.TokenID == "" || !g.TokenExpiry.Equal(f.clock.Now().Add(10*time.Minute)) || !g.DecidedAt.Equal(f.clock.Now()) {
+		t.Errorf("alice's grant: %+v", g)
+	}
+	if !strings.Contains(got.String(), "1 of 2 approvals") {
+		t.Errorf("String() = %s", got)
+	}
+	if _, err := f.store.FindGranted(ctx, r.Tool, r.ParamsHash); !errors.Is(err, ErrNotFound) {
+		t.Errorf("FindGranted with 1 of 2: %v, want ErrNotFound", err)
+	}
+	if p, err := f.store.FindPending(ctx, r.Tool, r.ParamsHash); err != nil || p.ID != r.ID || p.Approvals() != 1 {
+		t.Errorf("FindPending with 1 of 2: %v, %v", p, err)
+	}
+	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, ErrNotGranted) {
+		t.Errorf("Consume with 1 of 2: %v, want ErrNotGranted", err)
+	}
+	f.clock.Add(time.Minute)
+	if _, err := f.grantAs(t, f.key, r, 10*time.Minute); !errors.Is(err, ErrAlreadyApproved) || errors.Is(err, ErrNotPending) {
+		t.Fatalf("alice again: %v, want ErrAlreadyApproved", err)
+	}
+	if got := f.get(t, r.ID); got.Approvals() != 1 || got.Status != StatusPending {
+		t.Fatalf("alice twice counts %d (%s)", got.Approvals(), got.Status)
+	}
+	bobTok, err := f.grantAs(t, bob, r, 10*time.Minute)
+	if err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	got = f.get(t, r.ID)
+	if got.Status != StatusGranted || got.Progress() != "2 of 2 approvals" || fmt.Sprint(got.Approvers()) != "[alice bob]" || got.Approver != "bob" ||
+		!got.DecidedAt.Equal(f.clock.Now()) || got.TokenID != got.Grants[0].TokenID {
+		t.Fatalf("after bob: %+v", *got)
+	}
+	// The grant expires with its first token, alice's.
+	if !got.TokenExpiry.Equal(got.Grants[0].TokenExpiry) || !got.TokenExpiry.Before(got.Grants[1].TokenExpiry) {
+		t.Errorf("token expiry %v, grants %+v", got.TokenExpiry, got.Grants)
+	}
+	if _, err := f.grantAs(t, carol, r, 10*time.Minute); !errors.Is(err, ErrNotPending) {
+		t.Errorf("carol after the set is complete: %v, want ErrNotPending", err)
+	}
+	tokens, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash)
+	if err != nil || fmt.Sprint(tokens) != fmt.Sprint([]string{aliceTok, bobTok}) {
+		t.Fatalf("Consume = %d tokens, %v; want alice's and bob's", len(tokens), err)
+	}
+	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, ErrConsumed) {
+		t.Errorf("second Consume: %v, want ErrConsumed", err)
+	}
+	set := f.key.KeySet()
+	if err := set.Merge(bob.KeySet()); err != nil {
+		t.Fatal(err)
+	}
+	v := NewVerifier(set, testAudience, f.clock.Now)
+	want := Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
+	a, err := v.ConsumeAll(ctx, tokens, want, newMemLedger())
+	if err != nil || a.Required != 2 || fmt.Sprint(a.Approvers) != "[alice bob]" {
+		t.Fatalf("the webhook's verifier on the consumed tokens: %+v, %v", a, err)
+	}
+	if _, err := v.ConsumeAll(ctx, tokens[:1], want, newMemLedger()); !errors.Is(err, ErrNotEnoughApprovals) {
+		t.Errorf("alice's token alone: %v, want ErrNotEnoughApprovals", err)
+	}
+	if got := f.get(t, r.ID); got.Status != StatusConsumed || len(got.Grants) != 2 {
+		t.Errorf("consumed request: %+v", *got)
+	}
+}
+
+// TestGrantExpiryWithSeveralApprovers: a granted request expires when its earliest token does; a pending
+// request's approval whose token expired stops counting, and its approver may approve again.
+func TestGrantExpiryWithSeveralApprovers(t *testing.T) {
+	f := newStoreFixture(t)
+	ctx := context.Background()
+	bob := mustKey(t, "bob")
+
+	early := f.createNeeding(t, 2)
+	if _, err := f.grantAs(t, f.key, early, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(time.Minute)
+	if _, err := f.grantAs(t, bob, early, 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get(t, early.ID); got.Status != StatusGranted {
+		t.Fatalf("after both: %s", got.Status)
+	}
+	f.clock.Add(4 * time.Minute) // alice's token expires now; bob's has 26 minutes left
+	if got := f.get(t, early.ID); got.Status != StatusExpired || got.Approvals() != 2 {
+		t.Errorf("past the first token's expiry: %s, %d grants", got.Status, got.Approvals())
+	}
+	if _, err := f.store.Consume(ctx, early.ID, early.Tool, early.ParamsHash); !errors.Is(err, ErrExpired) {
+		t.Errorf("Consume past the first token's expiry: %v, want ErrExpired", err)
+	}
+
+	lapsed := f.createNeeding(t, 2)
+	if _, err := f.grantAs(t, f.key, lapsed, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(6 * time.Minute)
+	if got := f.get(t, lapsed.ID); got.Status != StatusPending || got.Progress() != "0 of 2 approvals" {
+		t.Errorf("after alice's token expired: %s, %s", got.Status, got.Progress())
+	}
+	if _, err := f.grantAs(t, bob, lapsed, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get(t, lapsed.ID); got.Status != StatusPending || fmt.Sprint(got.Approvers()) != "[bob]" {
+		t.Fatalf("bob after alice's lapsed: %s, %v", got.Status, got.Approvers())
+	}
+	f.clock.Add(time.Second)
+	if _, err := f.grantAs(t, f.key, lapsed, 10*time.Minute); err != nil {
+		t.Fatalf("alice approving again after her approval lapsed: %v", err)
+	}
+	if got := f.get(t, lapsed.ID); got.Status != StatusGranted || fmt.Sprint(got.Approvers()) != "[bob alice]" {
+		t.Fatalf("after alice again: %s, %v", got.Status, got.Approvers())
+	}
+	if tokens, err := f.store.Consume(ctx, lapsed.ID, lapsed.Tool, lapsed.ParamsHash); err != nil || len(tokens) != 2 {
+		t.Fatalf("Consume: %d tokens, %v", len(tokens), err)
+	}
+}
+
+// TestRaiseApprovalsRequired: the number of approvers is 1 by default, set at creation, raised by
+// RaiseApprovalsRequired or by a token that asks for more, and never lowered.
+func TestRaiseApprovalsRequired(t *testing.T) {
+	f := newStoreFixture(t)
+	ctx := context.Background()
+	if r := f.create(t); r.ApprovalsRequired != 1 || r.Progress() != "0 of 1 approval" {
+		t.Errorf("default: %d, %q", r.ApprovalsRequired, r.Progress())
+	}
+	for _, n := range []int{-1, MaxApprovers + 1} {
+		req := testRequest()
+		req.ApprovalsRequired = n
+		if _, err := f.store.CreateRequest(ctx, req); err == nil {
+			t.Errorf("CreateRequest accepted %d approvals required", n)
+		}
+	}
+	r := f.createNeeding(t, 2)
+	tests := []struct {
+		n, want int
+		err     error
+	}{
+		{3, 3, nil},
+		{1, 3, nil}, // never lowers
+		{3, 3, nil},
+		{0, 3, errors.New("out of range")},
+		{MaxApprovers + 1, 3, errors.New("out of range")},
+	}
+	for _, tt := range tests {
+		err := f.store.RaiseApprovalsRequired(ctx, r.ID, tt.n)
+		if (err != nil) != (tt.err != nil) {
+			t.Errorf("raise to %d: %v", tt.n, err)
+		}
+		if got := f.get(t, r.ID).ApprovalsRequired; got != tt.want {
+			t.Errorf("after raise to %d: %d required, want %d", tt.n, got, tt.want)
+		}
+	}
+	if err := f.store.RaiseApprovalsRequired(ctx, "req-nothinghere", 2); !errors.Is(err, ErrNotFound) {
+		t.Errorf("raise unknown: %v, want ErrNotFound", err)
+	}
+
+	// A token that asks for more raises the request.
+	more := f.createNeeding(t, 2)
+	c, err := NewClaims(more, f.key.KeyID(), testAudience, f.clock.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ApprovalsRequired = 3
+	if err := f.store.Grant(ctx, more.ID, mustSign(t, f.key, c), &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get(t, more.ID); got.ApprovalsRequired != 3 || got.Progress() != "1 of 3 approvals" {
+		t.Errorf("after a token asking for 3: %s", got.Progress())
+	}
+
+	// A granted request cannot be raised (it would be granted with fewer approvers than it needs).
+	one := f.create(t)
+	f.grant(t, one, 0)
+	if err := f.store.RaiseApprovalsRequired(ctx, one.ID, 2); !errors.Is(err, ErrNotPending) {
+		t.Errorf("raise a granted request: %v, want ErrNotPending", err)
+	}
+	if err := f.store.RaiseApprovalsRequired(ctx, one.ID, 1); err != nil {
+		t.Errorf("raise a granted request to what it has: %v", err)
+	}
+}
+
+// TestGrantConcurrent races approvers through separate stores (separate processes): of eight grants by the
+// same approver exactly one counts and the rest are ErrAlreadyApproved; of three approvers for a request that
+// needs two, exactly two succeed and the third finds it no longer pending.
+func TestGrantConcurrent(t *testing.T) {
+	f := newStoreFixture(t)
+	keys := []*PrivateKey{f.key, mustKey(t, "bob"), mustKey(t, "carol")}
+	race := func(r *Request, signers []*PrivateKey) []error {
+		t.Helper()
+		type signed struct {
+			tok string
+			c   Claims
+		}
+		in := make([]signed, len(signers))
+		for i, k := range signers {
+			c, err := NewClaims(r, k.KeyID(), testAudience, f.clock.Now(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in[i] = signed{mustSign(t, k, c), c}
+		}
+		errs := make([]error, len(in))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range in {
+			s := openTestStore(t, f.path, f.clock)
+			wg.Go(func() {
+				<-start
+				errs[i] = s.Grant(context.Background(), r.ID, in[i].tok, &in[i].c)
+			})
+		}
+		close(start)
+		wg.Wait()
+		return errs
+	}
+	count := func(errs []error, target error) int {
+		n := 0
+		for _, err := range errs {
+			if (target == nil && err == nil) || (target != nil && errors.Is(err, target)) {
+				n++
+			}
+		}
+		return n
+	}
+
+	r := f.createNeeding(t, 3)
+	errs := race(r, []*PrivateKey{keys[0], keys[0], keys[0], keys[0], keys[0], keys[0], keys[0], keys[0]})
+	if count(errs, nil) != 1 || count(errs, ErrAlreadyApproved) != 7 {
+		t.Errorf("one approver eight times: %v", errs)
+	}
+	if got := f.get(t, r.ID); got.Approvals() != 1 || got.Status != StatusPending {
+		t.Errorf("one approver eight times counts %d (%s)", got.Approvals(), got.Status)
+	}
+
+	r = f.createNeeding(t, 2)
+	errs = race(r, keys)
+	if count(errs, nil) != 2 || count(errs, ErrNotPending) != 1 {
+		t.Errorf("three approvers for two: %v", errs)
+	}
+	if got := f.get(t, r.ID); got.Approvals() != 2 || got.Status != StatusGranted {
+		t.Errorf("three approvers for two: %d grants (%s)", got.Approvals(), got.Status)
+	}
+}
+
+// TestConsumeConcurrentSeveralApprovers races 64 consumers, each with its own Store and then through one
+// shared Store, for a request granted by three approvers: exactly one gets the tokens, all three.
+func TestConsumeConcurrentSeveralApprovers(t *testing.T) {
+	const consumers = 64
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			f := newStoreFixture(t)
+			r := f.createNeeding(t, 3)
+			var want []string
+			for _, k := range []*PrivateKey{f.key, mustKey(t, "bob"), mustKey(t, "carol")} {
+				tok, err := f.grantAs(t, k, r, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, tok)
+			}
+			stores := make([]*Store, consumers)
+			for i := range stores {
+				stores[i] = f.store
+				if !shared {
+					stores[i] = openTestStore(t, f.path, f.clock)
+				}
+			}
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			wins, consumed := 0, 0
+			for _, s := range stores {
+				wg.Go(func() {
+					<-start
+					tokens, err := s.Consume(context.Background(), r.ID, r.Tool, r.ParamsHash)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						wins++
+						if fmt.Sprint(tokens) != fmt.Sprint(want) {
+							t.Errorf("the winner got %d tokens, not the three granted", len(tokens))
+						}
+					case errors.Is(err, ErrConsumed):
+						consumed++
+					default:
+						t.Errorf("unexpected error: %v", err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if wins != 1 || consumed != consumers-1 {
+				t.Errorf("%d successes and %d ErrConsumed, want 1 and %d", wins, consumed, consumers-1)
+			}
+		})
+	}
+}
+
+// TestMigrateGrantsOutOfRequests: a database of schema version 2, with a granted and a consumed request, is
+// migrated: their tokens become grants, they need one approver, and the granted one is consumed as before.
+func TestMigrateGrantsOutOfRequests(t *testing.T) {
+	clock := newTestClock()
+	path := filepath.Join(t.TempDir(), "approvals.db")
+	s, err := OpenStore(path, WithStoreClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db := s.db
+	// Back to version 2: drop what 0003 made and recreate the tables of 0001.
+	for _, q := range []string{
+		`DROP TABLE grants`, `DROP TABLE requests`, `DELETE FROM schema_migrations WHERE version = 3`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1, err := migrations.ReadFile("migrations/0001_requests.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, string(v1)); err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t, "alice")
+	req := testRequest()
+	req.ID = "req-0123456789ab"
+	req.ParamsHash, _ = ParamsHash(req.Tool, req.Params)
+	c, err := NewClaims(&req, key.KeyID(), testAudience, clock.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := mustSign(t, key, c)
+	canon, _ := CanonicalParams(req.Params)
+	n := clock.Now().UnixNano()
+	for _, row := range []struct{ id, status, token, tokenID string }{
+		{"req-0123456789ab", "granted", tok, c.ID},
+		{"req-0123456789ac", "consumed", "x.y.z", "ffff"},
+		{"req-0123456789ad", "pending", "", ""},
+	} {
+		expiry := int64(0)
+		if row.token != "" {
+			expiry = c.Expiry.UnixNano()
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO requests (id, tool, params, params_hash, namespace, plan_digest,
+			created_at, expires_at, status, approver, decided_at, token, token_id, token_expiry)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, row.id, req.Tool, string(canon), req.ParamsHash, req.Namespace,
+			req.PlanDigest, n, n+int64(time.Hour), row.status, map[bool]string{true: "alice"}[row.token != ""], n, row.token, row.tokenID, expiry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	s = openTestStore(t, path, clock)
+	granted, err := s.Get(ctx, "req-0123456789ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if granted.Status != StatusGranted || granted.ApprovalsRequired != 1 || fmt.Sprint(granted.Approvers()) != "[alice]" ||
+		granted.TokenID != c.ID || !granted.TokenExpiry.Equal(time.Unix(0, c.Expiry.UnixNano())) || granted.Approver != "alice" {
+		t.Fatalf("migrated granted request: %+v", *granted)
+	}
+	if consumed, _ := s.Get(ctx, "req-0123456789ac"); consumed.Status != StatusConsumed || consumed.Approvals() != 1 {
+		t.Errorf("migrated consumed request: %+v", *consumed)
+	}
+	if pending, _ := s.Get(ctx, "req-0123456789ad"); pending.Status != StatusPending || pending.Approvals() != 0 || pending.ApprovalsRequired != 1 {
+		t.Errorf("migrated pending request: %+v", *pending)
+	}
+	if tokens, err := s.Consume(ctx, granted.ID, granted.Tool, granted.ParamsHash); err != nil || len(tokens) != 1 || tokens[0] != tok {
+		t.Fatalf("Consume after migration: %d tokens, %v", len(tokens), err)
+	}
+	// grants.request_id still references requests after the rename.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO grants VALUES ('req-nothinghere', 'bob', 't', 'abcd', 1, 1)`); err == nil {
+		t.Error("a grant of no request was stored")
+	}
+	var version int
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != 3 {
+		t.Errorf("schema version %d, %v", version, err)
 	}
 }

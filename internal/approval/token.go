@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ const (
 	// TokenType is the JWS "typ" header of approval tokens (RFC 8725 section 3.11), so that no other kind of
 	// JWT signed by the same key can pass as an approval.
 	TokenType = "approval+jwt"
+	// MaxApprovers is the most approvals a call can require, and so the most approval tokens one Job may carry.
+	MaxApprovers = 16
 	// maxTokenLength bounds the input a verifier looks at.
 	maxTokenLength = 8 << 10
 )
@@ -34,10 +37,13 @@ const (
 // Claims is what an approval token asserts: approver Issuer approves, for the cluster Audience, the request
 // Subject, which runs Tool with the parameters whose ParamsHash is given in Namespace (and, for
 // terraform_apply, applies the plan with PlanDigest), between NotBefore and Expiry. ID is the token's unique
-// ID (jti), recorded on use so the token works once.
+// ID (jti), recorded on use so the token works once. ApprovalsRequired is how many distinct approvers the
+// approver's own tool found the call needs (a risky plan may need two): the call is admitted only with that
+// many approvers' tokens.
 //
 // On the wire these are the JWT claims iss, aud (a single string), sub, jti, iat, nbf, exp (NumericDate,
-// whole seconds) and the private claims tool, params_hash, namespace and plan_digest (omitted when empty).
+// whole seconds) and the private claims tool, params_hash, namespace, plan_digest (omitted when empty) and
+// approvals_required (omitted when 1, and absent means 1), all of them signed.
 type Claims struct {
 	Issuer     string    // approver key ID; also the JWS "kid" header
 	Audience   string    // cluster ID
@@ -50,7 +56,12 @@ type Claims struct {
 	ParamsHash string    // ParamsHash(Tool, params)
 	Namespace  string    // target namespace
 	PlanDigest string    // digest of the saved plan being applied; empty for other tools
+	// ApprovalsRequired is the number of distinct approvers the call needs, 1 to MaxApprovers; 0 means 1.
+	ApprovalsRequired int
 }
+
+// approvalsRequired is ApprovalsRequired, with 0 (the claim absent) read as 1.
+func (c *Claims) approvalsRequired() int { return max(c.ApprovalsRequired, 1) }
 
 // privateClaims are the non-registered claims of an approval token.
 type privateClaims struct {
@@ -58,6 +69,8 @@ type privateClaims struct {
 	ParamsHash string `json:"params_hash"`
 	Namespace  string `json:"namespace"`
 	PlanDigest string `json:"plan_digest,omitempty"`
+	// ApprovalsRequired is written only when more than 1, so a token of a one-person approval reads as before.
+	ApprovalsRequired int `json:"approvals_required,omitempty"`
 }
 
 // NewTokenID returns a fresh random 128-bit token ID in hex.
@@ -70,7 +83,8 @@ func NewTokenID() (string, error) {
 }
 
 // NewClaims returns the claims that approve req: signed by keyID, for audience, issued (and valid from) now
-// truncated to the second, expiring ttl later (DefaultTokenTTL when ttl is 0), with a fresh token ID.
+// truncated to the second, expiring ttl later (DefaultTokenTTL when ttl is 0), with a fresh token ID, asking
+// for req.ApprovalsRequired approvers.
 func NewClaims(req *Request, keyID, audience string, now time.Time, ttl time.Duration) (Claims, error) {
 	if ttl == 0 {
 		ttl = DefaultTokenTTL
@@ -95,6 +109,8 @@ func NewClaims(req *Request, keyID, audience string, now time.Time, ttl time.Dur
 		ParamsHash: req.ParamsHash,
 		Namespace:  req.Namespace,
 		PlanDigest: req.PlanDigest,
+
+		ApprovalsRequired: req.ApprovalsRequired,
 	}, nil
 }
 
@@ -122,6 +138,9 @@ func (c *Claims) validate() error {
 	}
 	if !isParamsHash(c.ParamsHash) {
 		return fmt.Errorf("%w: params_hash is not a SHA-256 hex digest", ErrMalformed)
+	}
+	if c.ApprovalsRequired < 0 || c.ApprovalsRequired > MaxApprovers {
+		return fmt.Errorf("%w: approvals_required %d is outside [1, %d]", ErrMalformed, c.ApprovalsRequired, MaxApprovers)
 	}
 	iat, nbf, exp := c.IssuedAt.Unix(), c.NotBefore.Unix(), c.Expiry.Unix()
 	if exp <= iat || exp <= nbf {
@@ -166,6 +185,9 @@ func Sign(key *PrivateKey, c Claims) (string, error) {
 		ID:        c.ID,
 	}
 	priv := privateClaims{Tool: c.Tool, ParamsHash: c.ParamsHash, Namespace: c.Namespace, PlanDigest: c.PlanDigest}
+	if n := c.approvalsRequired(); n > 1 {
+		priv.ApprovalsRequired = n
+	}
 	token, err := jwt.Signed(signer).Claims(reg).Claims(priv).Serialize()
 	if err != nil {
 		return "", fmt.Errorf("sign approval: %w", err)
@@ -198,6 +220,9 @@ type Ledger interface {
 	// at least until expires plus ClockSkew (a margin for clocks that differ between replicas); after that the
 	// token is refused as expired anyway.
 	Record(ctx context.Context, tokenID string, expires time.Time) error
+	// Seen reports whether tokenID was recorded before, and records nothing. It may miss a Record that is
+	// under way (Record decides); it must never report an ID that was not recorded.
+	Seen(ctx context.Context, tokenID string) (bool, error)
 }
 
 // Verifier checks approval tokens against a set of trusted approver keys and one audience (the cluster ID).
@@ -227,35 +252,160 @@ func (v *Verifier) WithMaxLifetime(d time.Duration) *Verifier {
 	return v
 }
 
+// Approvals is what a verified set of approval tokens for one call says.
+type Approvals struct {
+	// Claims are the tokens' claims, in the order the tokens were given.
+	Claims []*Claims
+	// Approvers are the distinct approver key IDs, sorted.
+	Approvers []string
+	// Required is the number of distinct approvers the call needs: the largest approvals_required of the
+	// tokens (1 when none asks for more).
+	Required int
+}
+
+// NotEnoughApprovalsError is the refusal of a set of tokens signed by fewer distinct approvers than the call
+// needs. It matches ErrNotEnoughApprovals.
+type NotEnoughApprovalsError struct {
+	Have, Need int // distinct approvers, and approvers needed
+	// Repeated is set when one approver signed more than one of the tokens: the same approver twice counts once.
+	Repeated bool
+}
+
+func (e *NotEnoughApprovalsError) Error() string {
+	msg := fmt.Sprintf("%s: %d distinct approvers needed", Progress(e.Have, e.Need), e.Need)
+	if e.Repeated {
+		msg += " (the same approver twice counts once)"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrNotEnoughApprovals) hold.
+func (e *NotEnoughApprovalsError) Is(target error) bool { return target == ErrNotEnoughApprovals }
+
+// Progress says that have of need approvals are given, as "1 of 2 approvals" (or "0 of 1 approval").
+func Progress(have, need int) string {
+	if need == 1 {
+		return fmt.Sprintf("%d of 1 approval", have)
+	}
+	return fmt.Sprintf("%d of %d approvals", have, need)
+}
+
 // Consume verifies token against want and, only if every check passed, records its ID in ledger, so that the
-// token can never be accepted again. It is the only way to accept an approval: there is deliberately no
-// verify-only call for real requests.
+// token can never be accepted again. It is ConsumeAll of a single token: a token that asks for more than one
+// approver is refused on its own (ErrNotEnoughApprovals).
 //
 // The checks, each failing with its own sentinel: well-formed compact JWS with typ TokenType (ErrMalformed);
 // alg EdDSA (ErrBadSignature); kid in the key set (ErrUnknownKey); signature valid for that key
 // (ErrBadSignature); iss equal to kid and all claims present (ErrMalformed); audience (ErrWrongAudience); not
 // past exp, no skew (ErrExpired); nbf and iat not later than now plus ClockSkew (ErrNotYetValid); lifetime at
 // most MaxTokenTTL (ErrMalformed) and at most the policy's (ErrTooLong, see WithMaxLifetime); tool (ErrWrongTool); params hash (ErrParamsMismatch); namespace
-// (ErrWrongNamespace); plan digest (ErrPlanMismatch); and finally the ledger (ErrReplayed).
+// (ErrWrongNamespace); plan digest (ErrPlanMismatch); approvals required (ErrNotEnoughApprovals); and finally
+// the ledger (ErrReplayed).
 func (v *Verifier) Consume(ctx context.Context, token string, want Expectation, ledger Ledger) (*Claims, error) {
-	if ledger == nil {
-		return nil, errors.New("consume approval: no ledger")
-	}
-	c, err := v.verify(token, want)
+	a, err := v.ConsumeAll(ctx, []string{token}, want, ledger)
 	if err != nil {
 		return nil, err
 	}
-	if err := ledger.Record(ctx, c.ID, c.Expiry); err != nil {
-		return nil, fmt.Errorf("consume approval %s: %w", c.ID, err)
+	return a.Claims[0], nil
+}
+
+// ConsumeAll verifies the approval tokens one Job carries against want and, only if every check passed,
+// records every token's ID in ledger. It is the only way to accept approvals: there is deliberately no
+// verify-only call for real requests.
+//
+// Each token must pass every check of Consume but the count. Together they must approve one request (the same
+// subject; ErrOtherRequest), be signed by as many distinct approvers as the largest approvals_required among
+// them asks for (ErrNotEnoughApprovals, a *NotEnoughApprovalsError saying "1 of 2 approvals"; the same
+// approver twice counts once), and not repeat an approver (ErrDuplicateApprover). Then the ledger: every ID is
+// looked up first and, if none was used (else ErrReplayed), each is recorded (ErrReplayed if one was used in
+// the meantime). So a set with one used token burns none of the others, as far as the ledger allows: only a
+// replay that races this very call can leave the IDs recorded before it spent.
+func (v *Verifier) ConsumeAll(ctx context.Context, tokens []string, want Expectation, ledger Ledger) (*Approvals, error) {
+	if ledger == nil {
+		return nil, errors.New("consume approval: no ledger")
 	}
-	return c, nil
+	a, err := v.verifyAll(tokens, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range a.Claims {
+		used, err := ledger.Seen(ctx, c.ID)
+		if err != nil {
+			return nil, fmt.Errorf("consume approval %s: %w", c.ID, err)
+		}
+		if used {
+			return nil, fmt.Errorf("consume approval %s: %w", c.ID, ErrReplayed)
+		}
+	}
+	for _, c := range a.Claims {
+		if err := ledger.Record(ctx, c.ID, c.Expiry); err != nil {
+			return nil, fmt.Errorf("consume approval %s: %w", c.ID, err)
+		}
+	}
+	return a, nil
 }
 
 // CheckDryRun runs every check of Consume except the ledger: it consumes nothing, so the same token still
 // works for the real request. It must only be used for admission requests with dryRun set, which persist
 // nothing; using it for anything else would let one approval admit any number of objects.
 func (v *Verifier) CheckDryRun(token string, want Expectation) (*Claims, error) {
-	return v.verify(token, want)
+	a, err := v.CheckDryRunAll([]string{token}, want)
+	if err != nil {
+		return nil, err
+	}
+	return a.Claims[0], nil
+}
+
+// CheckDryRunAll runs every check of ConsumeAll except the ledger, for admission dry runs (see CheckDryRun).
+func (v *Verifier) CheckDryRunAll(tokens []string, want Expectation) (*Approvals, error) {
+	return v.verifyAll(tokens, want)
+}
+
+// verifyAll verifies each token and then the set.
+func (v *Verifier) verifyAll(tokens []string, want Expectation) (*Approvals, error) {
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("%w: no token", ErrMalformed)
+	}
+	if len(tokens) > MaxApprovers {
+		return nil, fmt.Errorf("%w: %d tokens, at most %d", ErrMalformed, len(tokens), MaxApprovers)
+	}
+	a := &Approvals{Claims: make([]*Claims, 0, len(tokens)), Required: 1}
+	seen := map[string]bool{}
+	repeated := false
+	for i, tok := range tokens {
+		c, err := v.verify(tok, want)
+		if err != nil {
+			if len(tokens) > 1 {
+				return nil, fmt.Errorf("approval token %d of %d: %w", i+1, len(tokens), err)
+			}
+			return nil, err
+		}
+		if first := a.Claims; len(first) > 0 && c.Subject != first[0].Subject {
+			// Tool, parameters, namespace and plan are each the expectation's already.
+			return nil, fmt.Errorf("%w: token %d approves %q, token 1 %q", ErrOtherRequest, i+1, c.Subject, first[0].Subject)
+		}
+		for _, o := range a.Claims {
+			if o.ID == c.ID {
+				return nil, fmt.Errorf("%w: token ID %s twice", ErrReplayed, c.ID)
+			}
+		}
+		a.Claims = append(a.Claims, c)
+		a.Required = max(a.Required, c.approvalsRequired())
+		if seen[c.Issuer] {
+			repeated = true
+			continue
+		}
+		seen[c.Issuer] = true
+		a.Approvers = append(a.Approvers, c.Issuer)
+	}
+	slices.Sort(a.Approvers)
+	if len(a.Approvers) < a.Required {
+		return nil, &NotEnoughApprovalsError{Have: len(a.Approvers), Need: a.Required, Repeated: repeated}
+	}
+	if repeated {
+		return nil, ErrDuplicateApprover
+	}
+	return a, nil
 }
 
 // tokenHeader is the part of the JOSE header looked at before verification.
@@ -313,6 +463,8 @@ func (t *tokenClaims) claims() *Claims {
 		ParamsHash: t.ParamsHash,
 		Namespace:  t.Namespace,
 		PlanDigest: t.PlanDigest,
+
+		ApprovalsRequired: t.ApprovalsRequired,
 	}
 	if len(t.Audience) == 1 {
 		c.Audience = t.Audience[0]
@@ -427,5 +579,5 @@ func (c *Claims) equalWire(o *Claims) bool {
 	return c.Issuer == o.Issuer && c.Audience == o.Audience && c.Subject == o.Subject && c.ID == o.ID &&
 		c.IssuedAt.Unix() == o.IssuedAt.Unix() && c.NotBefore.Unix() == o.NotBefore.Unix() &&
 		c.Expiry.Unix() == o.Expiry.Unix() && c.Tool == o.Tool && c.ParamsHash == o.ParamsHash &&
-		c.Namespace == o.Namespace && c.PlanDigest == o.PlanDigest
+		c.Namespace == o.Namespace && c.PlanDigest == o.PlanDigest && c.approvalsRequired() == o.approvalsRequired()
 }

@@ -35,6 +35,13 @@ func (l *memLedger) Record(_ context.Context, id string, expires time.Time) erro
 	return nil
 }
 
+func (l *memLedger) Seen(_ context.Context, id string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.seen[id]
+	return ok, nil
+}
+
 func (l *memLedger) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -45,6 +52,8 @@ func (l *memLedger) len() int {
 type failingLedger struct{ err error }
 
 func (l failingLedger) Record(context.Context, string, time.Time) error { return l.err }
+
+func (l failingLedger) Seen(context.Context, string) (bool, error) { return false, nil }
 
 // tokenFixture is one approver, one request and a verifier at a fixed time.
 type tokenFixture struct {
@@ -121,6 +130,9 @@ func wireClaims(c Claims) map[string]any {
 	if c.PlanDigest != "" {
 		m["plan_digest"] = c.PlanDigest
 	}
+	if c.ApprovalsRequired > 1 {
+		m["approvals_required"] = c.ApprovalsRequired
+	}
 	return m
 }
 
@@ -129,7 +141,8 @@ func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s
 // tokenSentinels are the errors a verification can end in; each case must match exactly one.
 var tokenSentinels = []error{
 	ErrMalformed, ErrBadSignature, ErrUnknownKey, ErrExpired, ErrNotYetValid, ErrWrongAudience, ErrWrongTool,
-	ErrParamsMismatch, ErrWrongNamespace, ErrPlanMismatch, ErrReplayed, ErrTooLong,
+	ErrParamsMismatch, ErrWrongNamespace, ErrPlanMismatch, ErrReplayed, ErrTooLong, ErrNotEnoughApprovals,
+	ErrDuplicateApprover, ErrOtherRequest,
 }
 
 func TestVerifierConsume(t *testing.T) {
@@ -139,6 +152,7 @@ func TestVerifierConsume(t *testing.T) {
 	mallory := mustKey(t, "mallory")
 	impostor := mustKey(t, "alice") // another key claiming alice's ID
 	pub := []byte(f.key.Public())
+	twoParts := strings.Split(f.sign(t, func(c *Claims) { c.ApprovalsRequired = 2 }), ".")
 
 	tests := []struct {
 		name  string
@@ -175,6 +189,14 @@ func TestVerifierConsume(t *testing.T) {
 		{name: "missing jti", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, without(wireClaims(f.claims), "jti")), err: ErrMalformed},
 		{name: "missing exp", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, without(wireClaims(f.claims), "exp")), err: ErrMalformed},
 		{name: "two audiences", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "aud", []string{testAudience, "x"})), err: ErrMalformed},
+		{name: "approvals_required 1 written out", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "approvals_required", 1))},
+		{name: "approvals_required 2, alone", token: f.sign(t, func(c *Claims) { c.ApprovalsRequired = 2 }), err: ErrNotEnoughApprovals},
+		{name: "approvals_required 0 written out", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "approvals_required", 0))},
+		{name: "approvals_required negative", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "approvals_required", -1)), err: ErrMalformed},
+		{name: "approvals_required beyond the maximum", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "approvals_required", MaxApprovers+1)), err: ErrMalformed},
+		{name: "approvals_required not an integer", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "approvals_required", 1.5)), err: ErrMalformed},
+		{name: "approvals_required a string", token: rawToken(t, jose.EdDSA, f.key.key, "alice", TokenType, with(wireClaims(f.claims), "approvals_required", "1")), err: ErrMalformed},
+		{name: "approvals_required removed from a token that asks for 2", token: twoParts[0] + "." + b64(mustJSON(t, wireClaims(f.claims))) + "." + twoParts[2], err: ErrBadSignature},
 		{name: "empty", token: "", err: ErrMalformed},
 		{name: "garbage", token: "not-a-token", err: ErrMalformed},
 		{name: "JSON serialization", token: `{"payload":"` + parts[1] + `"}`, err: ErrMalformed},
@@ -505,4 +527,238 @@ func TestVerifierPolicyLifetime(t *testing.T) {
 	if _, err := f.verifier(f.now).WithMaxLifetime(2*MaxTokenTTL).CheckDryRun(long, f.want); err != nil {
 		t.Errorf("a policy lifetime beyond MaxTokenTTL must not loosen anything, nor refuse a valid token: %v", err)
 	}
+}
+
+// approverSet is three trusted approvers and a verifier that trusts them all, for the two-person rule.
+type approverSet struct {
+	*tokenFixture
+	alice, bob, carol *PrivateKey
+	v                 *Verifier
+}
+
+func newApproverSet(t testing.TB) *approverSet {
+	t.Helper()
+	f := newTokenFixture(t)
+	a := &approverSet{tokenFixture: f, alice: f.key, bob: mustKey(t, "bob"), carol: mustKey(t, "carol")}
+	set := a.alice.KeySet()
+	for _, k := range []*PrivateKey{a.bob, a.carol} {
+		if err := set.Merge(k.KeySet()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.v = NewVerifier(set, testAudience, func() time.Time { return f.now })
+	return a
+}
+
+// token signs the fixture's claims with key, under a fresh token ID, asking for need approvers (0: the
+// claim left out); mutate changes the claims further.
+func (a *approverSet) token(t testing.TB, key *PrivateKey, need int, mutate func(*Claims)) string {
+	t.Helper()
+	c := a.claims
+	c.Issuer = key.KeyID()
+	c.ID, _ = NewTokenID()
+	c.ApprovalsRequired = need
+	if mutate != nil {
+		mutate(&c)
+	}
+	return mustSign(t, key, c)
+}
+
+// TestVerifierConsumeAll: the tokens of one Job are admitted only when each verifies and together they are
+// signed by as many distinct approvers as the largest approvals_required asks for; the same approver twice
+// counts once, and the tokens must approve one request.
+func TestVerifierConsumeAll(t *testing.T) {
+	a := newApproverSet(t)
+	mallory := mustKey(t, "mallory")
+	same := a.token(t, a.alice, 2, nil)
+	many := make([]string, MaxApprovers+1)
+	for i := range many {
+		many[i] = a.token(t, a.alice, 0, nil)
+	}
+	tests := []struct {
+		name      string
+		tokens    []string
+		err       error
+		approvers []string // on success
+		required  int      // on success
+		have      int      // for ErrNotEnoughApprovals
+		need      int
+		repeated  bool
+	}{
+		{name: "one of one", tokens: []string{a.token(t, a.alice, 0, nil)}, approvers: []string{"alice"}, required: 1},
+		{name: "two of two", tokens: []string{a.token(t, a.bob, 2, nil), a.token(t, a.alice, 2, nil)}, approvers: []string{"alice", "bob"}, required: 2},
+		{name: "three of two", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, nil), a.token(t, a.carol, 2, nil)}, approvers: []string{"alice", "bob", "carol"}, required: 2},
+		{name: "one asks for two, the other for nothing", tokens: []string{a.token(t, a.alice, 0, nil), a.token(t, a.bob, 2, nil)}, approvers: []string{"alice", "bob"}, required: 2},
+		{name: "one of two", tokens: []string{a.token(t, a.alice, 2, nil)}, err: ErrNotEnoughApprovals, have: 1, need: 2},
+		{name: "the same approver twice counts once", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.alice, 2, nil)}, err: ErrNotEnoughApprovals, have: 1, need: 2, repeated: true},
+		{name: "the largest approvals_required governs", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 3, nil)}, err: ErrNotEnoughApprovals, have: 2, need: 3},
+		{name: "the same approver twice where one is enough", tokens: []string{a.token(t, a.alice, 0, nil), a.token(t, a.alice, 0, nil)}, err: ErrDuplicateApprover},
+		{name: "the same token twice", tokens: []string{same, same}, err: ErrReplayed},
+		{name: "a token for another request", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, func(c *Claims) { c.Subject = "req-aaaaaaaaaaaa" })}, err: ErrOtherRequest},
+		{name: "a token for other parameters", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, func(c *Claims) { c.ParamsHash = strings.Repeat("0", 64) })}, err: ErrParamsMismatch},
+		{name: "a token for another plan", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, func(c *Claims) { c.PlanDigest = "sha256:other" })}, err: ErrPlanMismatch},
+		{name: "an expired second token", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, func(c *Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = a.now.Add(-20*time.Minute), a.now.Add(-20*time.Minute), a.now.Add(-time.Minute)
+		})}, err: ErrExpired},
+		{name: "a second token from an untrusted key", tokens: []string{a.token(t, a.alice, 2, nil), a.token(t, mallory, 2, nil)}, err: ErrUnknownKey},
+		{name: "a forged second token", tokens: []string{a.token(t, a.alice, 2, nil), flipSignature(a.token(t, a.bob, 2, nil))}, err: ErrBadSignature},
+		{name: "an empty token in the list", tokens: []string{a.token(t, a.alice, 2, nil), ""}, err: ErrMalformed},
+		{name: "no token", tokens: nil, err: ErrMalformed},
+		{name: "more tokens than approvers can be required", tokens: many, err: ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ledger := newMemLedger()
+			got, err := a.v.ConsumeAll(context.Background(), tt.tokens, a.want, ledger)
+			_, dryErr := a.v.CheckDryRunAll(tt.tokens, a.want)
+			if tt.err == nil {
+				if err != nil || dryErr != nil {
+					t.Fatalf("ConsumeAll: %v; CheckDryRunAll: %v", err, dryErr)
+				}
+				if fmt.Sprint(got.Approvers) != fmt.Sprint(tt.approvers) || got.Required != tt.required || len(got.Claims) != len(tt.tokens) {
+					t.Errorf("approvals = %v, %d required, %d claims; want %v, %d", got.Approvers, got.Required, len(got.Claims), tt.approvers, tt.required)
+				}
+				if ledger.len() != len(tt.tokens) {
+					t.Errorf("ledger has %d entries, want %d", ledger.len(), len(tt.tokens))
+				}
+				return
+			}
+			if !errors.Is(err, tt.err) || !errors.Is(dryErr, tt.err) {
+				t.Fatalf("ConsumeAll error = %v, CheckDryRunAll error = %v; want %v", err, dryErr, tt.err)
+			}
+			for _, other := range tokenSentinels {
+				if other != tt.err && errors.Is(err, other) {
+					t.Errorf("error %v also matches %v", err, other)
+				}
+			}
+			if ledger.len() != 0 {
+				t.Errorf("a refused set recorded %d token IDs", ledger.len())
+			}
+			var ne *NotEnoughApprovalsError
+			if tt.err == ErrNotEnoughApprovals {
+				if !errors.As(err, &ne) || ne.Have != tt.have || ne.Need != tt.need || ne.Repeated != tt.repeated {
+					t.Fatalf("error %#v, want %d of %d (repeated %v)", err, tt.have, tt.need, tt.repeated)
+				}
+				if want := fmt.Sprintf("%d of %d approvals", tt.have, tt.need); !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+				if tt.repeated != strings.Contains(err.Error(), "the same approver twice counts once") {
+					t.Errorf("error %q and repeated %v", err, tt.repeated)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifierConsumeAllReplay: a set with one used token is refused and burns none of the others, which
+// still admit a Job with fresh company; a replay of either token of an admitted pair is refused.
+func TestVerifierConsumeAllReplay(t *testing.T) {
+	a := newApproverSet(t)
+	ctx := context.Background()
+	ledger := newMemLedger()
+	alice, bob := a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, nil)
+	if _, err := a.v.ConsumeAll(ctx, []string{alice, bob}, a.want, ledger); err != nil {
+		t.Fatalf("the pair: %v", err)
+	}
+	fresh := a.token(t, a.bob, 2, nil)
+	if _, err := a.v.ConsumeAll(ctx, []string{alice, fresh}, a.want, ledger); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("alice's used token with bob's fresh one: %v, want ErrReplayed", err)
+	}
+	if c, _ := unverifiedClaims(fresh); ledger.seen[c.ID] != (time.Time{}) {
+		t.Fatal("the refused set burnt bob's fresh token")
+	}
+	if _, err := a.v.ConsumeAll(ctx, []string{a.token(t, a.carol, 2, nil), bob}, a.want, ledger); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("bob's used token with carol's: %v, want ErrReplayed", err)
+	}
+	if _, err := a.v.ConsumeAll(ctx, []string{a.token(t, a.alice, 2, nil), fresh}, a.want, ledger); err != nil {
+		t.Fatalf("bob's unburnt token with a fresh one of alice: %v", err)
+	}
+	if _, err := a.v.ConsumeAll(ctx, []string{a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, nil)}, a.want, failingLedger{errors.New("down")}); err == nil {
+		t.Fatal("a failing ledger admitted a pair")
+	}
+}
+
+// TestVerifierConsumeAllConcurrent races 64 Jobs carrying one pair of approvals, half of them listing the
+// tokens in the other order: at most one is admitted, and exactly one when all list them alike.
+func TestVerifierConsumeAllConcurrent(t *testing.T) {
+	for _, mixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mixed order=%v", mixed), func(t *testing.T) {
+			a := newApproverSet(t)
+			alice, bob := a.token(t, a.alice, 2, nil), a.token(t, a.bob, 2, nil)
+			ledger := newMemLedger()
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			start := make(chan struct{})
+			for i := range 64 {
+				set := []string{alice, bob}
+				if mixed && i%2 == 1 {
+					set = []string{bob, alice}
+				}
+				wg.Go(func() {
+					<-start
+					_, err := a.v.ConsumeAll(context.Background(), set, a.want, ledger)
+					errs <- err
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			ok := 0
+			for err := range errs {
+				switch {
+				case err == nil:
+					ok++
+				case !errors.Is(err, ErrReplayed):
+					t.Errorf("unexpected error %v", err)
+				}
+			}
+			if ok > 1 || (!mixed && ok != 1) {
+				t.Errorf("%d Jobs admitted with one pair of approvals", ok)
+			}
+		})
+	}
+}
+
+// TestApprovalsRequiredClaim: approvals_required is signed with the rest, written only when more than 1, read
+// back as written, and bounded by Sign.
+func TestApprovalsRequiredClaim(t *testing.T) {
+	f := newTokenFixture(t)
+	payload := func(tok string) map[string]any {
+		b, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for need, want := range map[int]any{0: nil, 1: nil, 2: float64(2), MaxApprovers: float64(MaxApprovers)} {
+		m := payload(f.sign(t, func(c *Claims) { c.ApprovalsRequired = need }))
+		if m["approvals_required"] != want {
+			t.Errorf("approvals_required %d is written as %#v, want %#v", need, m["approvals_required"], want)
+		}
+	}
+	for _, need := range []int{-1, MaxApprovers + 1} {
+		c := f.claims
+		c.ApprovalsRequired = need
+		if _, err := Sign(f.key, c); err == nil {
+			t.Errorf("Sign accepted approvals_required %d", need)
+		}
+	}
+	c := f.claims
+	c.ApprovalsRequired = 2
+	back, err := unverifiedClaims(mustSign(t, f.key, c))
+	if err != nil || back.ApprovalsRequired != 2 || !back.equalWire(&c) {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	one := f.claims
+	one.ApprovalsRequired = 1
+	if !one.equalWire(&f.claims) {
+		t.Error("approvals_required 1 and absent differ on the wire")
+	}
+}
+
+// flipSignature changes the first character of a token's signature.
+func flipSignature(tok string) string {
+	i := strings.LastIndexByte(tok, '.')
+	return tok[:i+1] + flipFirstChar(tok[i+1:])
 }

@@ -30,7 +30,9 @@ const (
 	// AnnotationParams holds the canonical JSON of the call's parameters; the webhook renders the command
 	// from it and compares it with the container's.
 	AnnotationParams = prefix + "params"
-	// AnnotationApprovalToken holds the signed approval for tools that need one.
+	// AnnotationApprovalToken holds the signed approvals for tools that need them: one approval token, or,
+	// for a call that needs several approvers, their tokens joined by ApprovalTokenSeparator
+	// (JoinApprovalTokens).
 	AnnotationApprovalToken = prefix + "approval-token"
 	// AnnotationAuditHead, on a call's Job, holds the head of the MCP server's audit chain when it created
 	// the Job: the hex SHA-256 of the last line of its audit log, 64 lowercase hex digits. The webhook
@@ -104,4 +106,21 @@ const BinaryPath = "/agent-sandbox"
 // credential agent's kubeconfig itself, and in a warm Pod runs inside the entry point's process.
 func RunsTool(args []string) bool {
 	return len(args) >= 2 && args[0] == "run" && args[1] != "warm" && !strings.HasPrefix(args[1], "-")
+}
+
+// ApprovalTokenSeparator joins the approval tokens of one call in AnnotationApprovalToken and in a warm Pod's
+// claim. Approval tokens are JWS compact serializations, base64url and dots, so none contains it.
+const ApprovalTokenSeparator = ","
+
+// JoinApprovalTokens is the AnnotationApprovalToken value for tokens: a single token is itself, and no
+// token is the empty value (no annotation).
+func JoinApprovalTokens(tokens []string) string { return strings.Join(tokens, ApprovalTokenSeparator) }
+
+// SplitApprovalTokens reads an AnnotationApprovalToken value back into its tokens, exactly as written: an
+// empty value is no token, and an empty part stays, for the verifier to refuse.
+func SplitApprovalTokens(value string) []string {
+	if value == "" {
+		return nil
+	}
+	return strings.Split(value, ApprovalTokenSeparator)
 }

@@ -32,16 +32,17 @@ type JobSpec struct {
 	Invocation *policy.Invocation
 	// RequestID correlates the Job with the MCP call and the audit trail ("req-…").
 	RequestID string
-	// ApprovalToken is the signed approval for tools that need one.
-	ApprovalToken string
+	// ApprovalTokens are the signed approvals for tools that need them: one per approver, in the order the
+	// approvals store returns them. The Job carries them joined (contract.JoinApprovalTokens).
+	ApprovalTokens []string
 	// AuditHead is the head of the MCP server's audit chain when it creates the Job (audit.Log.Head); the
 	// webhook records it as the call's audit anchor. It goes on the Job's own annotations only.
 	AuditHead string
 }
 
-// JobName is the Job's name for a tool call: short, DNS-safe, unique per request. A Job that carries an
-// approval token is named after the token instead (ApprovalJobName), so the name of an approved call can
-// be neither guessed nor taken by another Job before it: a Job of that name must carry that very token.
+// JobName is the Job's name for a tool call: short, DNS-safe, unique per request. A Job that carries
+// approval tokens is named after them instead (ApprovalJobName), so the name of an approved call can be
+// neither guessed nor taken by another Job before it: a Job of that name must carry those very tokens.
 func JobName(tool, requestID string) string {
 	t := strings.ReplaceAll(tool, "_", "-")
 	if len(t) > 30 {
@@ -57,8 +58,8 @@ func JobName(tool, requestID string) string {
 // JobNamePrefix starts the name of every Job of tool, and so of every Pod of those Jobs.
 func JobNamePrefix(tool string) string { return JobName(tool, "req-") }
 
-// ApprovalJobName is the name of the Job that carries approval token: the tool and the first 24 hex
-// characters of the token's SHA-256.
+// ApprovalJobName is the name of the Job whose approval-token annotation is token (one token, or several
+// joined by contract.JoinApprovalTokens): the tool and the first 24 hex characters of its SHA-256.
 func ApprovalJobName(tool, token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return JobName(tool, "req-"+hex.EncodeToString(sum[:])[:24])
@@ -75,12 +76,10 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	}
 	labels := map[string]string{contract.LabelTool: t.Name, contract.LabelRequestID: js.RequestID}
 	annotations := map[string]string{contract.AnnotationParams: string(params)}
-	if js.ApprovalToken != "" {
-		annotations[contract.AnnotationApprovalToken] = js.ApprovalToken
-	}
 	name := JobName(t.Name, js.RequestID)
-	if js.ApprovalToken != "" {
-		name = ApprovalJobName(t.Name, js.ApprovalToken)
+	if token := contract.JoinApprovalTokens(js.ApprovalTokens); token != "" {
+		annotations[contract.AnnotationApprovalToken] = token
+		name = ApprovalJobName(t.Name, token)
 	}
 	sb := &p.Spec.Sandbox
 	deadline := int64(t.Deadline.Seconds())

@@ -98,24 +98,28 @@ type Claim struct {
 	Params json.RawMessage `json:"params"`
 	// Argv is what the warm entry point executes: the policy's rendering of Params.
 	Argv []string `json:"argv"`
-	// ApprovalToken is the signed approval, for tools that need one.
+	// ApprovalToken holds the signed approvals, for tools that need them: one token, or several approvers'
+	// joined as in contract.AnnotationApprovalToken.
 	ApprovalToken string `json:"approvalToken,omitempty"`
 	// AuditHead is the head of the MCP server's audit chain when it claimed the Pod, as on a cold call's
 	// Job (contract.AnnotationAuditHead); the webhook records it as the call's audit anchor.
 	AuditHead string `json:"auditHead"`
 }
 
-// MaxClaimBytes bounds a claim (an approval token is about a kilobyte; parameters are short scalars).
-const MaxClaimBytes = 16 << 10
+// MaxClaimBytes bounds a claim: an approval token is under a kilobyte, and a call that needs several
+// approvers carries up to approval.MaxApprovers of them; parameters are short scalars.
+const MaxClaimBytes = 32 << 10
 
 // RenderClaim is the claim annotation for an accepted invocation: deterministic, so the webhook can compare
-// it byte for byte. auditHead is the audit chain's head (audit.Log.Head).
-func RenderClaim(inv *policy.Invocation, requestID, token, auditHead string) (string, error) {
+// it byte for byte. tokens are the call's approvals (as in JobSpec), auditHead is the audit chain's head
+// (audit.Log.Head).
+func RenderClaim(inv *policy.Invocation, requestID string, tokens []string, auditHead string) (string, error) {
 	params, err := approval.CanonicalParams(inv.Params)
 	if err != nil {
 		return "", fmt.Errorf("render claim: %w", err)
 	}
-	c := Claim{RequestID: requestID, Tool: inv.Tool.Name, Namespace: inv.TargetNamespace, Params: params, Argv: inv.Argv, ApprovalToken: token, AuditHead: auditHead}
+	c := Claim{RequestID: requestID, Tool: inv.Tool.Name, Namespace: inv.TargetNamespace, Params: params, Argv: inv.Argv,
+		ApprovalToken: contract.JoinApprovalTokens(tokens), AuditHead: auditHead}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

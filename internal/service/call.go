@@ -126,18 +126,18 @@ func (s *Service) Call(ctx context.Context, tool string, args map[string]any, pr
 		if err != nil {
 			return nil, c.fail(KindInvalid, err)
 		}
-		token, req, err := s.takeGrant(ctx, c, inv, hash)
+		tokens, req, err := s.takeGrant(ctx, c, inv, hash)
 		if err != nil {
 			return nil, err
 		}
-		if token == "" {
+		if len(tokens) == 0 {
 			return s.requestApproval(ctx, c, inv, hash, kind)
 		}
-		run.token, run.approval = token, req
+		run.tokens, run.approval = tokens, req
 	} else {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(t.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
 	}
-	res, err := c.run(ctx, inv, run.token)
+	res, err := c.run(ctx, inv, run.tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (s *Service) Call(ctx context.Context, tool string, args map[string]any, pr
 type runInfo struct {
 	tool     *policy.Tool
 	inv      *policy.Invocation
-	token    string
+	tokens   []string // the approvals the Job carries, one per approver
 	approval *approval.Request
 }
 

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -20,9 +21,9 @@ type resultKind struct {
 	outputSchema func(t *policy.Tool) (*schema.Schema, error)
 	// decode turns a finished run into the structured result and the fields of its tool.result audit event.
 	decode func(ctx context.Context, s *Service, c *call, r *runInfo, res *sandbox.Result) (any, map[string]any, error)
-	// approvalRequired, when set, is the structured result that tells the agent a human must approve first;
-	// without it that answer is a tool error naming the command.
-	approvalRequired func(c *call, requestID, command, message string) any
+	// approvalRequired, when set, is the structured result that tells the agent people must approve first
+	// (req says how many have); without it that answer is a tool error naming the command.
+	approvalRequired func(c *call, req *approval.Request, command, message string) any
 }
 
 var resultKinds = map[policy.ResultKind]resultKind{
@@ -149,10 +150,12 @@ func decodeApply(_ context.Context, _ *Service, c *call, r *runInfo, res *sandbo
 		req = &approval.Request{}
 	}
 	return &ApplyOutput{RequestID: c.id, Status: StatusApplied, ApprovalRequest: req.ID, Result: &applied,
-			Message: fmt.Sprintf("applied plan %s (approved by %s under %s)", short(r.inv.PlanDigest), req.Approver, req.ID)},
+			Approvals: req.Approvals(), ApprovalsRequired: req.ApprovalsRequired,
+			Message: fmt.Sprintf("applied plan %s (approved by %s under %s)", short(r.inv.PlanDigest), strings.Join(req.Approvers(), " and "), req.ID)},
 		map[string]any{"applied": applied.Applied, "plan_id": r.inv.PlanDigest, "approval_request": req.ID}, nil
 }
 
-func applyApprovalRequired(c *call, requestID, command, message string) any {
-	return &ApplyOutput{RequestID: c.id, Status: StatusApprovalRequired, ApprovalRequest: requestID, ApproveCommand: command, Message: message}
+func applyApprovalRequired(c *call, req *approval.Request, command, message string) any {
+	return &ApplyOutput{RequestID: c.id, Status: StatusApprovalRequired, ApprovalRequest: req.ID, ApproveCommand: command, Message: message,
+		Approvals: req.Approvals(), ApprovalsRequired: req.ApprovalsRequired}
 }

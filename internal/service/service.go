@@ -166,7 +166,7 @@ func (c *call) invoke(params map[string]any) (*policy.Invocation, error) {
 }
 
 // run renders and runs the sandbox Job, writing the sandbox and credential events of the audit chain.
-func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*sandbox.Result, error) {
+func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string) (*sandbox.Result, error) {
 	// The audit chain's head, read after this call's tool.request and decision were written, travels with
 	// the Job (and the claim): the webhook admits the call only with it and records it, with the request
 	// ID, outside this host, so that `audit verify --against-cluster` finds this log cut short or rewritten.
@@ -174,13 +174,13 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, token string) (*
 	if err != nil {
 		return nil, c.fail(KindFailed, fmt.Errorf("the audit log cannot be read, so the call cannot be anchored: %w", err))
 	}
-	job, err := sandbox.RenderJob(c.s.Policy, sandbox.JobSpec{Invocation: inv, RequestID: c.id, ApprovalToken: token, AuditHead: head})
+	job, err := sandbox.RenderJob(c.s.Policy, sandbox.JobSpec{Invocation: inv, RequestID: c.id, ApprovalTokens: tokens, AuditHead: head})
 	if err != nil {
 		return nil, c.fail(KindFailed, err)
 	}
 	claim := ""
 	if c.s.Warm && inv.Tool.WarmPool != nil {
-		if claim, err = sandbox.RenderClaim(inv, c.id, token, head); err != nil {
+		if claim, err = sandbox.RenderClaim(inv, c.id, tokens, head); err != nil {
 			return nil, c.fail(KindFailed, err)
 		}
 	}

@@ -615,3 +615,98 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// approveAs grants request id as the approver key would through `agent-sandbox approve`, returning the token.
+func (f *fixture) approveAs(ctx context.Context, t *testing.T, key *approval.PrivateKey, id string) string {
+	t.Helper()
+	req, err := f.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := approval.NewClaims(req, key.KeyID(), f.svc.Policy.Spec.ClusterID, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := approval.Sign(key, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Grant(ctx, req.ID, tok, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestApplyNeedsTwoApprovers: a plan that needs two approvers does not run after the first approval; the agent
+// is told how far it is ("1 of 2 approvals given") and to ask a second person; after the second the Job runs
+// carrying both tokens, and the audit chain names both approvers.
+func TestApplyNeedsTwoApprovers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	plan := strings.Repeat("ab", 32)
+	f.svc.Workspaces.(*fakeWorkspaces).plans = map[string][]byte{plan: nil}
+	f.run.stdout = func(j *batchv1.Job) string {
+		return `{"workspace":"k8s-demo","plan_id":"` + plan + `","applied":true,"text":"Apply complete!","summary":{"add":0,"change":0,"destroy":1,"replace":0}}`
+	}
+	first, err := f.apply(ctx, plan)
+	if err != nil || first.Status != StatusApprovalRequired || first.Approvals != 0 || first.ApprovalsRequired != 1 {
+		t.Fatalf("first apply: %+v, %v", first, err)
+	}
+	// The first approver's tool finds the plan needs two approvers and raises the request (approve does).
+	if err := f.store.RaiseApprovalsRequired(ctx, first.ApprovalRequest, 2); err != nil {
+		t.Fatal(err)
+	}
+	none, err := f.apply(ctx, plan)
+	if err != nil || none.ApprovalRequest != first.ApprovalRequest || none.ApprovalsRequired != 2 ||
+		!strings.Contains(none.Message, "0 of 2 approvals given; this call needs 2 different people") {
+		t.Fatalf("before any approval: %+v, %v", none, err)
+	}
+	alice := f.approveAs(ctx, t, f.key, first.ApprovalRequest)
+	half, err := f.apply(ctx, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "approval required: 1 of 2 approvals given; ask a second person to review and run `agent-sandbox approve " + first.ApprovalRequest + "`"
+	if half.Status != StatusApprovalRequired || half.ApprovalRequest != first.ApprovalRequest || half.Approvals != 1 || half.ApprovalsRequired != 2 ||
+		!strings.HasPrefix(half.Message, want) || len(f.run.jobs) != 0 {
+		t.Fatalf("after one of two approvals: %+v (jobs %d)", half, len(f.run.jobs))
+	}
+	st, err := f.svc.ApprovalStatus(ctx, ApprovalStatusInput{RequestID: first.ApprovalRequest})
+	if err != nil || st.Status != "pending" || st.Approvals != 1 || st.ApprovalsRequired != 2 || len(st.Approvers) != 1 {
+		t.Fatalf("approval_status after one of two: %+v, %v", st, err)
+	}
+	second, err := approval.GenerateKey("second-approver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := f.approveAs(ctx, t, second, first.ApprovalRequest)
+	applied, err := f.apply(ctx, plan)
+	if err != nil || applied.Status != StatusApplied || len(f.run.jobs) != 1 || applied.Approvals != 2 || applied.ApprovalsRequired != 2 ||
+		!strings.Contains(applied.Message, "approved by unit-approver and second-approver") {
+		t.Fatalf("after both approvals: %+v, %v", applied, err)
+	}
+	if got := f.run.jobs[0].Annotations[contract.AnnotationApprovalToken]; got != alice+","+bob {
+		t.Error("the Job does not carry both approvals, in the order given")
+	}
+	chain := f.chain(t, applied.RequestID)
+	if n := slices.Index(chain, audit.EventApprovalConsumed); n != 4 || chain[2] != audit.EventApprovalGranted || chain[3] != audit.EventApprovalGranted {
+		t.Errorf("chain %v: want approval.granted per approver, then approval.consumed", chain)
+	}
+	recs, err := audit.ReadFile(f.log, audit.Filter{RequestID: applied.RequestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approvers []any
+	for _, r := range recs {
+		if r.Event == audit.EventApprovalGranted {
+			approvers = append(approvers, r.Fields["approver"])
+		}
+	}
+	if fmt.Sprint(approvers) != "[unit-approver second-approver]" {
+		t.Errorf("approval.granted approvers %v", approvers)
+	}
+	st, err = f.svc.ApprovalStatus(ctx, ApprovalStatusInput{RequestID: first.ApprovalRequest})
+	if err != nil || st.Status != "consumed" || st.Approvals != 2 {
+		t.Errorf("approval_status after the apply: %+v, %v", st, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -45,35 +46,45 @@ type ApplyOutput struct {
 	RequestID string `json:"request_id" jsonschema:"correlation ID of this call in the audit log"`
 	Status    string `json:"status" jsonschema:"applied, or approval_required"`
 	// ApprovalRequest is set when a human must approve first.
-	ApprovalRequest string               `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
-	ApproveCommand  string               `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
-	Message         string               `json:"message" jsonschema:"what happened and what to do next"`
-	Result          *toolrun.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
+	ApprovalRequest string `json:"approval_request,omitempty" jsonschema:"the approval request to show the user"`
+	ApproveCommand  string `json:"approve_command,omitempty" jsonschema:"the exact command a human runs in a terminal to approve"`
+	// Approvals and ApprovalsRequired count distinct approvers: a risky plan may need more than one.
+	Approvals         int                  `json:"approvals" jsonschema:"how many people have approved this exact call so far"`
+	ApprovalsRequired int                  `json:"approvals_required" jsonschema:"how many different people must approve it (0 when it needs no approval)"`
+	Message           string               `json:"message" jsonschema:"what happened and what to do next"`
+	Result            *toolrun.ApplyResult `json:"result,omitempty" jsonschema:"the apply's outcome, when it ran"`
 }
 
-// takeGrant consumes a granted approval for exactly these parameters, if there is one. Consuming is one
-// SQLite statement, so two concurrent calls cannot both take it; the webhook's ledger enforces single use
-// again at admission.
-func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation, hash string) (string, *approval.Request, error) {
+// takeGrant consumes the granted approvals for exactly these parameters, if there are: the tokens of every
+// approver the request needed, all at once. Consuming is one SQLite transaction, so two concurrent calls
+// cannot both take them; the webhook's ledger enforces single use of each token again at admission, and
+// admits the Job only with as many distinct approvers as their tokens ask for.
+func (s *Service) takeGrant(ctx context.Context, c *call, inv *policy.Invocation, hash string) ([]string, *approval.Request, error) {
 	req, err := s.Approvals.FindGranted(ctx, inv.Tool.Name, hash)
 	if errors.Is(err, approval.ErrNotFound) {
-		return "", nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return "", nil, c.fail(KindFailed, fmt.Errorf("read approvals: %w", err))
+		return nil, nil, c.fail(KindFailed, fmt.Errorf("read approvals: %w", err))
 	}
-	token, err := s.Approvals.Consume(ctx, req.ID, inv.Tool.Name, hash)
+	tokens, err := s.Approvals.Consume(ctx, req.ID, inv.Tool.Name, hash)
 	if err != nil {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": "approval unusable", "approval_request": req.ID})
-		return "", nil, c.fail(KindApproval, fmt.Errorf("approval %s cannot be used: %w", req.ID, err))
+		return nil, nil, c.fail(KindApproval, fmt.Errorf("approval %s cannot be used: %w", req.ID, err))
 	}
 	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(inv.Tool.Tier), "scope": inv.Scope,
-		"target_namespace": inv.TargetNamespace, "approval_request": req.ID})
-	c.audit(audit.EventApprovalGranted, map[string]any{"approval_request": req.ID, "approver": req.Approver,
-		"decided_at": req.DecidedAt.UTC().Format(time.RFC3339), "token_id": req.TokenID})
-	c.audit(audit.EventApprovalConsumed, map[string]any{"approval_request": req.ID, "token_id": req.TokenID})
-	c.trace.Event(telemetry.Event{Name: audit.EventApprovalConsumed, Time: time.Now(), Attrs: map[string]any{"approval_request": req.ID, "approver": req.Approver}})
-	return token, req, nil
+		"target_namespace": inv.TargetNamespace, "approval_request": req.ID, "approvals": req.Approvals(), "approvals_required": req.ApprovalsRequired})
+	ids := make([]string, 0, len(req.Grants))
+	for _, g := range req.Grants {
+		c.audit(audit.EventApprovalGranted, map[string]any{"approval_request": req.ID, "approver": g.Approver,
+			"decided_at": g.DecidedAt.UTC().Format(time.RFC3339), "token_id": g.TokenID, "approvals_required": req.ApprovalsRequired})
+		ids = append(ids, g.TokenID)
+	}
+	// One key, token_id, as for a single approver (the audit scrubber keeps it): the IDs joined by a comma.
+	c.audit(audit.EventApprovalConsumed, map[string]any{"approval_request": req.ID, "token_id": strings.Join(ids, ","), "approvals": len(ids)})
+	c.trace.Event(telemetry.Event{Name: audit.EventApprovalConsumed, Time: time.Now(), Attrs: map[string]any{"approval_request": req.ID,
+		"approver": strings.Join(req.Approvers(), ","), "approvals": req.Approvals()}})
+	return tokens, req, nil
 }
 
 // requestApproval files an approval request for these exact parameters (or finds the pending one) and
@@ -92,17 +103,46 @@ func (s *Service) requestApproval(ctx context.Context, c *call, inv *policy.Invo
 		return nil, c.fail(KindFailed, fmt.Errorf("file approval request: %w", err))
 	}
 	cmd := "agent-sandbox approve " + req.ID
-	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "needs-approval", "tier": string(inv.Tool.Tier), "approval_request": req.ID})
+	c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "needs-approval", "tier": string(inv.Tool.Tier), "approval_request": req.ID,
+		"approvals": req.Approvals(), "approvals_required": req.ApprovalsRequired})
 	c.audit(audit.EventApprovalRequested, map[string]any{"approval_request": req.ID, "plan_id": inv.PlanDigest, "signals": len(req.Signals)})
 	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "status": StatusApprovalRequired, "approval_request": req.ID})
 	c.trace.Event(telemetry.Event{Name: audit.EventApprovalRequested, Time: time.Now(), Attrs: map[string]any{"approval_request": req.ID}})
 	c.outcome = string(KindApprovalRequired)
-	msg := fmt.Sprintf("approval required: ask a human to review and run `%s` in a terminal, then call %s again with the same arguments", cmd, inv.Tool.Name)
+	msg := approvalRequiredMessage(req, cmd, inv.Tool.Name)
 	if kind.approvalRequired == nil {
 		// This kind's result has no place for the request: say it as the tool's answer, one line.
 		return nil, &Error{Kind: KindApprovalRequired, RequestID: c.id, Message: msg}
 	}
-	return kind.approvalRequired(c, req.ID, cmd, msg), nil
+	return kind.approvalRequired(c, req, cmd, msg), nil
+}
+
+// approvalRequiredMessage tells the agent what the people must do: run cmd, as many of them as the request
+// still needs, before it calls tool again.
+func approvalRequiredMessage(req *approval.Request, cmd, tool string) string {
+	have, need := req.Approvals(), max(req.ApprovalsRequired, 1)
+	again := fmt.Sprintf("then call %s again with the same arguments", tool)
+	switch {
+	case need == 1:
+		return fmt.Sprintf("approval required: ask a human to review and run `%s` in a terminal, %s", cmd, again)
+	case have == 0:
+		return fmt.Sprintf("approval required: %s given; this call needs %d different people, each to review and run `%s` in a terminal, %s",
+			req.Progress(), need, cmd, again)
+	case need-have == 1:
+		return fmt.Sprintf("approval required: %s given; ask a %s person to review and run `%s` in a terminal, %s",
+			req.Progress(), ordinal(have+1), cmd, again)
+	}
+	return fmt.Sprintf("approval required: %s given; ask %d more people, each to review and run `%s` in a terminal, %s",
+		req.Progress(), need-have, cmd, again)
+}
+
+// ordinal spells 2 as "second", and so on ("another" past the tenth).
+func ordinal(n int) string {
+	words := []string{"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"}
+	if n >= 1 && n <= len(words) {
+		return words[n-1]
+	}
+	return "further"
 }
 
 // ApprovalStatusInput is the argument of approval_status.
@@ -115,12 +155,17 @@ type ApprovalStatusOutput struct {
 	RequestID string `json:"request_id"`
 	Tool      string `json:"tool"`
 	Status    string `json:"status" jsonschema:"pending, granted, denied, consumed or expired"`
-	Namespace string `json:"namespace"`
-	PlanID    string `json:"plan_id,omitempty"`
-	CreatedAt string `json:"created_at"`
-	ExpiresAt string `json:"expires_at"`
-	DecidedBy string `json:"decided_by,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	// Approvals counts the distinct people who approved so far; a pending request with some approvals
+	// waits for more, up to ApprovalsRequired.
+	Approvals         int      `json:"approvals" jsonschema:"how many different people have approved so far"`
+	ApprovalsRequired int      `json:"approvals_required" jsonschema:"how many different people must approve"`
+	Approvers         []string `json:"approvers,omitempty" jsonschema:"the approvers' key IDs, in the order they approved"`
+	Namespace         string   `json:"namespace"`
+	PlanID            string   `json:"plan_id,omitempty"`
+	CreatedAt         string   `json:"created_at"`
+	ExpiresAt         string   `json:"expires_at"`
+	DecidedBy         string   `json:"decided_by,omitempty"`
+	Reason            string   `json:"reason,omitempty"`
 }
 
 // ApprovalStatus reports an approval request's state. It changes nothing.
@@ -136,6 +181,7 @@ func (s *Service) ApprovalStatus(ctx context.Context, in ApprovalStatusInput) (*
 		return nil, &Error{Kind: KindFailed, Message: oneLine(err.Error()), Err: err}
 	}
 	out := &ApprovalStatusOutput{RequestID: r.ID, Tool: r.Tool, Status: string(r.Status), Namespace: r.Namespace, PlanID: r.PlanDigest,
+		Approvals: r.Approvals(), ApprovalsRequired: r.ApprovalsRequired, Approvers: r.Approvers(),
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ExpiresAt: r.ExpiresAt.UTC().Format(time.RFC3339), DecidedBy: r.Approver, Reason: r.Reason}
 	return out, nil
 }

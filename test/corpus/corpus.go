@@ -33,6 +33,9 @@ type Env struct {
 	Approver *approval.PrivateKey
 	// Other is an approver key the webhook does NOT trust.
 	Other *approval.PrivateKey
+	// Second is another approver key the webhook trusts, for the plans that need two approvers. Without it
+	// the corpus leaves out the cases that need two distinct approvers' tokens admitted.
+	Second *approval.PrivateKey
 	// Identities attack; Admin sets up and cleans up.
 	*Identities
 	// Vault is where the Vault-direct cases log in.
@@ -64,14 +67,15 @@ func ApplyParams() map[string]any {
 // be scoped (--since) to calls made after it.
 const AuditHead = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
 
-// Job renders the Job the MCP server would submit for tool and params (before the webhook's injection).
+// Job renders the Job the MCP server would submit for tool and params (before the webhook's injection). token
+// is the approval-token annotation: one token, or several joined (contract.JoinApprovalTokens).
 func (e *Env) Job(tool string, params map[string]any, token string) *batchv1.Job {
 	inv := e.invocation(tool, params)
 	id, err := approval.NewRequestID()
 	if err != nil {
 		panic(err)
 	}
-	j, err := sandbox.RenderJob(e.Policy, sandbox.JobSpec{Invocation: inv, RequestID: id, ApprovalToken: token, AuditHead: AuditHead})
+	j, err := sandbox.RenderJob(e.Policy, sandbox.JobSpec{Invocation: inv, RequestID: id, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: AuditHead})
 	if err != nil {
 		panic(err)
 	}

@@ -295,7 +295,16 @@ func (e *Env) approvalCases() []Case {
 	c := func(name, rule string, m func(*batchv1.Job), base func() *batchv1.Job) Case {
 		return e.jobCase("approval", name, rule, m, base)
 	}
-	return []Case{
+	cases := append([]Case{
+		// A plan whose approvers' tools found it needs two approvers (approvals_required 2).
+		c("apply with one approval where the plan needs two approvers", "approval: 1 of 2 approvals: this plan needs 2 distinct approvers", none,
+			apply(contract.JoinApprovalTokens(e.approvalsOf(newID(), 2, e.Approver)))),
+		c("apply with the same approver's approval twice where the plan needs two", "approval: 1 of 2 approvals: this plan needs 2 distinct approvers; the same approver twice counts once", none,
+			apply(contract.JoinApprovalTokens(e.approvalsOf(newID(), 2, e.Approver, e.Approver)))),
+		c("apply with two approvals, one of them for another request", "approval: the approvals are for different requests", none,
+			apply(contract.JoinApprovalTokens(append(e.approvalsOf(newID(), 2, e.Approver), e.approvalsOf(newID(), 2, e.Approver)...)))),
+	}, e.twoApproverReplayCases()...)
+	return append(cases, []Case{
 		c("apply without a token", "approval-required", none, apply("")),
 		c("apply with a forged token", "approval", none, apply(forged())),
 		c("apply with a token from another key", "approval", none, apply(e.Token(e.Other, "terraform_apply", ApplyParams(), nil))),
@@ -325,6 +334,50 @@ func (e *Env) approvalCases() []Case {
 			_, err := e.CreateJob(ctx, apply(tok)(), false)
 			return err
 		}},
+	}...)
+}
+
+func newID() string {
+	id, err := approval.NewRequestID()
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// approvalsOf signs, with each key, an approval of the one request id for terraform_apply with ApplyParams,
+// asking for need approvers.
+func (e *Env) approvalsOf(id string, need int, keys ...*approval.PrivateKey) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, e.Token(k, "terraform_apply", ApplyParams(), func(c *approval.Claims) { c.Subject, c.ApprovalsRequired = id, need }))
+	}
+	return out
+}
+
+// twoApproverReplayCases get a Job admitted with two distinct approvers' tokens (the setup fails the case if
+// it is refused) and then replay either token, with a fresh token of the other approver for the same request:
+// refused, whichever. They need Env.Second; without it there are none.
+func (e *Env) twoApproverReplayCases() []Case {
+	if e.Second == nil {
+		return nil
+	}
+	replay := func(name string, used int) Case {
+		return Case{Class: "approval", Name: name, Rule: "approval: this approval was already used", Submit: func(ctx context.Context) error {
+			id := newID()
+			pair := e.approvalsOf(id, 2, e.Approver, e.Second)
+			if _, err := e.CreateJob(ctx, e.Job("terraform_apply", ApplyParams(), contract.JoinApprovalTokens(pair)), false); err != nil {
+				return fmt.Errorf("setup: two distinct approvers' tokens were refused: %w", err)
+			}
+			again := e.approvalsOf(id, 2, e.Approver, e.Second)
+			again[used] = pair[used]
+			_, err := e.CreateJob(ctx, e.Job("terraform_apply", ApplyParams(), contract.JoinApprovalTokens(again)), false)
+			return err
+		}}
+	}
+	return []Case{
+		replay("apply with two approvers, then the first approver's used token again", 0),
+		replay("apply with two approvers, then the second approver's used token again", 1),
 	}
 }
 

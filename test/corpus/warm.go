@@ -71,7 +71,7 @@ func contains(list []string, s string) bool {
 
 // Claim renders the claim the MCP server would patch onto a warm Pod for params.
 func (e *Env) Claim(params map[string]any, requestID, token string) string {
-	c, err := sandbox.RenderClaim(e.invocation(WarmTool, params), requestID, token, AuditHead)
+	c, err := sandbox.RenderClaim(e.invocation(WarmTool, params), requestID, contract.SplitApprovalTokens(token), AuditHead)
 	if err != nil {
 		panic(err)
 	}

@@ -384,6 +384,24 @@ func Approve(ctx context.Context, cfg Config, id string, extra ...string) (strin
 	return out, nil
 }
 
+// usedTokens reads the tokens of every grant of request id, in the order Store.Consume returns them.
+func usedTokens(ctx context.Context, db *sql.DB, id string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT token FROM grants WHERE request_id = ? ORDER BY decided_at, approver", id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tokens []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, t)
+	}
+	return tokens, rows.Err()
+}
+
 // replayAtCluster plays an attacker who bypasses the MCP server with the token of a consumed approval,
 // taken from the approvals database: the Job goes straight to the API server and must be refused.
 func (d *driver) replayAtCluster(ctx context.Context, requestID string) error {
@@ -392,9 +410,13 @@ func (d *driver) replayAtCluster(ctx context.Context, requestID string) error {
 		return err
 	}
 	defer db.Close()
-	var token, params string
-	if err := db.QueryRowContext(ctx, "SELECT token, params FROM requests WHERE id = ?", requestID).Scan(&token, &params); err != nil {
-		return fmt.Errorf("read the used token: %w", err)
+	var params string
+	if err := db.QueryRowContext(ctx, "SELECT params FROM requests WHERE id = ?", requestID).Scan(&params); err != nil {
+		return fmt.Errorf("read the used request: %w", err)
+	}
+	tokens, err := usedTokens(ctx, db, requestID)
+	if err != nil {
+		return fmt.Errorf("read the used tokens: %w", err)
 	}
 	p, err := policy.LoadFile(d.cfg.Policy)
 	if err != nil {
@@ -418,7 +440,7 @@ func (d *driver) replayAtCluster(ctx context.Context, requestID string) error {
 		return err
 	}
 	// A well-formed audit head too, for the same reason.
-	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, ApprovalToken: token, AuditHead: strings.Repeat("0d", 32)})
+	job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, ApprovalTokens: tokens, AuditHead: strings.Repeat("0d", 32)})
 	if err != nil {
 		return err
 	}

@@ -1434,8 +1434,14 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	t.Run("approval ledger as the webhook", func(t *testing.T) {
 		l := &webhook.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
 		const id = "00112233445566778899aabbccddeeff"
+		if seen, err := l.Seen(ctx, id); err != nil || seen {
+			t.Fatalf("Seen before Record with the chart's RBAC = %v, %v; want false", seen, err)
+		}
 		if err := l.Record(ctx, id, time.Now().Add(-time.Hour)); err != nil {
 			t.Fatalf("Record with the chart's RBAC: %v", err)
+		}
+		if seen, err := l.Seen(ctx, id); err != nil || !seen {
+			t.Fatalf("Seen after Record with the chart's RBAC = %v, %v; want true", seen, err)
 		}
 		if err := l.Record(ctx, id, time.Now().Add(-time.Hour)); !errors.Is(err, approval.ErrReplayed) {
 			t.Fatalf("second Record = %v, want ErrReplayed", err)

@@ -138,6 +138,15 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 		t.Fatal(err)
 	}
 	other, _ := approval.GenerateKey("untrusted-approver")
+	// A second trusted approver, for the plans that need two.
+	second, err := approval.GenerateKey("integration-second-approver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := key.KeySet()
+	if err := trusted.Merge(second.KeySet()); err != nil {
+		t.Fatal(err)
+	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	direct, err := client.New(api.Config, client.Options{Scheme: scheme})
@@ -158,14 +167,14 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 		},
 	}
 	checker.SetPolicy(p)
-	checker.SetKeys(key.KeySet())
+	checker.SetKeys(trusted)
 	hook := harness.StartWebhook(t, api, checker)
 
 	ids, err := corpus.Provision(ctx, api.Config, sandboxNS, "agent-sandbox-mcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &corpus.Env{Policy: p, Approver: key, Other: other, Identities: ids, Run: "it",
+	env := &corpus.Env{Policy: p, Approver: key, Other: other, Second: second, Identities: ids, Run: "it",
 		Vault:     corpus.VaultTarget{Addr: vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
 		FinishJob: finishWithoutKubelet(cs)}
 	return &webhookEnv{api: api, hook: hook, corpus: env}

@@ -87,14 +87,28 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	if r.PlanDigest != "" {
 		row("Plan digest", safeLine(r.PlanDigest))
 	}
+	row("Approvals", r.Progress())
+	for i, g := range r.Grants {
+		// The key IDs are the approvers' own (Grant takes them from the signed claims), but the store
+		// is the MCP server's file: escaped like everything else.
+		row(fmt.Sprintf("  approver %d", i+1), fmt.Sprintf("%s at %s (token %s, expires %s)",
+			safeLine(g.Approver), formatTime(g.DecidedAt), safeLine(g.TokenID), formatTime(g.TokenExpiry)))
+	}
 	if r.Approver != "" {
-		row("Decided by", safeLine(r.Approver))
-		row("Decided at", formatTime(r.DecidedAt))
+		decided := "Decided"
+		if r.Status != approval.StatusDenied && r.ApprovalsRequired > 1 {
+			decided = "Completed" // by the approver whose grant completed the set
+		}
+		row(decided+" by", safeLine(r.Approver))
+		row(decided+" at", formatTime(r.DecidedAt))
 	}
 	if r.Reason != "" {
 		row("Reason", safeLine(r.Reason))
 	}
-	if r.TokenID != "" {
+	switch {
+	case r.TokenID != "" && len(r.Grants) > 1:
+		row("Grant expires", formatTime(r.TokenExpiry)+" (with the first of its tokens)")
+	case r.TokenID != "":
 		row("Token ID", r.TokenID)
 		row("Token expires", formatTime(r.TokenExpiry))
 	}
@@ -217,9 +231,19 @@ func (f *outputFlag) validate() error {
 
 func (f *outputFlag) json() bool { return f.Output == "json" }
 
+// grantJSON is one approver's approval in requestJSON.
+type grantJSON struct {
+	Approver    string `json:"approver"`
+	DecidedAt   string `json:"decided_at"`
+	TokenID     string `json:"token_id"`
+	TokenExpiry string `json:"token_expires_at"`
+}
+
 // requestJSON is the JSON form of a request printed by approvals list and show -o json: a contract for
 // scripts, so it is declared here rather than taken from the store's type. Times are RFC 3339 in UTC;
-// empty fields are left out. A request never holds its token, so none can be printed.
+// empty fields are left out. A request never holds its token, so none can be printed. Approvals counts the
+// grants that count (Grants); approver, decided_at, token_id and token_expires_at are the decision's, as
+// with one approver: who denied or completed the set, the first grant's token and the earliest expiry.
 type requestJSON struct {
 	ID          string            `json:"id"`
 	Tool        string            `json:"tool"`
@@ -230,14 +254,18 @@ type requestJSON struct {
 	PlanDigest  string            `json:"plan_digest,omitempty"`
 	PlanSummary string            `json:"plan_summary,omitempty"`
 	Signals     []approval.Signal `json:"signals,omitempty"`
-	CreatedAt   string            `json:"created_at"`
-	ExpiresAt   string            `json:"expires_at"`
-	Approver    string            `json:"approver,omitempty"`
-	DecidedAt   string            `json:"decided_at,omitempty"`
-	Reason      string            `json:"reason,omitempty"`
-	TokenID     string            `json:"token_id,omitempty"`
-	TokenExpiry string            `json:"token_expires_at,omitempty"`
-	ConsumedAt  string            `json:"consumed_at,omitempty"`
+	// ApprovalsRequired distinct approvers must approve; Approvals have.
+	ApprovalsRequired int         `json:"approvals_required"`
+	Approvals         int         `json:"approvals"`
+	Grants            []grantJSON `json:"grants,omitempty"`
+	CreatedAt         string      `json:"created_at"`
+	ExpiresAt         string      `json:"expires_at"`
+	Approver          string      `json:"approver,omitempty"`
+	DecidedAt         string      `json:"decided_at,omitempty"`
+	Reason            string      `json:"reason,omitempty"`
+	TokenID           string      `json:"token_id,omitempty"`
+	TokenExpiry       string      `json:"token_expires_at,omitempty"`
+	ConsumedAt        string      `json:"consumed_at,omitempty"`
 }
 
 func toJSON(r *approval.Request) requestJSON {
@@ -251,9 +279,14 @@ func toJSON(r *approval.Request) requestJSON {
 	if params == nil {
 		params = map[string]any{}
 	}
+	var grants []grantJSON
+	for _, g := range r.Grants {
+		grants = append(grants, grantJSON{Approver: g.Approver, DecidedAt: ts(g.DecidedAt), TokenID: g.TokenID, TokenExpiry: ts(g.TokenExpiry)})
+	}
 	return requestJSON{
 		ID: r.ID, Tool: r.Tool, Namespace: r.Namespace, Status: r.Status, Params: params, ParamsHash: r.ParamsHash,
 		PlanDigest: r.PlanDigest, PlanSummary: r.PlanSummary, Signals: r.Signals,
+		ApprovalsRequired: r.ApprovalsRequired, Approvals: r.Approvals(), Grants: grants,
 		CreatedAt: ts(r.CreatedAt), ExpiresAt: ts(r.ExpiresAt), Approver: r.Approver, DecidedAt: ts(r.DecidedAt),
 		Reason: r.Reason, TokenID: r.TokenID, TokenExpiry: ts(r.TokenExpiry), ConsumedAt: ts(r.ConsumedAt),
 	}
@@ -317,10 +350,14 @@ func (o *approvalsListOptions) Run(ctx context.Context, streams IO) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTOOL\tSTATUS\tCREATED\tEXPIRES\tNAMESPACE\tPARAMS")
+	fmt.Fprintln(tw, "ID\tTOOL\tSTATUS\tAPPROVALS\tAPPROVERS\tCREATED\tEXPIRES\tNAMESPACE\tPARAMS")
 	for _, r := range reqs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, safeLine(r.Tool), r.Status, formatTime(r.CreatedAt),
-			formatTime(expiryOf(r)), safeLine(r.Namespace), shortParams(r))
+		approvers := "-"
+		if r.Approvals() > 0 {
+			approvers = safeLine(strings.Join(r.Approvers(), ","))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, safeLine(r.Tool), r.Status, r.Progress(), approvers,
+			formatTime(r.CreatedAt), formatTime(expiryOf(r)), safeLine(r.Namespace), shortParams(r))
 	}
 	return tw.Flush()
 }

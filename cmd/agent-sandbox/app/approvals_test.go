@@ -3,7 +3,9 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -319,10 +321,11 @@ func TestApproveThroughPTY(t *testing.T) {
 	if got.Status != approval.StatusGranted || got.Approver != "alice" || got.TokenExpiry.Sub(got.DecidedAt) > 10*time.Minute+time.Second {
 		t.Fatalf("after approve: %+v", *got)
 	}
-	token, err := e.store.Consume(context.Background(), r.ID, r.Tool, r.ParamsHash)
-	if err != nil {
-		t.Fatal(err)
+	tokens, err := e.store.Consume(context.Background(), r.ID, r.Tool, r.ParamsHash)
+	if err != nil || len(tokens) != 1 {
+		t.Fatal(len(tokens), err)
 	}
+	token := tokens[0]
 	v := approval.NewVerifier(e.key.KeySet(), approveAudience, time.Now)
 	want := approval.Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
 	claims, err := v.Consume(context.Background(), token, want, newMapLedger())
@@ -620,6 +623,12 @@ func (l *mapLedger) Record(_ context.Context, id string, _ time.Time) error {
 	return nil
 }
 
+func (l *mapLedger) Seen(_ context.Context, id string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[id], nil
+}
+
 // shortTTLPolicy writes the shipped policy with spec.approval.tokenTTL set to 10m into dir.
 func shortTTLPolicy(t *testing.T, dir string) string {
 	t.Helper()
@@ -657,5 +666,140 @@ func TestApprovePolicyTokenTTLGoverns(t *testing.T) {
 	}
 	if life := got.TokenExpiry.Sub(got.DecidedAt); life > 10*time.Minute+time.Second || life < 9*time.Minute {
 		t.Errorf("the approval lives %s, want the policy's 10m", life)
+	}
+}
+
+// writeKey writes a new approver key with id to dir, under the test passphrase, and returns it and its path.
+func writeKey(t *testing.T, dir, id string) (*approval.PrivateKey, string) {
+	t.Helper()
+	k, err := approval.GenerateKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, id+".key")
+	if err := k.WriteFile(path, []byte(approvePassphrase), approval.WithScryptWorkFactor(10)); err != nil {
+		t.Fatal(err)
+	}
+	return k, path
+}
+
+// approveAt runs approve for id with the key at keyPath through a terminal, confirming and typing the
+// passphrase, and returns the session after the command ended.
+func (e *approvalEnv) approveAt(t *testing.T, id, keyPath string) (*ptySession, int) {
+	t.Helper()
+	s := startPTY(t, "approve", id, "--db", e.db, "--key", keyPath, "--audience", approveAudience)
+	s.expect("or \"yes\": ")
+	s.send("yes\n")
+	s.expect("Passphrase for approver key")
+	s.send(approvePassphrase + "\n")
+	return s, s.wait()
+}
+
+// TestApproveTwoApprovers: approve on a request that needs two approvers says who approved already and how
+// many are still needed, refuses (exit 1) a second approval with the same key, and says when a grant
+// completes the set; approvals list and show say "1 of 2 approvals" and name the approvers.
+func TestApproveTwoApprovers(t *testing.T) {
+	e := newApprovalEnv(t)
+	bob, bobKey := writeKey(t, e.dir, "bob")
+	r := e.createRequest(t, func(r *approval.Request) { r.ApprovalsRequired = 2 })
+	none := bytes.NewReader(nil)
+
+	s, code := e.approveAt(t, r.ID, e.keyPath)
+	if code != 0 {
+		t.Fatalf("alice: exit %d:\n%s", code, s.output())
+	}
+	for _, want := range []string{
+		"This call needs 2 distinct approvers; nobody has approved it yet (yours makes 1 of 2)",
+		"approved " + r.ID + " (token id ",
+		"1 of 2 approvals: 1 more needed; ask another approver to run `agent-sandbox approve " + r.ID + "`",
+	} {
+		s.expect(want)
+	}
+	if st := e.status(t, r.ID); st != approval.StatusPending {
+		t.Fatalf("after one of two approvals the request is %s", st)
+	}
+
+	_, listOut, _ := runApprovalCLI(t, none, "approvals", "list", "--db", e.db)
+	if !strings.Contains(listOut, "APPROVALS") || !strings.Contains(listOut, "1 of 2 approvals") || !strings.Contains(listOut, "alice") {
+		t.Errorf("list does not show 1 of 2 approvals by alice:\n%s", listOut)
+	}
+	_, showOut, _ := runApprovalCLI(t, none, "approvals", "show", r.ID, "--db", e.db)
+	if !strings.Contains(showOut, "1 of 2 approvals") || !strings.Contains(showOut, "approver 1") || !strings.Contains(showOut, "alice at ") {
+		t.Errorf("show does not list the approvers so far:\n%s", showOut)
+	}
+
+	s, code = e.approveAt(t, r.ID, e.keyPath)
+	if code != 1 {
+		t.Fatalf("alice again: exit %d, want 1:\n%s", code, s.output())
+	}
+	for _, want := range []string{"1 of 2 approvals so far, by alice", "already approved", "the same approver twice counts once"} {
+		s.expect(want)
+	}
+	if got, _ := e.store.Get(context.Background(), r.ID); got.Approvals() != 1 || got.Status != approval.StatusPending {
+		t.Fatalf("alice twice: %s, %s", got.Progress(), got.Status)
+	}
+
+	s, code = e.approveAt(t, r.ID, bobKey)
+	if code != 0 {
+		t.Fatalf("bob: exit %d:\n%s", code, s.output())
+	}
+	for _, want := range []string{"1 of 2 approvals so far, by alice", "1 more needed, yours included", "2 of 2 approvals: the set is complete (alice, bob)"} {
+		s.expect(want)
+	}
+	if st := e.status(t, r.ID); st != approval.StatusGranted {
+		t.Fatalf("after both approvals the request is %s", st)
+	}
+	_, jsonOut, _ := runApprovalCLI(t, none, "approvals", "show", r.ID, "--db", e.db, "-o", "json")
+	var one requestJSON
+	if err := json.Unmarshal([]byte(jsonOut), &one); err != nil || one.Approvals != 2 || one.ApprovalsRequired != 2 || len(one.Grants) != 2 ||
+		one.Grants[0].Approver != "alice" || one.Grants[1].Approver != "bob" || one.Grants[0].TokenID == "" {
+		t.Errorf("show -o json: %v\n%s", err, jsonOut)
+	}
+
+	tokens, err := e.store.Consume(context.Background(), r.ID, r.Tool, r.ParamsHash)
+	if err != nil || len(tokens) != 2 {
+		t.Fatalf("Consume: %d tokens, %v", len(tokens), err)
+	}
+	keys := e.key.KeySet()
+	if err := keys.Merge(bob.KeySet()); err != nil {
+		t.Fatal(err)
+	}
+	v := approval.NewVerifier(keys, approveAudience, time.Now)
+	want := approval.Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
+	a, err := v.ConsumeAll(context.Background(), tokens, want, newMapLedger())
+	if err != nil || a.Required != 2 {
+		t.Fatalf("the webhook's verifier on both approvals: %+v, %v", a, err)
+	}
+}
+
+// TestApproveRaisesApprovalsRequired: when approve's own count of the approvers a call needs is higher than
+// the request's, it raises the request and signs that number into the token.
+func TestApproveRaisesApprovalsRequired(t *testing.T) {
+	e := newApprovalEnv(t)
+	r := e.createRequest(t, nil)
+	o := &approveOptions{storeFlags: storeFlags{DBPath: e.db}, ID: r.ID, KeyPath: e.keyPath, Audience: approveAudience,
+		TTL: 10 * time.Minute, now: time.Now, required: func(*verifiedPlan) int { return 2 }}
+	s := startPTYFunc(t, func(tty *os.File) int {
+		if err := o.Run(context.Background(), IO{In: tty, Out: tty, ErrOut: tty}, tty); err != nil {
+			fmt.Fprintln(tty, "error:", err)
+			return 1
+		}
+		return 0
+	})
+	s.expect("This call needs 2 distinct approvers; nobody has approved it yet")
+	s.expect("or \"yes\": ")
+	s.send("yes\n")
+	s.expect("Passphrase for approver key")
+	s.send(approvePassphrase + "\n")
+	if code := s.wait(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, s.output())
+	}
+	s.expect("1 of 2 approvals: 1 more needed")
+	got, err := e.store.Get(context.Background(), r.ID)
+	if err != nil || got.ApprovalsRequired != 2 || got.Status != approval.StatusPending || got.Approvals() != 1 {
+		t.Fatalf("after approve: %+v, %v", got, err)
+	}
+	if requiredApprovals(nil) != 1 || requiredApprovals(&verifiedPlan{}) != 1 {
+		t.Error("the hook asks for more than one approver before the plan rules exist")
 	}
 }

@@ -25,6 +25,9 @@ type approveOptions struct {
 	// plan is the approver's own access to the saved plan and to Terraform, and their copy of the policy.
 	plan planFlags
 	now  func() time.Time
+	// required computes the distinct approvers a call needs from what approve verified (requiredApprovals;
+	// tests substitute their own).
+	required func(*verifiedPlan) int
 }
 
 func (o *approveOptions) Complete(args []string) error {
@@ -100,12 +103,13 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	printRequest(&screen, req, o.now())
 	fmt.Fprintln(&screen)
 	var above string
+	var vp *verifiedPlan
 	if req.PlanDigest != "" {
 		// The summary in the request is the MCP server's, which nobody trusts. The saved plan the approval
 		// binds is fetched and described here, by this program, and must say the same.
 		above = fmt.Sprintf("Reading the saved plan %s and describing it with terraform on this machine ...\n", req.PlanDigest[:min(12, len(req.PlanDigest))])
 		fmt.Fprint(out, above)
-		vp, err := o.plan.plans().verify(ctx, req.PlanDigest, io.Discard)
+		vp, err = o.plan.plans().verify(ctx, req.PlanDigest, io.Discard)
 		if err != nil {
 			fmt.Fprint(out, screen.String())
 			return fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
@@ -131,6 +135,19 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	if err := pageTo(ctx, out, tty, above, screen.String()); err != nil {
 		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
+	// How many distinct approvers the call needs is computed here, from what this program verified; the
+	// request's number (which the MCP server set, or an earlier approver raised) can only make it more.
+	required := o.required
+	if required == nil {
+		required = requiredApprovals
+	}
+	if n := required(vp); n > req.ApprovalsRequired {
+		if err := store.RaiseApprovalsRequired(ctx, req.ID, n); err != nil {
+			return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
+		}
+		req.ApprovalsRequired = n
+	}
+	printApprovalsSoFar(out, req)
 	fmt.Fprintf(out, "The approval is for cluster %q and expires %s after you confirm.\n", safeLine(o.Audience), o.TTL)
 	fmt.Fprintf(out, "To approve, type the request ID (%s) or \"yes\": ", req.ID)
 	line, err := readLine(ctx, tty)
@@ -151,6 +168,13 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	if err != nil {
 		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
+	// Read the request again: others may have approved while this one was being read.
+	if req, err = store.Get(ctx, req.ID); err != nil {
+		return fmt.Errorf("not approved: %w", err)
+	}
+	if req.HasApprover(key.KeyID()) {
+		return alreadyApproved(req, key.KeyID())
+	}
 	claims, err := approval.NewClaims(req, key.KeyID(), o.Audience, o.now(), o.TTL)
 	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
@@ -159,15 +183,71 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
 	}
-	if err := store.Grant(ctx, req.ID, token, &claims); err != nil {
+	err = store.Grant(ctx, req.ID, token, &claims)
+	if errors.Is(err, approval.ErrAlreadyApproved) {
+		return alreadyApproved(req, key.KeyID())
+	}
+	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
 	}
-	_, err = fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
+	fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
+	after, err := store.Get(ctx, req.ID)
+	if err != nil {
+		return err
+	}
+	switch left := after.ApprovalsRequired - after.Approvals(); {
+	case after.Status == approval.StatusGranted && after.ApprovalsRequired > 1:
+		_, err = fmt.Fprintf(out, "%s: the set is complete (%s); the call can run once, until %s\n",
+			after.Progress(), safeLine(strings.Join(after.Approvers(), ", ")), formatTime(after.TokenExpiry))
+	case after.Status == approval.StatusPending && left > 0:
+		who := "another approver"
+		if left > 1 {
+			who = fmt.Sprintf("%d other approvers", left)
+		}
+		_, err = fmt.Fprintf(out, "%s: %d more needed; ask %s to run `agent-sandbox approve %s` (the same approver twice counts once)\n",
+			after.Progress(), left, who, after.ID)
+	}
 	return err
 }
 
+// requiredApprovals is how many distinct approvers a call needs, computed by approve itself from what it
+// verified: the most any two-person rule of the approver's policy (spec.planRules with approvals) asks of
+// the saved plan, at least 1 (vp is nil for a request bound to no saved plan). approve raises the request to
+// it and signs it into the token (approvals_required), where the webhook enforces it; the apply sandbox's
+// check container counts the distinct approvers again against the cluster's own rules.
+func requiredApprovals(vp *verifiedPlan) int {
+	if vp == nil {
+		return 1
+	}
+	return max(vp.verdict.Approvals, 1)
+}
+
+// printApprovalsSoFar tells the approver who has approved already and how many approvals are still needed,
+// for a call that needs more than one.
+func printApprovalsSoFar(w io.Writer, req *approval.Request) {
+	if req.ApprovalsRequired <= 1 {
+		return
+	}
+	if req.Approvals() == 0 {
+		fmt.Fprintf(w, "This call needs %d distinct approvers; nobody has approved it yet (yours makes 1 of %d).\n",
+			req.ApprovalsRequired, req.ApprovalsRequired)
+		return
+	}
+	// Who approved is what the approvals database says, and that file is the MCP server's: the webhook checks
+	// every approver's signature when the call runs, so a grant written there by anyone else admits nothing.
+	fmt.Fprintf(w, "This call needs %d distinct approvers: %s so far, by %s (as the approvals database says); %d more needed, yours included.\n",
+		req.ApprovalsRequired, req.Progress(), safeLine(strings.Join(req.Approvers(), ", ")), req.ApprovalsRequired-req.Approvals())
+}
+
+// alreadyApproved refuses a second approval by the same key: it would count once, so the call would still
+// lack an approver.
+func alreadyApproved(req *approval.Request, keyID string) error {
+	return fmt.Errorf("not approved: %w: you (approver key %s) approved %s before, and the same approver twice counts once; %s: ask another approver to run `agent-sandbox approve %s`",
+		approval.ErrAlreadyApproved, safeLine(keyID), req.ID, req.Progress(), req.ID)
+}
+
 func newApproveCommand(streams IO) *cobra.Command {
-	o := &approveOptions{TTL: approval.DefaultTokenTTL, now: time.Now}
+	o := &approveOptions{TTL: approval.DefaultTokenTTL, now: time.Now, required: requiredApprovals}
 	cmd := &cobra.Command{
 		Use:   "approve ID",
 		Short: "Approve a pending request, as a person at a terminal",
