@@ -563,6 +563,21 @@ func (v *Verifier) verify(token string, want Expectation) (*Claims, error) {
 
 // unverifiedClaims decodes a token's claims without checking its signature. Store.Grant uses it only to check
 // that a token it is given matches the claims it is told, never to trust anything.
+// ClaimedApprovers are the sorted, distinct approver key IDs that tokens claim to be signed by, read
+// without verifying them: what a Job's rendering says of its approvers ({{approvers}}). It decides nothing:
+// the webhook admits the Job only after verifying every token (ConsumeAll), so an admitted Job's claimed
+// approvers are its verified ones. A token that cannot be read claims nobody.
+func ClaimedApprovers(tokens []string) []string {
+	var ids []string
+	for _, t := range tokens {
+		if c, err := unverifiedClaims(t); err == nil && c.Issuer != "" {
+			ids = append(ids, c.Issuer)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
 func unverifiedClaims(token string) (*Claims, error) {
 	if _, err := splitCompact(token); err != nil {
 		return nil, err

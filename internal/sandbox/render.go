@@ -69,6 +69,14 @@ func ApprovalJobName(tool, token string) string {
 // agent. Everything that matters for isolation is set explicitly; the webhook checks it anyway.
 func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 	inv := js.Invocation
+	if len(js.ApprovalTokens) > 0 {
+		// The approvers the tokens name are rendered into the argv ({{approvers}}): the apply's check
+		// container counts them against the plan's two-person rules. One rendering, for the MCP server that
+		// attaches the tokens and for the webhook that verifies them.
+		withApprovers := *inv
+		withApprovers.SetApprovers(approval.ClaimedApprovers(js.ApprovalTokens))
+		inv = &withApprovers
+	}
 	t := inv.Tool
 	params, err := approval.CanonicalParams(inv.Params)
 	if err != nil {

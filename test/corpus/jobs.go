@@ -3,6 +3,7 @@ package corpus
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -301,6 +302,20 @@ func (e *Env) approvalCases() []Case {
 			apply(contract.JoinApprovalTokens(e.approvalsOf(newID(), 2, e.Approver)))),
 		c("apply with the same approver's approval twice where the plan needs two", "approval: 1 of 2 approvals: this plan needs 2 distinct approvers; the same approver twice counts once", none,
 			apply(contract.JoinApprovalTokens(e.approvalsOf(newID(), 2, e.Approver, e.Approver)))),
+		// The check container counts the approvers the Job's argv names ({{approvers}}): a Job that names more
+		// than its tokens are signed by is not its rendering.
+		c("apply whose check names an approver its tokens do not", "exact-command", func(j *batchv1.Job) {
+			check := &j.Spec.Template.Spec.InitContainers[0]
+			for i, a := range check.Command {
+				if strings.HasPrefix(a, "--approvers=") {
+					check.Command[i] = a + ",someone-else"
+				}
+			}
+		}, apply(good())),
+		c("apply whose check leaves out its approvers", "exact-command", func(j *batchv1.Job) {
+			check := &j.Spec.Template.Spec.InitContainers[0]
+			check.Command = slices.DeleteFunc(check.Command, func(a string) bool { return strings.HasPrefix(a, "--approvers=") })
+		}, apply(good())),
 		c("apply with two approvals, one of them for another request", "approval: the approvals are for different requests", none,
 			apply(contract.JoinApprovalTokens(append(e.approvalsOf(newID(), 2, e.Approver), e.approvalsOf(newID(), 2, e.Approver)...)))),
 	}, e.twoApproverReplayCases()...)
