@@ -20,6 +20,7 @@ rc=0
 scripts/verify-cluster.sh || rc=1
 go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
   --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" \
+  --key2 "$AS_STATE/approver/verify2.key" --passphrase2-file "$AS_STATE/approver/verify2-passphrase" \
   --vault-addr "${VAULT_ADDR:-http://127.0.0.1:8200}" --sa-signing-key "$AS_STATE/pki/sa.key" ${VERBOSE:+-v} \
   ${VERIFY_ALL_WORKSPACES:+-all-workspaces} || rc=1
 if scripts/demo-setup.sh "$AS_STATE/verify-plans" >/dev/null; then

@@ -33,6 +33,7 @@ import (
 
 type options struct {
 	kubeconfig, policyFile, keyFile, passFile, vaultAddr, saKey, mcpSA string
+	key2File, pass2File                                                string
 	verbose, allWorkspaces, skipTerraform                              bool
 }
 
@@ -45,6 +46,8 @@ func main() {
 	fs.StringVar(&o.policyFile, "policy", "policy/policy.yaml", "the policy the webhook enforces")
 	fs.StringVar(&o.keyFile, "key", "", "the verify approver's private key")
 	fs.StringVar(&o.passFile, "passphrase-file", "", "its passphrase")
+	fs.StringVar(&o.key2File, "key2", "", "a second trusted approver's private key, for the two-person rule's cases (distinct approvers)")
+	fs.StringVar(&o.pass2File, "passphrase2-file", "", "its passphrase")
 	fs.StringVar(&o.vaultAddr, "vault-addr", os.Getenv("VAULT_ADDR"), "Vault's address")
 	fs.StringVar(&o.saKey, "sa-signing-key", "", "the cluster's service-account signing key (PEM), for the Vault-direct cases")
 	fs.StringVar(&o.mcpSA, "mcp-service-account", "agent-sandbox-mcp", "the MCP server's ServiceAccount in the sandbox namespace")
@@ -106,7 +109,17 @@ func run(o options) (int, error) {
 		return 0, err
 	}
 	defer ids.Close(context.Background())
-	env := &corpus.Env{Policy: p, Approver: key, Other: other, Identities: ids, Run: rand.String(5),
+	var second *approval.PrivateKey
+	if o.key2File != "" {
+		pass2, err := os.ReadFile(o.pass2File)
+		if err != nil {
+			return 0, err
+		}
+		if second, err = approval.LoadPrivateKey(o.key2File, []byte(strings.TrimSpace(string(pass2)))); err != nil {
+			return 0, err
+		}
+	}
+	env := &corpus.Env{Policy: p, Approver: key, Second: second, Other: other, Identities: ids, Run: rand.String(5),
 		Vault:     corpus.VaultTarget{Addr: o.vaultAddr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
 		FinishJob: waitFinished(cs)}
 	defer env.Cleanup(context.Background())
