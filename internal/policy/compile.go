@@ -119,7 +119,7 @@ func compile(p *Policy, version string, o loadOptions) (*Compiled, error) {
 	for i := range p.Spec.Tools {
 		t := &p.Spec.Tools[i]
 		c.tools[t.Name] = t
-		t.planRules = planRules.JSON()
+		t.planRules = planRules
 		if t.Result.Kind == ResultJSON {
 			// Validate compiled it already.
 			if t.resultSchema, err = schema.Compile(t.Result.Schema); err != nil {

@@ -75,9 +75,12 @@ func ParsePlanRules(data string) (*PlanRuleSet, error) {
 // Rules returns the rules.
 func (s *PlanRuleSet) Rules() []PlanRule { return slices.Clone(s.rules) }
 
-// JSON is the rules as one JSON array, the form ParsePlanRules reads.
+// JSON is the rules as one JSON array, the form ParsePlanRules reads ("[]" for a nil set).
 func (s *PlanRuleSet) JSON() string {
-	rules := s.rules
+	var rules []PlanRule
+	if s != nil {
+		rules = s.rules
+	}
 	if rules == nil {
 		rules = []PlanRule{}
 	}

@@ -85,7 +85,7 @@ func (inv *Invocation) render(approvers []string) {
 	for k, v := range inv.Params {
 		values[k] = v
 	}
-	values[PlaceholderPlanRules] = inv.Tool.planRules
+	values[PlaceholderPlanRules] = inv.Tool.planRules.JSON()
 	if len(approvers) > 0 {
 		values[PlaceholderApprovers] = strings.Join(approvers, ",")
 	}

@@ -213,8 +213,9 @@ type Tool struct {
 
 	// resultSchema is Result.Schema, compiled by Compile (json results only).
 	resultSchema *schema.Schema
-	// planRules is the policy's plan rules as JSON, the value of the {{plan_rules}} placeholder.
-	planRules string
+	// planRules are the policy's plan rules, rendered as JSON for the {{plan_rules}} placeholder (a pointer,
+	// like resultSchema, so that a decoded policy compares equal to another).
+	planRules *PlanRuleSet
 }
 
 // Hints are the MCP tool annotations, declared in the policy so that they are reviewed with the tool. Nil
