@@ -347,6 +347,8 @@ func Approve(ctx context.Context, cfg Config, id string, extra ...string) (strin
 	defer tty.Close()
 	var transcript bytes.Buffer
 	rd := bufio.NewReader(io.TeeReader(tty, &transcript))
+	// waitFor reads until prompt, turning every page of a long screen as a reader does: Enter at each
+	// "-- more: ... Enter for the next page --".
 	waitFor := func(prompt string) error {
 		var seen strings.Builder
 		for !strings.Contains(seen.String(), prompt) {
@@ -355,6 +357,10 @@ func Approve(ctx context.Context, cfg Config, id string, extra ...string) (strin
 				return fmt.Errorf("approve ended before asking %q: %w\n%s", prompt, err, transcript.String())
 			}
 			seen.WriteByte(b)
+			if strings.HasSuffix(seen.String(), pagerPrompt) {
+				fmt.Fprint(tty, "\n")
+				seen.Reset()
+			}
 		}
 		return nil
 	}
@@ -401,6 +407,9 @@ func usedTokens(ctx context.Context, db *sql.DB, id string) ([]string, error) {
 	}
 	return tokens, rows.Err()
 }
+
+// pagerPrompt ends the line with which approve waits at the bottom of each page of a long screen.
+const pagerPrompt = "Enter for the next page --"
 
 // replayAtCluster plays an attacker who bypasses the MCP server with the token of a consumed approval,
 // taken from the approvals database: the Job goes straight to the API server and must be refused.

@@ -784,6 +784,7 @@ func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
 				"--kubeconfig", e.api.KubeconfigPath, "--provider-mirror", os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")}, tty, tty, tty)
 		}()
 		deadline := time.After(2 * time.Minute)
+		pages := 0
 		for {
 			mu.Lock()
 			shown := out.String()
@@ -798,6 +799,11 @@ func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
 			case <-deadline:
 				t.Fatalf("approve hangs; terminal:\n%s", shown)
 			case <-time.After(100 * time.Millisecond):
+			}
+			if n := strings.Count(shown, "Enter for the next page --"); n > pages {
+				// A long screen: read on, page by page.
+				pages = n
+				_, _ = ptmx.Write([]byte("\n"))
 			}
 			if strings.Contains(shown, `or "yes": `) {
 				// Do not approve: answer something else, which leaves the request pending.
