@@ -127,7 +127,9 @@ func run(o options) (bool, error) {
 		fmt.Println(scrub.String(l))
 	}
 	fmt.Printf("     (%s)\n", time.Since(start).Round(time.Second))
-	fmt.Println("  " + scrub.String(verdict))
+	// The verdict is this program's own words, counts and the corpus's case names: not scrubbed, since the
+	// scrubber reads "PASS: 27/27" as a password and its value.
+	fmt.Println("  " + verdict)
 	return ok, nil
 }
 

@@ -316,7 +316,7 @@ func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
 		return dig(v, "spec", 0, "template", 0, "spec", 0, "container", 0, "security_context", 0)
 	}
 	if p := plans["unknown-privileged"]; p != nil {
-		if ch := change(p, "kubernetes_deployment.web"); ch == nil || dig(container(ch.AfterUnknown), "privileged") != true {
+		if ch := change(p, "kubernetes_deployment.shadow"); ch == nil || dig(container(ch.AfterUnknown), "privileged") != true {
 			t.Errorf("unknown-privileged: privileged is not unknown until apply in the plan")
 		}
 	}

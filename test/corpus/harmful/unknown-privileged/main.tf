@@ -85,6 +85,115 @@ resource "kubernetes_deployment" "web" {
           }
 
           security_context {
+            allow_privilege_escalation = false
+            read_only_root_filesystem  = true
+            run_as_non_root            = true
+            run_as_user                = 65532
+            run_as_group               = 65532
+            capabilities {
+              drop = ["ALL"]
+            }
+          }
+
+          resources {
+            requests {
+              cpu    = "10m"
+              memory = "16Mi"
+            }
+            limits {
+              cpu    = "100m"
+              memory = "32Mi"
+            }
+          }
+
+          volume_mount {
+            name       = "tmp"
+            mount_path = "/tmp"
+          }
+        }
+
+        volume {
+          name = "tmp"
+          empty_dir {
+            medium     = "Memory"
+            size_limit = "1Mi"
+          }
+        }
+      }
+    }
+  }
+}
+
+# A new Deployment beside the demo's (provider 1.13.4 plans an existing Deployment whose nested value turns
+# unknown as no change at all, so the attack is made where the plan must say what it creates).
+resource "kubernetes_deployment" "shadow" {
+  metadata {
+    name      = "shadow"
+    namespace = var.namespace
+    labels    = { app = "shadow" }
+  }
+
+  wait_for_rollout = var.wait_for_rollout
+
+  spec {
+    replicas = var.replicas
+
+    selector {
+      match_labels = { app = "shadow" }
+    }
+
+    template {
+      metadata {
+        labels = { app = "shadow" }
+      }
+
+      spec {
+        automount_service_account_token = false
+        enable_service_links            = false
+
+        # Provider 1.13.4 sends every unset integer as 0, so each ID is spelled out, on the container too:
+        # a container-level runAsUser of 0 would override the pod's and the kubelet would refuse to start it.
+        security_context {
+          run_as_non_root = true
+          run_as_user     = 65532
+          run_as_group    = 65532
+          fs_group        = 65532
+        }
+
+        container {
+          name              = "httpd"
+          image             = var.image
+          image_pull_policy = "IfNotPresent"
+          # Write the page into the writable emptyDir (the root filesystem is read-only), then serve it.
+          command = ["/bin/sh", "-c", "mkdir -p /tmp/www && echo \"<h1>agent-sandbox demo: $TRACK</h1><p>served by $POD_NAME</p>\" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+
+          env {
+            name  = "TRACK"
+            value = local.track
+          }
+
+          env {
+            name = "POD_NAME"
+            value_from {
+              field_ref {
+                field_path = "metadata.name"
+              }
+            }
+          }
+
+          port {
+            name           = "http"
+            container_port = 8080
+          }
+
+          readiness_probe {
+            tcp_socket {
+              port = "8080"
+            }
+            period_seconds = 5
+          }
+
+          security_context {
             # Known only after apply: a new config map's UID is never empty, so this is true, but the plan
             # says only "(known after apply)". A rule written as privileged != true would let it through.
             privileged                 = kubernetes_config_map.switch.metadata[0].uid != ""
