@@ -226,24 +226,31 @@ func TestE2EPrivilegedPlanAttack(t *testing.T) {
 func checkRiskFirst(t *testing.T, screen string, words ...string) {
 	t.Helper()
 	lines := strings.Split(screen, "\n")
-	firstDiff := -1
+	// The verified section starts at WHAT THE PLAN DOES; its diff at the counts line that follows the flags.
+	verified, firstDiff := -1, -1
 	for i, l := range lines {
-		if strings.Contains(l, "kubernetes_deployment.web") && !strings.HasPrefix(strings.TrimSpace(l), "!!") && firstDiff < 0 && i > 0 {
+		switch {
+		case verified < 0 && strings.HasPrefix(l, "WHAT THE PLAN DOES"):
+			verified = i
+		case verified >= 0 && firstDiff < 0 && strings.Contains(l, " to add, ") && strings.Contains(l, " to destroy ("):
 			firstDiff = i
 		}
 	}
+	if verified < 0 || firstDiff < 0 {
+		t.Fatalf("the approval screen has no verified section with a diff:\n%s", screen)
+	}
 	for _, w := range words {
 		at := -1
-		for i, l := range lines {
-			if strings.HasPrefix(strings.TrimSpace(l), "!!") && strings.Contains(l, w) {
-				at = i
+		for i, l := range lines[verified:] {
+			if strings.HasPrefix(l, "!! RISK ") && strings.Contains(l, w) {
+				at = verified + i
 				break
 			}
 		}
 		switch {
 		case at < 0:
 			t.Errorf("no risk line names %s on the approval screen", w)
-		case firstDiff >= 0 && at > firstDiff:
+		case at > firstDiff:
 			t.Errorf("the risk line for %s (line %d) comes after the diff (line %d)", w, at, firstDiff)
 		}
 	}
