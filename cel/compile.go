@@ -165,17 +165,44 @@ func Compile(rules []Rule, version string, opts ...Option) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create CEL environment: %w", err)
 	}
-	progOpts := []celgo.ProgramOption{
+	progOpts := o.programOptions()
+
+	renderedOnly := true
+	compiled, errs := compileEach(env, rules, progOpts, func(ast *celgo.Ast) {
+		if !readsOnlyRendered(ast.NativeRep().Expr()) {
+			renderedOnly = false
+		}
+	})
+	if len(errs) > 0 {
+		return nil, &CompileError{Errs: errs}
+	}
+	return &Program{
+		version: version,
+		rules:   compiled,
+		all:     conjunction(env, compiled, progOpts),
+		adapter: env.CELTypeAdapter(),
+
+		renderedOnly: renderedOnly,
+	}, nil
+}
+
+// programOptions are the evaluation options of every rule: optimised, cost-limited, interruptible.
+func (o options) programOptions() []celgo.ProgramOption {
+	return []celgo.ProgramOption{
 		celgo.EvalOptions(celgo.OptOptimize),
 		celgo.CostLimit(o.costLimit),
 		celgo.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
 		celgo.InterruptCheckFrequency(o.interruptCheck),
 	}
+}
 
+// compileEach parses and type-checks each rule in env: a unique, non-empty name, a one-line message, an
+// expression of type exactly bool. Every problem is collected with the rule's path; each compiled rule's AST
+// is passed to seen (admission rules note which fields they read).
+func compileEach(env *celgo.Env, rules []Rule, progOpts []celgo.ProgramOption, seen func(*celgo.Ast)) ([]compiledRule, []FieldError) {
 	var errs []FieldError
 	firstPath := make(map[string]string, len(rules))
 	compiled := make([]compiledRule, 0, len(rules))
-	renderedOnly := true
 	for _, r := range rules {
 		switch first, dup := firstPath[r.Name]; {
 		case strings.TrimSpace(r.Name) == "":
@@ -207,21 +234,11 @@ func Compile(rules []Rule, version string, opts ...Option) (*Program, error) {
 			continue
 		}
 		compiled = append(compiled, compiledRule{Rule: r, program: prg})
-		if !readsOnlyRendered(ast.NativeRep().Expr()) {
-			renderedOnly = false
+		if seen != nil {
+			seen(ast)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, &CompileError{Errs: errs}
-	}
-	return &Program{
-		version: version,
-		rules:   compiled,
-		all:     conjunction(env, compiled, progOpts),
-		adapter: env.CELTypeAdapter(),
-
-		renderedOnly: renderedOnly,
-	}, nil
+	return compiled, errs
 }
 
 // conjunction compiles "(rule0) && (rule1) && ..." with the per-rule options, for the fast
@@ -259,7 +276,7 @@ func conjunction(env *celgo.Env, rules []compiledRule, opts []celgo.ProgramOptio
 // itself provides (strings, lists, sets, encoders, two-variable comprehensions, optionals).
 func newEnv() (*celgo.Env, error) {
 	dynMap := celgo.MapType(celgo.StringType, celgo.DynType)
-	return celgo.NewEnv(
+	opts := []celgo.EnvOption{
 		celgo.Variable(VarObject, dynMap),
 		celgo.Variable(VarPodSpec, dynMap),
 		celgo.Variable(VarContainers, celgo.ListType(celgo.DynType)),
@@ -267,7 +284,15 @@ func newEnv() (*celgo.Env, error) {
 		celgo.Variable(VarSettings, dynMap),
 		celgo.Variable(VarKind, celgo.StringType),
 		celgo.Variable(VarOperation, celgo.StringType),
+	}
+	return celgo.NewEnv(append(opts, libraries()...)...)
+}
 
+// libraries are the CEL options and libraries of every rule environment: those Kubernetes enables for
+// admission expressions that cel-go itself provides (strings, lists, sets, encoders, two-variable
+// comprehensions, optionals), with literal validation and cross-type numeric comparison.
+func libraries() []celgo.EnvOption {
+	return []celgo.EnvOption{
 		celgo.HomogeneousAggregateLiterals(),
 		celgo.EagerlyValidateDeclarations(true),
 		celgo.DefaultUTCTimeZone(true),
@@ -285,7 +310,7 @@ func newEnv() (*celgo.Env, error) {
 		ext.Sets(),
 		ext.Encoders(),
 		ext.TwoVarComprehensions(),
-	)
+	}
 }
 
 // issuesLine renders CEL parse and check errors on one line, without the source snippets

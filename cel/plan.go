@@ -3,12 +3,9 @@ package cel
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	celgo "github.com/google/cel-go/cel"
-	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 )
 
@@ -75,47 +72,7 @@ func CompilePlan(rules []Rule, opts ...Option) (*PlanProgram, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create CEL environment: %w", err)
 	}
-	progOpts := []celgo.ProgramOption{
-		celgo.EvalOptions(celgo.OptOptimize),
-		celgo.CostLimit(o.costLimit),
-		celgo.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
-		celgo.InterruptCheckFrequency(o.interruptCheck),
-	}
-	var errs []FieldError
-	firstPath := map[string]string{}
-	compiled := make([]compiledRule, 0, len(rules))
-	for _, r := range rules {
-		switch first, dup := firstPath[r.Name]; {
-		case strings.TrimSpace(r.Name) == "":
-			errs = append(errs, FieldError{r.Path + ".name", "must not be empty"})
-		case dup:
-			errs = append(errs, FieldError{r.Path + ".name", fmt.Sprintf("duplicate rule name %q (first used at %s)", r.Name, first)})
-		default:
-			firstPath[r.Name] = r.Path
-		}
-		if strings.ContainsAny(r.Message, "\r\n") {
-			errs = append(errs, FieldError{r.Path + ".message", "must be a single line"})
-		}
-		if strings.TrimSpace(r.Expression) == "" {
-			errs = append(errs, FieldError{r.Path + ".expression", "must not be empty"})
-			continue
-		}
-		ast, iss := env.Compile(r.Expression)
-		if iss.Err() != nil {
-			errs = append(errs, FieldError{r.Path + ".expression", issuesLine(iss)})
-			continue
-		}
-		if !ast.OutputType().IsExactType(celgo.BoolType) {
-			errs = append(errs, FieldError{r.Path + ".expression", fmt.Sprintf("must evaluate to bool, but evaluates to %s (compare explicitly, e.g. `x == true`)", ast.OutputType())})
-			continue
-		}
-		prg, err := env.Program(ast, progOpts...)
-		if err != nil {
-			errs = append(errs, FieldError{r.Path + ".expression", oneLine(err.Error())})
-			continue
-		}
-		compiled = append(compiled, compiledRule{Rule: r, program: prg})
-	}
+	compiled, errs := compileEach(env, rules, o.programOptions(), nil)
 	if len(errs) > 0 {
 		return nil, &CompileError{Errs: errs}
 	}
@@ -178,30 +135,13 @@ func orEmptyList(l []any) []any {
 func newPlanEnv() (*celgo.Env, error) {
 	dynMap := celgo.MapType(celgo.StringType, celgo.DynType)
 	dynList := celgo.ListType(celgo.DynType)
-	return celgo.NewEnv(
+	opts := []celgo.EnvOption{
 		celgo.Variable(VarChange, dynMap),
 		celgo.Variable(VarPodSpecs, dynList),
 		celgo.Variable(VarPlanPodMetadata, dynList),
 		celgo.Variable(VarPlanContainers, dynList),
 		celgo.Variable(VarBeforeContainers, dynList),
 		celgo.Variable(VarPodUnknowns, dynList),
-
-		celgo.HomogeneousAggregateLiterals(),
-		celgo.EagerlyValidateDeclarations(true),
-		celgo.DefaultUTCTimeZone(true),
-		celgo.CrossTypeNumericComparisons(true),
-		celgo.OptionalTypes(),
-		celgo.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
-		celgo.ASTValidators(
-			celgo.ValidateDurationLiterals(),
-			celgo.ValidateTimestampLiterals(),
-			celgo.ValidateRegexLiterals(),
-			celgo.ValidateHomogeneousAggregateLiterals(),
-		),
-		ext.Strings(ext.StringsVersion(2)),
-		ext.Lists(ext.ListsVersion(3)),
-		ext.Sets(),
-		ext.Encoders(),
-		ext.TwoVarComprehensions(),
-	)
+	}
+	return celgo.NewEnv(append(opts, libraries()...)...)
 }
