@@ -110,14 +110,22 @@ var credentialDir = contract.CredentialDir
 // project's own runners start beside the agent, not after it (webhook.WaitsForCredential). Elsewhere a
 // missing file is an error at once.
 func toolClient(ctx context.Context, path string) (kubernetes.Interface, error) {
-	if filepath.Dir(path) == credentialDir {
-		if fi, err := os.Stat(credentialDir); err == nil && fi.IsDir() {
-			if err := waitKubeconfig(ctx, path, credentialWait); err != nil {
-				return nil, err
-			}
-		}
+	if err := awaitCredential(ctx, path); err != nil {
+		return nil, err
 	}
 	return toolrun.NewClient(path)
+}
+
+// awaitCredential waits, in a sandbox, for the credential agent to write the kubeconfig at path (see
+// toolClient); elsewhere it returns at once. A runner that checks its kubeconfig among its flags calls it
+// first: the agent starts beside the tool, and a check before it has written would fail a good call.
+func awaitCredential(ctx context.Context, path string) error {
+	if filepath.Dir(path) == credentialDir {
+		if fi, err := os.Stat(credentialDir); err == nil && fi.IsDir() {
+			return waitKubeconfig(ctx, path, credentialWait)
+		}
+	}
+	return nil
 }
 
 func runLogger(streams IO) *slog.Logger {
@@ -260,6 +268,10 @@ never saved; the result says how many distinct approvers the policy's two-person
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
+			// The flags check the kubeconfig file: wait for the credential agent to write it first.
+			if err := awaitCredential(cmd.Context(), o.Kubeconfig); err != nil {
+				return runFail(o.streams, o.log, err)
+			}
 			if err := o.Validate(); err != nil {
 				return runFail(o.streams, o.log, err)
 			}
@@ -305,6 +317,9 @@ changed since (a stale plan). The new state is written back to Secret tfstate-de
 		Args: usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
+			if err := awaitCredential(cmd.Context(), o.Kubeconfig); err != nil {
+				return runFail(o.streams, o.log, err)
+			}
 			if err := o.Validate(); err != nil {
 				return runFail(o.streams, o.log, err)
 			}

@@ -136,3 +136,38 @@ func TestToolClientWaitsForTheCredential(t *testing.T) {
 		t.Fatalf("no credential: %v", err)
 	}
 }
+
+// TestTerraformRunnersWaitForTheCredentialBeforeTheirChecks: in a sandbox the credential agent writes the
+// kubeconfig while terraform-plan and terraform-apply start; their flag checks (which read the kubeconfig)
+// wait for it, instead of failing a good call with "no kubeconfig file" (seen in make verify under load).
+func TestTerraformRunnersWaitForTheCredentialBeforeTheirChecks(t *testing.T) {
+	dir := t.TempDir()
+	oldDir, oldWait := credentialDir, credentialWait
+	credentialDir, credentialWait = dir, 30*time.Second
+	t.Cleanup(func() { credentialDir, credentialWait = oldDir, oldWait })
+	path := filepath.Join(dir, "kubeconfig")
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	for _, args := range [][]string{
+		{"run", "terraform-plan", "--workspace=k8s-demo", "--namespace=demo-app", "--source=" + t.TempDir(), "--kubeconfig=" + path},
+		{"run", "terraform-apply", "--workspace=k8s-demo", "--namespace=demo-app", "--plan-id=" + strings.Repeat("a", 64),
+			"--plan-file=" + filepath.Join(t.TempDir(), "none"), "--kubeconfig=" + path},
+	} {
+		_ = os.Remove(path)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, []byte(kubeconfig), 0o400); err == nil {
+				_ = os.Rename(tmp, path)
+			}
+		}()
+		var stdout, stderr strings.Builder
+		code := Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+		if code == 0 {
+			t.Fatalf("%s: succeeded with nothing to plan or apply", args[1])
+		}
+		if strings.Contains(stdout.String(), "no kubeconfig file") {
+			t.Errorf("%s failed before the credential agent wrote the kubeconfig: %s", args[1], stdout.String())
+		}
+	}
+}
