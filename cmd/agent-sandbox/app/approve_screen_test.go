@@ -375,6 +375,8 @@ func TestApproveRefusesWhatThePlanRulesRefuse(t *testing.T) {
 	e := newApprovalEnv(t)
 	r := planRequest(t, e, vp)
 	s := approveWith(t, e, r, fixedPlan{vp: vp})
+	// The terminal is read while approve runs: wait for its last line, then for its exit.
+	s.expect("--reason 'refused by the policy's plan rules'")
 	if code := s.wait(); code != exitTampered {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitTampered, s.output())
 	}
