@@ -63,8 +63,19 @@ type Identities struct {
 	// MCPUser is the MCP server's identity; it may create only content-addressed workspace and plan
 	// ConfigMaps.
 	MCPUser string
-	// PoolUsers may create warm Jobs (the webhook's own pool controller). Empty: nobody may.
+	// PoolUsers may create warm Jobs (the webhook's own pool controller) and delete workspace and
+	// saved-plan ConfigMaps (its pruner). Empty: nobody may.
 	PoolUsers []string
+	// StatusControllerUsers may write a sandbox Pod's status besides its node and the scheduler
+	// (default DefaultStatusControllerUsers).
+	StatusControllerUsers []string
+	// NamespaceControllerUsers may write the sandbox namespace's status and finalize subresources
+	// (default DefaultNamespaceControllerUsers).
+	NamespaceControllerUsers []string
+	// QuotaControllerUsers may write resourcequotas/status (default DefaultQuotaControllerUsers).
+	QuotaControllerUsers []string
+	// GCUsers may remove a sandbox Pod's owner reference (default DefaultGCUsers).
+	GCUsers []string
 }
 
 // DefaultJobControllerUsers are the identities under which kube-controller-manager's Job controller
@@ -122,6 +133,8 @@ type Request struct {
 	Namespace   string
 	Resource    string // e.g. pods, jobs, serviceaccounts
 	SubResource string // e.g. exec, token, resize
+	// Options are the operation's options (DeleteOptions for a DELETE), as sent.
+	Options map[string]any
 }
 
 // Decision is the outcome of an allowed request: warnings to show and, for audit, what was decided.

@@ -34,13 +34,15 @@ func SandboxNamespaceSelector() *metav1.LabelSelector {
 // What each validating webhook guards, and why (ARCHITECTURE.md, invariants 1-4):
 //   - jobs: CREATE and UPDATE — exactness, approvals, immutability;
 //   - pods: CREATE and UPDATE — one Pod per Job, from the Job controller, exactly the rendering;
-//   - pod subresources: exec, attach, portforward, proxy (CONNECT), ephemeralcontainers, resize (UPDATE) are
-//     refused for everyone, binding (CREATE) is the scheduler's; status, eviction and log stay open because
-//     the kubelet and the controllers need them and none changes what a sandbox runs;
+//   - jobs: DELETE — never orphaning the Pod;
+//   - every subresource of every kind in the sandbox namespace, by allowlist (subresources.go): exec, attach,
+//     portforward, proxy, ephemeralcontainers and resize refused; binding the scheduler's; status the node's
+//     and the controllers', never changing metadata; eviction of idle warm Pods only; serviceaccounts/token
+//     a tool ServiceAccount's only for the kubelet, bound to its sandbox Pod, the MCP server's only for the
+//     chart's identity; anything else refused;
 //   - other workload kinds: refused;
-//   - serviceaccounts/token: a tool ServiceAccount's token only for the kubelet, bound to its sandbox Pod;
 //   - the sandbox namespace object (matched by name, so removing its label does not unmatch it): its
-//     selector and Pod Security labels;
+//     selector and Pod Security labels, and its status and finalize subresources;
 //   - NetworkPolicies, ResourceQuotas, LimitRanges, service-account token Secrets and ConfigMaps of the
 //     sandbox namespace.
 func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
@@ -62,7 +64,7 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 	equivalent := ptr.To(admissionregistrationv1.Equivalent)
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	v1 := []string{"v1"}
-	create, update, del, connect := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete, admissionregistrationv1.Connect
+	create, update, del := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete
 	core, batch, apps := []string{""}, []string{"batch"}, []string{"apps"}
 
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -88,7 +90,8 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 			{
 				Name:         "jobs.validate.agent-sandbox.dev",
 				ClientConfig: cc(PathValidateJobs),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule(batch, []string{"jobs"}, ns, ops{create, update})},
+				// DELETE: a Job is never deleted so that its Pod is orphaned.
+				Rules: []admissionregistrationv1.RuleWithOperations{rule(batch, []string{"jobs"}, ns, ops{create, update, del})},
 				// The approval ledger is written on real (not dry-run) requests only.
 				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			},
@@ -100,14 +103,15 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
 			},
 			{
-				Name:         "pod-subresources.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathPodSubresources),
-				Rules: []admissionregistrationv1.RuleWithOperations{
-					rule(core, []string{"pods/exec", "pods/attach", "pods/portforward", "pods/proxy"}, ns, ops{connect}),
-					rule(core, []string{"pods/ephemeralcontainers", "pods/resize"}, ns, ops{create, update}),
-					rule(core, []string{"pods/binding"}, ns, ops{create}),
-				},
-				SideEffects: none,
+				// Every subresource of every object in the sandbox namespace, of any group and version, with
+				// every operation: the allowlist in subresources.go decides, so a subresource a future
+				// Kubernetes adds is refused until it is listed.
+				Name:         "subresources.validate.agent-sandbox.dev",
+				ClientConfig: cc(PathSubresources),
+				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: ops{admissionregistrationv1.OperationAll},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: ptr.To(ns)}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "subresources-only", Expression: "has(request.subResource) && request.subResource != ''"}},
+				SideEffects:     none,
 			},
 			{
 				Name:         "workloads.validate.agent-sandbox.dev",
@@ -118,12 +122,6 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 					rule(core, []string{"replicationcontrollers"}, ns, ops{create, update}),
 				},
 				SideEffects: none,
-			},
-			{
-				Name:         "token-requests.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathTokenRequests),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"serviceaccounts/token"}, ns, ops{create})},
-				SideEffects:  none,
 			},
 			{
 				Name:         "protected.validate.agent-sandbox.dev",
@@ -160,6 +158,9 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 		ClientConfig: cc(PathSandboxNamespace),
 		Rules: []admissionregistrationv1.RuleWithOperations{
 			rule(core, []string{"namespaces"}, admissionregistrationv1.ClusterScope, ops{update, del}),
+			// status and finalize, and whatever subresource comes next: metadata never changes through them.
+			{Operations: ops{admissionregistrationv1.OperationAll}, Rule: admissionregistrationv1.Rule{
+				APIGroups: core, APIVersions: v1, Resources: []string{"namespaces/*"}, Scope: ptr.To(admissionregistrationv1.ClusterScope)}},
 		},
 		MatchConditions: []admissionregistrationv1.MatchCondition{{
 			Name: "sandbox-namespace", Expression: "request.name == '" + c.SandboxNamespace + "'",

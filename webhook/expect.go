@@ -25,9 +25,11 @@ const (
 	finalizerJobTracking = "batch.kubernetes.io/job-tracking"
 )
 
-// gcFinalizers are the finalizers the garbage collector adds while deleting an object with a propagation
-// policy. They are the only finalizers an UPDATE may add to a sandbox Job or Pod.
-var gcFinalizers = map[string]bool{"orphan": true, "foregroundDeletion": true}
+// gcFinalizers are the finalizers an UPDATE may add to a sandbox Job or Pod: foregroundDeletion only
+// makes the garbage collector delete the Pods first. Not orphan: an orphaned Pod escapes its Job's
+// deadline and every cleanup (the API server itself adds the finalizers of a DELETE without an UPDATE, and
+// CheckJobDelete refuses orphaning deletes).
+var gcFinalizers = map[string]bool{"foregroundDeletion": true}
 
 // serverMetadata are metadata fields the API server fills in itself. They are not compared.
 var serverMetadata = []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"}

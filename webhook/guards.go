@@ -11,44 +11,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
-// Pod subresources. Those that reach into a running sandbox or change one after admission are refused for
-// everybody; binding is the scheduler's alone. The kubelet and the controllers need pods/status (not
-// guarded: it changes what a Pod reports, not what it runs), eviction (it only stops a Pod, and a sandbox Job
-// never makes a second one) and log (read by the MCP server; the credential agent's events and the tool's
-// output are scrubbed before they are written).
-var deniedPodSubresources = map[string]string{
-	"exec":                "exec into a sandbox Pod would reach the container that holds the credential",
-	"attach":              "attaching to a sandbox Pod would reach the container that holds the credential",
-	"portforward":         "port-forwarding into a sandbox Pod would open a way in",
-	"proxy":               "proxying to a sandbox Pod would open a way in",
-	"ephemeralcontainers": "an ephemeral (debug) container would run arbitrary code beside the credential",
-	"resize":              "resizing would change the CPU and memory limits the policy set",
-}
-
-// CheckPodSubresource decides on a request for a subresource of a Pod in a sandbox namespace.
-func (c *Checker) CheckPodSubresource(_ context.Context, req Request) (*Decision, error) {
-	if why, ok := deniedPodSubresources[req.SubResource]; ok {
-		rule := "no-pod-access"
-		if req.SubResource == "ephemeralcontainers" {
-			rule = "no-ephemeral-containers"
-		} else if req.SubResource == "resize" {
-			rule = "no-pod-resize"
-		}
-		return nil, deny(rule, "pods/%s is refused on sandbox Pods: %s", req.SubResource, why)
-	}
-	if req.SubResource == "binding" {
-		users := c.Identities.SchedulerUsers
-		if len(users) == 0 {
-			users = DefaultSchedulerUsers
-		}
-		if !contains(users, req.User) {
-			return nil, deny("pod-binding", "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
-		}
-		return &Decision{}, nil
-	}
-	return nil, deny("no-pod-access", "pods/%s is not a subresource the webhook allows on sandbox Pods", req.SubResource)
-}
-
 // CheckTokenRequest decides on a TokenRequest (serviceaccounts/token) in a sandbox namespace. A token for
 // a tool's ServiceAccount is the key to that tool's Vault role, so only the kubelet may have one, for a
 // sandbox Pod of that tool that runs on its node, addressed to Vault. No other ServiceAccount of the
@@ -71,6 +33,9 @@ func (c *Checker) CheckTokenRequest(ctx context.Context, req Request, obj object
 	if toolName == "" {
 		if contains(audiences, vault) {
 			return nil, deny("token-request", "ServiceAccount %s is not a tool's: it gets no token for the Vault audience %q", req.Name, vault)
+		}
+		if c.Identities.MCPUser == "system:serviceaccount:"+req.Namespace+":"+req.Name {
+			return c.checkMCPToken(req, spec)
 		}
 		return &Decision{}, nil
 	}
@@ -113,6 +78,23 @@ func (c *Checker) CheckTokenRequest(ctx context.Context, req Request, obj object
 	return &Decision{Tool: toolName}, nil
 }
 
+// MaxMCPTokenSeconds is the longest life of an MCP server's token: `agent-sandbox kubeconfig refresh` asks
+// for 24 hours.
+const MaxMCPTokenSeconds = 24 * 3600
+
+// checkMCPToken decides on a token for the MCP server's ServiceAccount: whoever holds one submits sandbox
+// Jobs, so it is minted only through the product's refresh path (`agent-sandbox kubeconfig refresh`, run
+// with the chart's identity) and lives a day at most. A namespace `edit` user may not mint one.
+func (c *Checker) checkMCPToken(req Request, spec map[string]any) (*Decision, error) {
+	if !c.isAdmin(req) {
+		return nil, deny("mcp-token", "a token for the MCP server's ServiceAccount %s is minted by `agent-sandbox kubeconfig refresh` with the chart's identity, not by %s", req.Name, req.User)
+	}
+	if exp, ok := number(spec["expirationSeconds"]); ok && exp > MaxMCPTokenSeconds {
+		return nil, deny("mcp-token", "a token for the MCP server's ServiceAccount lives at most %d seconds (24 h), not %.0f", MaxMCPTokenSeconds, exp)
+	}
+	return &Decision{}, nil
+}
+
 // Labels and annotations of the sandbox namespace that put it under the webhook and Pod Security, or
 // steer where its Pods run.
 var protectedNamespaceKeyPrefixes = []string{"pod-security.kubernetes.io/", "agent-sandbox.dev/"}
@@ -130,12 +112,18 @@ func protectedNamespaceKey(k string) bool {
 // CheckNamespace decides on an UPDATE or DELETE of the sandbox namespace itself: its selector label,
 // Pod Security labels and scheduling annotations are changed only by the chart's own identity, because
 // removing them switches the webhook or Pod Security off for everything in it.
-func (c *Checker) CheckNamespace(_ context.Context, req Request, obj, old object) (*Decision, error) {
+func (c *Checker) CheckNamespace(ctx context.Context, req Request, obj, old object) (*Decision, error) {
 	p, err := c.loaded()
 	if err != nil {
 		return nil, err
 	}
-	if req.Name != p.Spec.Sandbox.Namespace || c.isAdmin(req) {
+	if req.Name != p.Spec.Sandbox.Namespace {
+		return &Decision{}, nil
+	}
+	if req.SubResource != "" {
+		return c.CheckSubresource(ctx, req, obj, old)
+	}
+	if c.isAdmin(req) {
 		return &Decision{}, nil
 	}
 	if req.Operation == "DELETE" {
@@ -199,10 +187,19 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 		return nil, deny("sandbox-namespace", "ConfigMap %s holds a CA the credential agent trusts; %s may not %s it", req.Name, req.User, strings.ToLower(req.Operation))
 	}
 	isMCP := c.Identities.MCPUser != "" && req.User == c.Identities.MCPUser
+	contentAddressed := strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) || strings.HasPrefix(req.Name, sandbox.PlanPrefix)
 	switch {
+	case req.Operation == "DELETE" && contentAddressed:
+		// A pending approval needs its workspace and saved plan: the pruner deletes them when nothing
+		// refers to them any more, the MCP server deletes the workspace of a call it cancelled, and the
+		// namespace controller when the namespace goes.
+		if c.isAdmin(req) || isMCP || contains(c.Identities.PoolUsers, req.User) || contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User) {
+			return &Decision{}, nil
+		}
+		return nil, deny("content-addressed", "ConfigMap %s holds a call's workspace or saved plan; it is deleted by agent-sandbox's pruner, not by %s", req.Name, req.User)
 	case req.Operation == "DELETE":
 		return &Decision{}, nil
-	case strings.HasPrefix(req.Name, sandbox.WorkspacePrefix), strings.HasPrefix(req.Name, sandbox.PlanPrefix):
+	case contentAddressed:
 		if req.Operation != "CREATE" {
 			return nil, deny("content-addressed", "ConfigMap %s is content-addressed and cannot change", req.Name)
 		}

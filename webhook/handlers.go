@@ -18,9 +18,8 @@ const (
 	PathMutateJobs         = "/mutate-jobs"
 	PathValidateJobs       = "/validate-jobs"
 	PathValidatePods       = "/validate-pods"
-	PathPodSubresources    = "/validate-pod-subresources"
+	PathSubresources       = "/validate-subresources"
 	PathDenyWorkloads      = "/deny-workloads"
-	PathTokenRequests      = "/validate-token-requests"
 	PathSandboxNamespace   = "/validate-sandbox-namespace"
 	PathProtectedResources = "/validate-protected"
 	PathSecrets            = "/validate-secrets"
@@ -41,14 +40,9 @@ func Handlers(scheme *runtime.Scheme, c *Checker, m *Metrics) map[string]http.Ha
 		PathMutateJobs:   admission.WithDefaulter[*batchv1.Job](scheme, &jobDefaulter{c: c, m: m}),
 		PathValidateJobs: &admission.Webhook{Handler: jobHandler(c, m)},
 		PathValidatePods: raw("Pod", c.CheckPod),
-		PathPodSubresources: raw("Pod/subresource", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
-			return c.CheckPodSubresource(ctx, r)
-		}),
+		PathSubresources: raw("subresource", c.CheckSubresource),
 		PathDenyWorkloads: raw("workload", func(_ context.Context, r Request, _, _ object) (*Decision, error) {
 			return nil, deny("jobs-only", "%s are not allowed in a sandbox namespace; sandbox work runs only as agent-sandbox Jobs", r.Resource)
-		}),
-		PathTokenRequests: raw("TokenRequest", func(ctx context.Context, r Request, o, _ object) (*Decision, error) {
-			return c.CheckTokenRequest(ctx, r, o)
 		}),
 		PathSandboxNamespace: raw("Namespace", c.CheckNamespace),
 		PathProtectedResources: raw("protected", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
@@ -96,7 +90,13 @@ func jobHandler(c *Checker, m *Metrics) admission.HandlerFunc {
 	return func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		r := requestOf(req)
-		d, err := c.CheckJobRaw(ctx, r, req.Object.Raw, req.OldObject.Raw)
+		var d *Decision
+		var err error
+		if r.Operation == "DELETE" {
+			d, err = c.CheckJobDelete(ctx, r)
+		} else {
+			d, err = c.CheckJobRaw(ctx, r, req.Object.Raw, req.OldObject.Raw)
+		}
 		warnings, err := record(ctx, m, "Job", r, start, d, err)
 		if err != nil {
 			return admission.Denied(err.Error())
@@ -106,7 +106,12 @@ func jobHandler(c *Checker, m *Metrics) admission.HandlerFunc {
 }
 
 func requestOf(req admission.Request) Request {
+	var opts map[string]any
+	if len(req.Options.Raw) > 0 {
+		opts, _ = decodeObject(req.Options.Raw) // undecodable options read as none: the strictest reading
+	}
 	return Request{
+		Options:     opts,
 		Operation:   string(req.Operation),
 		User:        req.UserInfo.Username,
 		Groups:      req.UserInfo.Groups,

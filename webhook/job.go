@@ -50,7 +50,7 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 		return nil, err
 	}
 	if req.Operation == "UPDATE" {
-		return checkUpdate("Job", obj, old)
+		return checkUpdate("Job", obj, old, false)
 	}
 	labels, annotations := obj.labels(), obj.annotations()
 	if isWarm(labels) {
@@ -120,12 +120,42 @@ func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, 
 // finalizers or orphaning a Pod, and deletion. Everything else — the spec (parallelism, suspend,
 // activeDeadlineSeconds, a Pod's image or tolerations), labels, annotations, owner references — is
 // immutable after admission, also while the object is being deleted.
-func checkUpdate(kind string, obj, old object) (*Decision, error) {
+// CheckJobDelete refuses to delete a sandbox Job in a way that leaves its Pod behind. The API server
+// orphans a batch/v1 Job's Pods when the request names no propagation policy (for backward compatibility)
+// or names Orphan; an orphaned Pod escapes its Job's deadline and every cleanup. Background and Foreground
+// deletes are allowed to whoever RBAC allows.
+func (c *Checker) CheckJobDelete(_ context.Context, req Request) (*Decision, error) {
+	policy, _ := req.Options["propagationPolicy"].(string)
+	orphan, orphanSet := req.Options["orphanDependents"].(bool)
+	switch {
+	case policy == "Background" || policy == "Foreground":
+		return &Decision{}, nil
+	case policy == "" && orphanSet && !orphan:
+		return &Decision{}, nil
+	}
+	return nil, deny("no-orphans", "sandbox Job %s is deleted with its Pod (propagationPolicy Background or Foreground), never orphaning it (%s)",
+		req.Name, describeDeletePolicy(policy, orphan, orphanSet))
+}
+
+func describeDeletePolicy(policy string, orphan, orphanSet bool) string {
+	switch {
+	case policy != "":
+		return "propagationPolicy " + policy
+	case orphanSet && orphan:
+		return "orphanDependents true"
+	}
+	return "no propagationPolicy: batch/v1 Jobs orphan their Pods by default"
+}
+
+// checkUpdate refuses any change to an admitted Job or Pod beyond the API server's bookkeeping, the
+// garbage collector's finalizers and, for a Pod, the garbage collector removing its owner reference
+// (mayOrphan: only the garbage collector's identity).
+func checkUpdate(kind string, obj, old object, mayOrphan bool) (*Decision, error) {
 	if old == nil {
 		return nil, deny("immutable", "an UPDATE without the old object cannot be checked")
 	}
 	g, o := updateView(obj), updateView(old)
-	if refs := g["metadata"].(map[string]any)["ownerReferences"]; kind == "Pod" && isEmpty(refs) {
+	if refs := g["metadata"].(map[string]any)["ownerReferences"]; kind == "Pod" && isEmpty(refs) && mayOrphan {
 		// The garbage collector orphans a Pod by removing its owner reference.
 		delete(o["metadata"].(map[string]any), "ownerReferences")
 	}

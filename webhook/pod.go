@@ -31,7 +31,7 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		if old != nil && isWarm(old.labels()) && old.annotations()[contract.AnnotationClaim] == "" && obj.annotations()[contract.AnnotationClaim] != "" {
 			return c.checkClaim(ctx, p, req, obj, old)
 		}
-		return checkUpdate("Pod", obj, old)
+		return checkUpdate("Pod", obj, old, contains(orDefault(c.Identities.GCUsers, DefaultGCUsers), req.User))
 	}
 	users := c.Identities.JobControllerUsers
 	if len(users) == 0 {

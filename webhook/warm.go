@@ -118,7 +118,7 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	}
 	// Everything but the one new annotation must stay as it was admitted.
 	raw := obj.annotations()[contract.AnnotationClaim]
-	if _, err := checkUpdate("Pod", withoutAnnotation(obj, contract.AnnotationClaim), old); err != nil {
+	if _, err := checkUpdate("Pod", withoutAnnotation(obj, contract.AnnotationClaim), old, false); err != nil {
 		var d *Denial
 		if errors.As(err, &d) {
 			return nil, deny("claim-exact", "a claim adds the annotation %s and changes nothing else: %s", contract.AnnotationClaim, d.Reason)

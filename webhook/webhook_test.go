@@ -869,11 +869,18 @@ func TestCheckPod(t *testing.T) {
 		{"params annotation changed", func(p *corev1.Pod) { p.Annotations[contract.AnnotationParams] = "{}" }, false},
 		{"tracking finalizer removed", func(p *corev1.Pod) { p.Finalizers = nil }, true},
 		{"orphaned by the garbage collector", func(p *corev1.Pod) { p.OwnerReferences = nil }, true},
+		{"owner reference removed by someone else", func(p *corev1.Pod) { p.OwnerReferences = nil }, false},
+		{"orphan finalizer added", func(p *corev1.Pod) { p.Finalizers = append(p.Finalizers, "orphan") }, false},
+		{"foreground finalizer added", func(p *corev1.Pod) { p.Finalizers = append(p.Finalizers, "foregroundDeletion") }, true},
 		{"status", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, true},
 	} {
 		n := old.DeepCopy()
 		tt.mutate(n)
-		_, err := f.c.CheckPod(ctx, Request{Operation: "UPDATE", User: "someone"}, obj(t, n), obj(t, old))
+		user := "someone"
+		if strings.Contains(tt.name, "garbage collector") {
+			user = "system:serviceaccount:kube-system:generic-garbage-collector"
+		}
+		_, err := f.c.CheckPod(ctx, Request{Operation: "UPDATE", User: user}, obj(t, n), obj(t, old))
 		if tt.ok != (err == nil) || (!tt.ok && ruleOf(err) != "immutable") {
 			t.Errorf("update %s: %v", tt.name, err)
 		}

@@ -278,6 +278,10 @@ func (e *Env) All(job *batchv1.Job, pod *corev1.Pod) []Case {
 	cases = append(cases, e.namespaceCases()...)
 	cases = append(cases, e.protectedCases()...)
 	cases = append(cases, e.configMapCases()...)
+	cases = append(cases, e.statusCases(job, pod)...)
+	cases = append(cases, e.namespaceSubresourceCases()...)
+	cases = append(cases, e.orphanCases(job, pod)...)
+	cases = append(cases, e.ownObjectCases()...)
 	return cases
 }
 

@@ -27,8 +27,15 @@ type Identities struct {
 	MCP kubernetes.Interface
 	// JobController is the Job controller's identity (the admin impersonating it).
 	JobController kubernetes.Interface
+	// GC is the garbage collector's identity and NamespaceController the namespace controller's (the admin
+	// impersonating them; RBAC gives both wide rights).
+	GC, NamespaceController kubernetes.Interface
 	// EditUser names Edit in admission requests.
 	EditUser string
+	// MCPServiceAccount is the MCP server's ServiceAccount in the sandbox namespace.
+	MCPServiceAccount string
+
+	admin *rest.Config
 
 	cleanup func(context.Context)
 }
@@ -45,7 +52,7 @@ func Provision(ctx context.Context, admin *rest.Config, sandboxNS, mcpServiceAcc
 	if err != nil {
 		return nil, err
 	}
-	id := &Identities{Admin: cs}
+	id := &Identities{Admin: cs, admin: admin, MCPServiceAccount: mcpServiceAccount}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CorpusNamespace}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace %s: %w", CorpusNamespace, err)
@@ -95,13 +102,51 @@ func Provision(ctx context.Context, admin *rest.Config, sandboxNS, mcpServiceAcc
 	if id.MCP, err = as(sandboxNS, mcpServiceAccount); err != nil {
 		return nil, err
 	}
-	jc := rest.CopyConfig(admin)
-	jc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:job-controller",
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
-	if id.JobController, err = kubernetes.NewForConfig(jc); err != nil {
-		return nil, err
+	controller := func(name string) kubernetes.Interface {
+		return id.Impersonate("system:serviceaccount:kube-system:"+name, "system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
 	}
+	id.JobController = controller("job-controller")
+	id.GC = controller("generic-garbage-collector")
+	id.NamespaceController = controller("namespace-controller")
 	return id, nil
+}
+
+// NodeWithoutPods names the node the corpus impersonates for a Pod that is bound to none (an API server
+// without a scheduler).
+const NodeWithoutPods = "agent-sandbox-corpus-node"
+
+// Impersonate is a client that acts as user in groups (the admin impersonating them).
+func (id *Identities) Impersonate(user string, groups ...string) kubernetes.Interface {
+	c := rest.CopyConfig(id.admin)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c.WarningHandler = rest.NoWarnings{}
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		panic(err) // only a malformed config fails, and Provision's worked
+	}
+	return cs
+}
+
+// Node is a client that acts as the kubelet of node.
+func (id *Identities) Node(node string) kubernetes.Interface {
+	return id.Impersonate("system:node:"+node, "system:nodes", "system:authenticated")
+}
+
+// GrantNodeRBAC binds the built-in system:node ClusterRole to node's user, for API servers that run
+// without the Node authorizer (envtest): the corpus's node cases must reach admission. Close removes it.
+func (id *Identities) GrantNodeRBAC(ctx context.Context, node string) error {
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent-sandbox-corpus-node"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:node:" + node}}}
+	if _, err := id.Admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bind system:node to %s: %w", node, err)
+	}
+	prev := id.cleanup
+	id.cleanup = func(ctx context.Context) {
+		_ = id.Admin.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{})
+		prev(ctx)
+	}
+	return nil
 }
 
 // Close removes the identities Provision created.

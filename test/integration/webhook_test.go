@@ -174,6 +174,10 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No Node authorizer here: the corpus's kubelet cases need RBAC to reach admission.
+	if err := ids.GrantNodeRBAC(ctx, corpus.NodeWithoutPods); err != nil {
+		t.Fatal(err)
+	}
 	env := &corpus.Env{Policy: p, Approver: key, Other: other, Second: second, Identities: ids, Run: "it",
 		Vault:     corpus.VaultTarget{Addr: vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
 		FinishJob: finishWithoutKubelet(cs)}

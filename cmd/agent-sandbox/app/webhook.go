@@ -48,6 +48,10 @@ type webhookOptions struct {
 	AdminGroups        []string
 	MCPUser            string
 	PoolUsers          []string
+	StatusUsers        []string
+	NamespaceCtlUsers  []string
+	QuotaCtlUsers      []string
+	GCUsers            []string
 	WarmPool           bool
 	WarmPoolInterval   time.Duration
 	WarmPoolLease      string
@@ -105,6 +109,10 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringSliceVar(&o.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
 	f.StringVar(&o.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
 	f.StringSliceVar(&o.PoolUsers, "pool-user", nil, "API users allowed to create warm Jobs (the webhook's own ServiceAccount, system:serviceaccount:NAMESPACE:NAME); empty: nobody")
+	f.StringSliceVar(&o.StatusUsers, "status-controller-user", webhook.DefaultStatusControllerUsers, "API users allowed to write a sandbox Pod's status besides its own node and the scheduler (never its metadata)")
+	f.StringSliceVar(&o.NamespaceCtlUsers, "namespace-controller-user", webhook.DefaultNamespaceControllerUsers, "API users allowed to write the sandbox namespace's status and finalize subresources (never its metadata)")
+	f.StringSliceVar(&o.QuotaCtlUsers, "quota-controller-user", webhook.DefaultQuotaControllerUsers, "API users allowed to write the sandbox namespace's resourcequotas/status")
+	f.StringSliceVar(&o.GCUsers, "gc-user", webhook.DefaultGCUsers, "API users allowed to remove a sandbox Pod's owner reference (the garbage collector)")
 	f.BoolVar(&o.WarmPool, "warm-pool", true, "keep the warm pools the policy declares (tools[].warmPool); one replica does it at a time, elected through a Lease")
 	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
 	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
@@ -198,6 +206,8 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
 			JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
 			AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
+			StatusControllerUsers: o.StatusUsers, NamespaceControllerUsers: o.NamespaceCtlUsers,
+			QuotaControllerUsers: o.QuotaCtlUsers, GCUsers: o.GCUsers,
 		}}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
