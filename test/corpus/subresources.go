@@ -28,6 +28,7 @@ import (
 type statusWriter struct {
 	name   string
 	client kubernetes.Interface
+	node   bool // a kubelet: NodeRestriction refuses its label changes before any webhook
 }
 
 // statusWriters are the identities that RBAC lets write pods/status and jobs/status: the cluster-wide
@@ -35,11 +36,11 @@ type statusWriter struct {
 // kubelet of the Pod's own node (the Node authorizer; an RBAC binding in Provision for API servers without
 // it).
 func (e *Env) statusWriters(pod *corev1.Pod, jobs bool) []statusWriter {
-	w := []statusWriter{{"cluster-wide admin", e.Attacker}, {"garbage collector (impersonated)", e.GC}}
+	w := []statusWriter{{name: "cluster-wide admin", client: e.Attacker}, {name: "garbage collector (impersonated)", client: e.GC}}
 	if jobs {
-		return append(w, statusWriter{"Job controller (impersonated)", e.JobController})
+		return append(w, statusWriter{name: "Job controller (impersonated)", client: e.JobController})
 	}
-	return append(w, statusWriter{"the Pod's own kubelet (impersonated node " + e.nodeOf(pod) + ")", e.Node(e.nodeOf(pod))})
+	return append(w, statusWriter{name: "the Pod's own kubelet (impersonated node " + e.nodeOf(pod) + ")", client: e.Node(e.nodeOf(pod)), node: true})
 }
 
 func (e *Env) nodeOf(pod *corev1.Pod) string {
@@ -64,9 +65,13 @@ func metadataForgeries(run string) []struct {
 			}
 			m.Annotations[contract.AnnotationClaim] = `{"requestID":"req-forged` + run + `","argv":["/agent-sandbox","version"]}`
 		}},
+		{"rewrites the parameters annotation", func(m *metav1.ObjectMeta) {
+			m.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
+		}},
 		{"changes the tool label", func(m *metav1.ObjectMeta) { m.Labels[contract.LabelTool] = "terraform_apply" }},
-		{"drops the owner references", func(m *metav1.ObjectMeta) { m.OwnerReferences = nil }},
 		{"adds the orphan finalizer", func(m *metav1.ObjectMeta) { m.Finalizers = append(m.Finalizers, "orphan") }},
+		// Not here: owner references. The API server keeps a Pod's own through pods/status, whatever the
+		// request says (the live corpus saw a dry run "admitted" with them unchanged).
 	}
 }
 
@@ -76,6 +81,9 @@ func (e *Env) statusCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 	var cases []Case
 	for _, w := range e.statusWriters(pod, false) {
 		for _, m := range metadataForgeries(e.Run) {
+			if w.node && m.name == "changes the tool label" {
+				continue
+			}
 			cases = append(cases, Case{Class: "status", Name: fmt.Sprintf("pods/status: %s %s", w.name, m.name), Rule: "pod-status",
 				Submit: func(ctx context.Context) error {
 					cur, err := e.Admin.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -100,9 +108,6 @@ func (e *Env) statusCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 		}})
 	for _, w := range e.statusWriters(pod, true) {
 		for _, m := range metadataForgeries(e.Run) {
-			if m.name == "drops the owner references" {
-				continue // a call's Job has none
-			}
 			cases = append(cases, Case{Class: "status", Name: fmt.Sprintf("jobs/status: %s %s", w.name, m.name), Rule: "job-status",
 				Submit: func(ctx context.Context) error {
 					cur, err := e.Admin.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
@@ -133,8 +138,8 @@ func (e *Env) statusCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 // included: metadata never changes through a subresource.
 func (e *Env) namespaceSubresourceCases() []Case {
 	ns := e.Namespace()
-	writers := []statusWriter{{"the chart's identity (system:masters)", e.Admin}, {"cluster-wide admin", e.Attacker},
-		{"garbage collector (impersonated)", e.GC}, {"namespace controller (impersonated)", e.NamespaceController}}
+	writers := []statusWriter{{name: "the chart's identity (system:masters)", client: e.Admin}, {name: "cluster-wide admin", client: e.Attacker},
+		{name: "garbage collector (impersonated)", client: e.GC}, {name: "namespace controller (impersonated)", client: e.NamespaceController}}
 	removals := []struct{ name, label string }{
 		{"removes the agent-sandbox.dev/sandbox label", contract.LabelSandboxNamespace},
 		{"removes the Pod Security enforce label", "pod-security.kubernetes.io/enforce"},
@@ -187,7 +192,7 @@ func (e *Env) orphanCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 		{"with orphanDependents true", metav1.DeleteOptions{OrphanDependents: ptr.To(true)}},
 	}
 	var cases []Case
-	for _, w := range []statusWriter{{"MCP server", e.MCP}, {"edit user", e.Edit}, {"cluster-wide admin", e.Attacker}} {
+	for _, w := range []statusWriter{{name: "MCP server", client: e.MCP}, {name: "edit user", client: e.Edit}, {name: "cluster-wide admin", client: e.Attacker}} {
 		for _, d := range deletes {
 			cases = append(cases, Case{Class: "orphan", Name: fmt.Sprintf("%s deletes an admitted Job %s", w.name, d.name), Rule: "no-orphans",
 				Submit: func(ctx context.Context) error {
@@ -197,14 +202,14 @@ func (e *Env) orphanCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 				}})
 		}
 	}
-	for _, w := range []statusWriter{{"edit user", e.Edit}, {"cluster-wide admin", e.Attacker}, {"Job controller (impersonated)", e.JobController}} {
+	for _, w := range []statusWriter{{name: "edit user", client: e.Edit}, {name: "cluster-wide admin", client: e.Attacker}, {name: "Job controller (impersonated)", client: e.JobController}} {
 		cases = append(cases, Case{Class: "orphan", Name: w.name + " removes a sandbox Pod's owner reference (not the garbage collector)", Rule: "immutable",
 			Submit: func(ctx context.Context) error {
 				_, err := w.client.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{DryRun: dryRun})
 				return err
 			}})
 	}
-	for _, w := range []statusWriter{{"edit user", e.Edit}, {"cluster-wide admin", e.Attacker}, {"garbage collector (impersonated)", e.GC}} {
+	for _, w := range []statusWriter{{name: "edit user", client: e.Edit}, {name: "cluster-wide admin", client: e.Attacker}, {name: "garbage collector (impersonated)", client: e.GC}} {
 		cases = append(cases, Case{Class: "orphan", Name: w.name + " adds the orphan finalizer to an admitted Job", Rule: "immutable",
 			Submit: func(ctx context.Context) error {
 				cur, err := e.Admin.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
@@ -216,7 +221,7 @@ func (e *Env) orphanCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 				return err
 			}})
 	}
-	for _, w := range []statusWriter{{"edit user", e.Edit}, {"cluster-wide admin", e.Attacker}} {
+	for _, w := range []statusWriter{{name: "edit user", client: e.Edit}, {name: "cluster-wide admin", client: e.Attacker}} {
 		cases = append(cases, Case{Class: "orphan", Name: w.name + " evicts a Pod that carries a call", Rule: "no-eviction",
 			Submit: func(ctx context.Context) error {
 				ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns}, DeleteOptions: &metav1.DeleteOptions{DryRun: dryRun}}
