@@ -30,7 +30,7 @@ func NewClient(addr, caFile, namespace string) (*Client, error) {
 // Addr is Vault's address.
 func (c *Client) Addr() string { return c.vc.Address() }
 
-// Login logs in to the JWT auth method at mount as role, with a service-account token (a JWT whose
+// Login logs in to the Kubernetes auth method at mount as role, with a service-account token (a JWT whose
 // audience the role expects). It keeps the Vault token it receives and returns that token's lifetime.
 func (c *Client) Login(ctx context.Context, mount, role string, jwt []byte) (time.Duration, error) {
 	path := "auth/" + mountPath(mount) + "/login"

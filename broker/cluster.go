@@ -26,9 +26,10 @@ const (
 	// VaultServiceAccount is Vault's ServiceAccount there; VaultTokenSecret its long-lived token.
 	VaultServiceAccount = "vault"
 	VaultTokenSecret    = "vault-token"
-	// tokenReviewBinding bound Vault to system:auth-delegator when it logged sandboxes in with the
-	// kubernetes auth method; Configure removes it.
-	tokenReviewBinding = "agent-sandbox-vault-tokenreview"
+	// tokenReviewName names the ClusterRole and ClusterRoleBinding that let Vault review sandbox tokens
+	// (create TokenReviews), which the Kubernetes auth method does at every login. (Releases before the
+	// JWT auth method bound the same name to system:auth-delegator; Configure replaces that binding.)
+	tokenReviewName = "agent-sandbox-vault-tokenreview"
 	// vaultRBACName names the Role and RoleBinding that let Vault mint credentials in a target namespace.
 	vaultRBACName = "agent-sandbox-vault"
 
@@ -45,6 +46,25 @@ var secretsEngineRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
 	{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create", "delete"}},
+}
+
+// tokenReviewRules are all Vault needs cluster-wide: to ask the API server whether a sandbox's token is
+// still valid. Not system:auth-delegator, which also lets its holder ask what any user may do
+// (SubjectAccessReviews).
+var tokenReviewRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+}
+
+func tokenReviewClusterRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{ObjectMeta: managedMeta("", tokenReviewName), Rules: tokenReviewRules}
+}
+
+func tokenReviewClusterRoleBinding(vaultNS string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		ObjectMeta: managedMeta("", tokenReviewName),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: tokenReviewName},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: vaultNS, Name: VaultServiceAccount}},
+	}
 }
 
 // vaultRole is the Role Vault holds in one target namespace.
@@ -147,17 +167,48 @@ func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Polic
 		unchanged++
 	}
 
-	// Vault no longer reviews tokens with the API server (the JWT auth method checks them itself, against
-	// the cluster's service-account signing keys), so it holds no system:auth-delegator binding: remove
-	// the one an earlier version created.
-	switch _, err := rbac.ClusterRoleBindings().Get(ctx, tokenReviewBinding, metav1.GetOptions{}); {
+	// The Kubernetes auth method reviews every sandbox login's token with the API server (TokenReview),
+	// as Vault's ServiceAccount: a ClusterRole that allows exactly that, and its binding.
+	crole := tokenReviewClusterRole()
+	switch cur, err := rbac.ClusterRoles().Get(ctx, tokenReviewName, metav1.GetOptions{}); {
 	case apierrors.IsNotFound(err):
-	case err != nil:
-		return nil, 0, fmt.Errorf("get cluster role binding %s: %w", tokenReviewBinding, err)
-	default:
-		add(ActionDelete, "cluster role binding", tokenReviewBinding, func(ctx context.Context) error {
-			return deleteIfExists(rbac.ClusterRoleBindings().Delete(ctx, tokenReviewBinding, metav1.DeleteOptions{}))
+		add(ActionCreate, "cluster role", tokenReviewName, func(ctx context.Context) error {
+			_, err := rbac.ClusterRoles().Create(ctx, crole, metav1.CreateOptions{})
+			return err
 		})
+	case err != nil:
+		return nil, 0, fmt.Errorf("get cluster role %s: %w", tokenReviewName, err)
+	case !equality.Semantic.DeepEqual(cur.Rules, crole.Rules) || cur.AggregationRule != nil || !hasLabels(cur.Labels, crole.Labels):
+		cur = cur.DeepCopy()
+		cur.Rules, cur.AggregationRule = crole.Rules, nil
+		cur.Labels = withLabels(cur.Labels, crole.Labels)
+		add(ActionUpdate, "cluster role", tokenReviewName, func(ctx context.Context) error {
+			_, err := rbac.ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	default:
+		unchanged++
+	}
+	crb := tokenReviewClusterRoleBinding(vaultNS)
+	createCRB := func(ctx context.Context) error {
+		_, err := rbac.ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+		return err
+	}
+	switch cur, err := rbac.ClusterRoleBindings().Get(ctx, tokenReviewName, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+		add(ActionCreate, "cluster role binding", tokenReviewName, createCRB)
+	case err != nil:
+		return nil, 0, fmt.Errorf("get cluster role binding %s: %w", tokenReviewName, err)
+	case cur.RoleRef != crb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, crb.Subjects) || !hasLabels(cur.Labels, crb.Labels):
+		// roleRef is immutable (an older release bound system:auth-delegator here): replace the binding.
+		add(ActionUpdate, "cluster role binding", tokenReviewName, func(ctx context.Context) error {
+			if err := deleteIfExists(rbac.ClusterRoleBindings().Delete(ctx, tokenReviewName, metav1.DeleteOptions{})); err != nil {
+				return err
+			}
+			return createCRB(ctx)
+		})
+	default:
+		unchanged++
 	}
 
 	// A Role and RoleBinding per target namespace.

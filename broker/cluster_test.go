@@ -51,6 +51,8 @@ func TestPlanClusterFromScratchThenIdempotent(t *testing.T) {
 		"created namespace vault-system",
 		"created service account vault-system/vault",
 		"created secret vault-system/vault-token",
+		"created cluster role agent-sandbox-vault-tokenreview",
+		"created cluster role binding agent-sandbox-vault-tokenreview",
 		"created role team-a/agent-sandbox-vault",
 		"created role binding team-a/agent-sandbox-vault",
 		"created role team-b/agent-sandbox-vault",
@@ -67,9 +69,23 @@ func TestPlanClusterFromScratchThenIdempotent(t *testing.T) {
 	if sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != VaultServiceAccount {
 		t.Errorf("token secret: type %s annotations %v", sec.Type, sec.Annotations)
 	}
-	// Vault checks sandbox tokens itself (JWT auth): it needs no TokenReview rights.
-	if _, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, tokenReviewBinding, metav1.GetOptions{}); err == nil {
-		t.Error("vault was bound to system:auth-delegator")
+	// The Kubernetes auth method reviews sandbox tokens as Vault: Vault may create TokenReviews, and
+	// nothing else cluster-wide.
+	cr, err := kube.RbacV1().ClusterRoles().Get(ctx, tokenReviewName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cr.Rules) != 1 || !slices.Equal(cr.Rules[0].APIGroups, []string{"authentication.k8s.io"}) ||
+		!slices.Equal(cr.Rules[0].Resources, []string{"tokenreviews"}) || !slices.Equal(cr.Rules[0].Verbs, []string{"create"}) {
+		t.Errorf("token review cluster role: %+v", cr.Rules)
+	}
+	crb, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, tokenReviewName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crb.RoleRef.Kind != "ClusterRole" || crb.RoleRef.Name != tokenReviewName || len(crb.Subjects) != 1 ||
+		crb.Subjects[0].Namespace != "vault-system" || crb.Subjects[0].Name != VaultServiceAccount {
+		t.Errorf("token review binding: %+v", crb)
 	}
 	rb, err := kube.RbacV1().RoleBindings("team-b").Get(ctx, vaultRBACName, metav1.GetOptions{})
 	if err != nil {
@@ -120,6 +136,15 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 	if _, err := kube.RbacV1().RoleBindings("old-team").Create(ctx, vaultRoleBinding("old-team", "vault-system"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The binding of a release before the JWT auth method: the same name, bound to system:auth-delegator.
+	if err := kube.RbacV1().ClusterRoleBindings().Delete(ctx, tokenReviewName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	delegator := tokenReviewClusterRoleBinding("vault-system")
+	delegator.RoleRef.Name = "system:auth-delegator"
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, delegator, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// A Role of the same name that someone else made is not ours to delete.
 	foreign := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "old-team", Name: "other"}}
 	if _, err := kube.RbacV1().Roles("old-team").Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
@@ -132,6 +157,7 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 	}
 	got := applyCluster(t, steps)
 	want := []string{
+		"updated cluster role binding agent-sandbox-vault-tokenreview",
 		"updated role team-a/agent-sandbox-vault",
 		"deleted role old-team/agent-sandbox-vault (no longer in the policy)",
 		"deleted role binding old-team/agent-sandbox-vault (no longer in the policy)",
@@ -147,6 +173,9 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 	}
 	if _, err := kube.RbacV1().Roles("old-team").Get(ctx, "other", metav1.GetOptions{}); err != nil {
 		t.Errorf("foreign role: %v", err)
+	}
+	if crb, err := kube.RbacV1().ClusterRoleBindings().Get(ctx, tokenReviewName, metav1.GetOptions{}); err != nil || crb.RoleRef.Name != tokenReviewName {
+		t.Errorf("token review binding after repair: %+v, %v", crb, err)
 	}
 }
 

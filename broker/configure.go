@@ -45,13 +45,6 @@ type ConfigureConfig struct {
 	// ReviewerTokenWait bounds the wait for Vault's token Secret to be filled (default
 	// DefaultReviewerTokenWait).
 	ReviewerTokenWait time.Duration
-	// OIDCDiscoveryURL, when set, makes Vault fetch the keys that verify sandbox tokens from the
-	// cluster's OIDC discovery document at this URL (managed clusters publish one); OIDCDiscoveryCA is
-	// that URL's CA bundle when it is not a public one. When empty, Configure reads the keys from the API
-	// server (/openid/v1/jwks) and gives them to Vault; run it again after the cluster rotates its
-	// service-account signing key.
-	OIDCDiscoveryURL string
-	OIDCDiscoveryCA  []byte
 	// AllowUnenforcedNamespaces lets Configure go on when a namespace the policy's tools target enforces
 	// no Pod Security level; the refusal (podsecurity.ErrUnenforced) is then printed to Warnings instead.
 	AllowUnenforcedNamespaces bool
@@ -135,12 +128,7 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 	if err != nil && !(cfg.DryRun && errors.Is(err, ErrReviewerTokenMissing)) {
 		return res, err
 	}
-	issuer, keys, err := clusterTokenKeys(ctx, cfg.Kube)
-	if err != nil {
-		return res, err
-	}
-	desired := desiredVault(p, vaultDesired{KubernetesHost: cfg.KubernetesHost, KubernetesCA: string(cfg.KubernetesCA), ReviewerJWT: jwt,
-		Issuer: issuer, JWTKeys: keys, OIDCDiscoveryURL: cfg.OIDCDiscoveryURL, OIDCDiscoveryCA: string(cfg.OIDCDiscoveryCA)})
+	desired := desiredVault(p, vaultDesired{KubernetesHost: cfg.KubernetesHost, KubernetesCA: string(cfg.KubernetesCA), ReviewerJWT: jwt})
 	state, err := readVaultState(ctx, vc, desired)
 	if err != nil {
 		return res, err
@@ -340,6 +328,20 @@ func applyVault(ctx context.Context, vc *vaultapi.Client, s vaultStep) error {
 		return err
 	}
 	o := s.obj
+	if s.Action == ActionReplace {
+		// Disabling a mount deletes what it holds and revokes the tokens and leases it issued; the
+		// steps after this one write its config and roles again.
+		var err error
+		switch o.kind {
+		case kindAuthMount:
+			err = vc.Sys().DisableAuthWithContext(ctx, o.path)
+		case kindSecretsMount:
+			err = vc.Sys().UnmountWithContext(ctx, o.path)
+		}
+		if err := vaultErr(ctx, vc.Address(), err); err != nil {
+			return err
+		}
+	}
 	switch o.kind {
 	case kindAuthMount:
 		return vaultErr(ctx, vc.Address(), vc.Sys().EnableAuthWithOptionsWithContext(ctx, o.path, &vaultapi.EnableAuthOptions{

@@ -12,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
 // Labels on the Kubernetes objects Vault's secrets engine generates per credential. The engine adds its
@@ -36,11 +35,26 @@ const (
 	kindPolicy       vaultKind = "policy"
 )
 
-// Plugin types of the two mounts: sandboxes log in with Vault's JWT auth method, which checks their
-// projected service-account token itself (signature, audience, and the Pod it is bound to), and get
-// their credential from the Kubernetes secrets engine.
+// Plugin types of the two mounts: sandboxes log in with Vault's Kubernetes auth method and get their
+// credential from the Kubernetes secrets engine.
+//
+// The auth method sends every login's service-account token to the API server (a TokenReview, with
+// Vault's own token as the reviewer). For a token bound to a Pod, the API server answers "authenticated"
+// only while that Pod exists with the UID the token names: the token of a deleted sandbox Pod, read from
+// the node, no longer logs in (issue 22, finding 3). The JWT auth method, used before, checked tokens
+// offline and accepted such a token until it expired.
+//
+// What the Kubernetes auth method cannot check, and the JWT role did: that the token is bound to a Pod
+// at all, and to a Pod named like a sandbox Pod of the tool (the role has no claim constraints, and the
+// plugin ignores the Pod the TokenReview reports). That is left to admission, which makes such a token
+// impossible to get from the API server: the webhook refuses TokenRequests for a tool's ServiceAccount
+// except the kubelet's, bound to an admitted sandbox Pod of that tool on its node, refuses
+// service-account token Secrets in the sandbox namespace, and admits no Pod there that is not a sandbox
+// Pod (so none runs as a tool's ServiceAccount); the API server itself refuses to bind a token to a Pod
+// that runs as another ServiceAccount. Only the holder of the cluster's signing key could still make an
+// unbound token, or one bound to another live Pod, and that holder can forge any token.
 const (
-	authMountType    = "jwt"
+	authMountType    = "kubernetes"
 	secretsMountType = "kubernetes"
 )
 
@@ -72,18 +86,10 @@ type vaultObject struct {
 type vaultDesired struct {
 	KubernetesHost string
 	KubernetesCA   string
-	// ReviewerJWT is Vault's own service-account token: the secrets engine creates ServiceAccounts, Roles
-	// and RoleBindings with it. Empty in a dry run before it exists.
+	// ReviewerJWT is Vault's own service-account token: the auth method reviews sandbox tokens with it
+	// (TokenReview), and the secrets engine creates ServiceAccounts, Roles and RoleBindings with it. Empty
+	// in a dry run before it exists.
 	ReviewerJWT string
-	// Issuer is the cluster's service-account token issuer (the "iss" of every token it signs).
-	Issuer string
-	// JWTKeys are the PEM public keys that verify the cluster's service-account tokens, used when
-	// OIDCDiscoveryURL is empty.
-	JWTKeys []string
-	// OIDCDiscoveryURL, when set, lets Vault fetch the keys itself from the issuer's discovery document
-	// (managed clusters publish one); OIDCDiscoveryCA is the CA bundle of that URL, if not a public one.
-	OIDCDiscoveryURL string
-	OIDCDiscoveryCA  string
 }
 
 // desiredVault renders the Vault objects the policy calls for, in the order they must be written: mounts,
@@ -94,11 +100,19 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 	fp := fingerprint(in.ReviewerJWT)
 	objs := []vaultObject{
 		{kind: kindAuthMount, name: "auth/" + authMount, path: authMount,
-			data: map[string]any{"type": authMountType, "description": authMountDescription}},
+			data: map[string]any{"type": authMountType, "description": describeMount(authMountDescription, fp)}},
 		{kind: kindSecretsMount, name: secretsMount, path: secretsMount,
 			data: map[string]any{"type": secretsMountType, "description": describeMount(secretsMountDescription, fp)}},
 		{kind: kindConfig, name: "auth/" + authMount + "/config", path: "auth/" + authMount + "/config",
-			data: jwtConfig(in)},
+			data: map[string]any{
+				"kubernetes_host":    in.KubernetesHost,
+				"kubernetes_ca_cert": in.KubernetesCA,
+				// Vault runs outside the cluster, or in it with a token of its own: never fall back to
+				// the token and CA of a Pod Vault might run in.
+				"disable_local_ca_jwt": true,
+				"token_reviewer_jwt":   in.ReviewerJWT,
+			},
+			secret: []string{"token_reviewer_jwt"}, fingerprint: fp, mount: "auth/" + authMount},
 		{kind: kindConfig, name: secretsMount + "/config", path: secretsMount + "/config",
 			data: map[string]any{
 				"kubernetes_host":      in.KubernetesHost,
@@ -120,27 +134,17 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 		ttl := credentialTTL(s)
 		objs = append(objs, vaultObject{kind: kindAuthRole, name: t.VaultAuthRole(), path: "auth/" + authMount + "/role/" + t.VaultAuthRole(),
 			data: map[string]any{
-				"role_type":       "jwt",
-				"bound_audiences": []string{ca.VaultAudience},
-				"user_claim":      "sub",
-				"bound_subject":   "system:serviceaccount:" + p.Spec.Sandbox.Namespace + ":" + t.ServiceAccount,
-				// A token only logs in if it is bound to a Pod of this tool: the kubelet's projected token
-				// is; a token made with `kubectl create token` (bound to nothing, or to a Secret) is not.
-				// The API server issues a Pod-bound token only for a Pod that runs as this very
-				// ServiceAccount, and the admission webhook lets only the kubelet ask for one, for a sandbox
-				// Pod it admitted. The token lives ten minutes (Kubernetes' minimum).
-				"bound_claims_type": "glob",
-				"bound_claims": map[string]any{
-					"/kubernetes.io/namespace":           p.Spec.Sandbox.Namespace,
-					"/kubernetes.io/serviceaccount/name": t.ServiceAccount,
-					"/kubernetes.io/pod/name":            sandbox.JobNamePrefix(t.Name) + "*",
-					"/kubernetes.io/pod/uid":             "*",
-				},
-				"claim_mappings": map[string]any{
-					"/kubernetes.io/pod/name": "pod_name",
-					"/kubernetes.io/pod/uid":  "pod_uid",
-				},
-				"token_policies": []string{t.VaultPolicy()},
+				// Only a token of this tool's ServiceAccount in the sandbox namespace, for the Vault
+				// audience, that the API server still authenticates: for the kubelet's projected token,
+				// only while its sandbox Pod exists (see authMountType for what is no longer checked here
+				// and what covers it). The token lives ten minutes (Kubernetes' minimum).
+				"bound_service_account_names":      []string{t.ServiceAccount},
+				"bound_service_account_namespaces": []string{p.Spec.Sandbox.Namespace},
+				"audience":                         ca.VaultAudience,
+				// One entity per ServiceAccount UID: a ServiceAccount deleted and made again under the
+				// same name is a new identity.
+				"alias_name_source": "serviceaccount_uid",
+				"token_policies":    []string{t.VaultPolicy()},
 				// A service token, so that revoke-self also revokes the leases it created; no default
 				// policy, so the token can do exactly what its own policy says.
 				"token_type":              "service",
@@ -172,19 +176,6 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 			}})
 	}
 	return objs
-}
-
-// jwtConfig is the JWT auth method's configuration: the cluster's service-account token issuer and the
-// keys that verify its tokens, given or discovered.
-func jwtConfig(in vaultDesired) map[string]any {
-	c := map[string]any{"bound_issuer": in.Issuer}
-	if in.OIDCDiscoveryURL != "" {
-		c["oidc_discovery_url"] = in.OIDCDiscoveryURL
-		c["oidc_discovery_ca_pem"] = in.OIDCDiscoveryCA
-	} else {
-		c["jwt_validation_pubkeys"] = in.JWTKeys
-	}
-	return c
 }
 
 // managedKinds are the kinds whose objects Configure prunes: those named with policy.VaultPrefix that the

@@ -27,8 +27,7 @@ func testPolicy(t *testing.T) *policy.Policy {
 }
 
 func testDesired(p *policy.Policy) []vaultObject {
-	return desiredVault(p, vaultDesired{KubernetesHost: "https://api:6443", KubernetesCA: "CA PEM", ReviewerJWT: "reviewer-jwt",
-		Issuer: "https://issuer.test", JWTKeys: []string{"KEY PEM"}})
+	return desiredVault(p, vaultDesired{KubernetesHost: "https://api:6443", KubernetesCA: "CA PEM", ReviewerJWT: "reviewer-jwt"})
 }
 
 func findObject(t *testing.T, objs []vaultObject, kind vaultKind, name string) *vaultObject {
@@ -70,26 +69,23 @@ func TestDesiredVaultObjects(t *testing.T) {
 
 func TestDesiredAuthRole(t *testing.T) {
 	objs := testDesired(testPolicy(t))
+	m := findObject(t, objs, kindAuthMount, "auth/k8s-auth")
+	// The Kubernetes auth method: every login's token goes to the API server (TokenReview), which refuses
+	// the token of a Pod that no longer exists. (The JWT auth method checked tokens offline.)
+	if m.data["type"] != "kubernetes" {
+		t.Errorf("auth mount type %v, want kubernetes", m.data["type"])
+	}
 	r := findObject(t, objs, kindAuthRole, "agent-sandbox-edit-config")
 	want := map[string]any{
-		"role_type":       "jwt",
-		"bound_audiences": []string{"vault-test"},
-		"user_claim":      "sub",
-		"bound_subject":   "system:serviceaccount:sandbox:config-editor-sa",
-		// Only a token bound to a Pod of this tool logs in.
-		"bound_claims_type": "glob",
-		"bound_claims": map[string]any{
-			"/kubernetes.io/namespace":           "sandbox",
-			"/kubernetes.io/serviceaccount/name": "config-editor-sa",
-			"/kubernetes.io/pod/name":            "as-edit-config-*",
-			"/kubernetes.io/pod/uid":             "*",
-		},
-		"claim_mappings":          map[string]any{"/kubernetes.io/pod/name": "pod_name", "/kubernetes.io/pod/uid": "pod_uid"},
-		"token_policies":          []string{"agent-sandbox-tool-edit-config"},
-		"token_type":              "service",
-		"token_no_default_policy": true,
-		"token_ttl":               int64(900),
-		"token_max_ttl":           int64(900),
+		"bound_service_account_names":      []string{"config-editor-sa"},
+		"bound_service_account_namespaces": []string{"sandbox"},
+		"audience":                         "vault-test",
+		"alias_name_source":                "serviceaccount_uid",
+		"token_policies":                   []string{"agent-sandbox-tool-edit-config"},
+		"token_type":                       "service",
+		"token_no_default_policy":          true,
+		"token_ttl":                        int64(900),
+		"token_max_ttl":                    int64(900),
 	}
 	for k, v := range want {
 		if !sameValue(v, r.data[k]) {
@@ -101,8 +97,8 @@ func TestDesiredAuthRole(t *testing.T) {
 	}
 	// The default ServiceAccount name is derived from the tool name.
 	r = findObject(t, objs, kindAuthRole, "agent-sandbox-get-pods")
-	if r.data["bound_subject"] != "system:serviceaccount:sandbox:tool-get-pods" {
-		t.Errorf("get_pods is bound to %v", r.data["bound_subject"])
+	if !sameValue([]string{"tool-get-pods"}, r.data["bound_service_account_names"]) {
+		t.Errorf("get_pods is bound to %v", r.data["bound_service_account_names"])
 	}
 }
 
@@ -184,22 +180,36 @@ func TestToolPolicy(t *testing.T) {
 	}
 }
 
-func TestConfigsCarryTheReviewerTokenAndTheClusterKeys(t *testing.T) {
+func TestConfigsCarryTheReviewerToken(t *testing.T) {
 	objs := testDesired(testPolicy(t))
+	// The auth method reviews sandbox tokens with Vault's own token, never with the token being
+	// reviewed nor with that of a Pod Vault might run in.
 	a := findObject(t, objs, kindConfig, "auth/k8s-auth/config")
-	if a.data["bound_issuer"] != "https://issuer.test" || !sameValue([]string{"KEY PEM"}, a.data["jwt_validation_pubkeys"]) || len(a.data) != 2 {
-		t.Errorf("auth config: %v", a.data)
+	want := map[string]any{"kubernetes_host": "https://api:6443", "kubernetes_ca_cert": "CA PEM", "disable_local_ca_jwt": true, "token_reviewer_jwt": "reviewer-jwt"}
+	for k, v := range want {
+		if !sameValue(v, a.data[k]) {
+			t.Errorf("auth config %s = %#v, want %#v", k, a.data[k], v)
+		}
+	}
+	if len(a.data) != len(want) || !slices.Equal(a.secret, []string{"token_reviewer_jwt"}) || a.mount != "auth/k8s-auth" {
+		t.Errorf("auth config: %v, secret %v, mount %q", a.data, a.secret, a.mount)
 	}
 	s := findObject(t, objs, kindConfig, "k8s-creds/config")
 	if s.data["service_account_jwt"] != "reviewer-jwt" || s.data["disable_local_ca_jwt"] != true || s.data["kubernetes_ca_cert"] != "CA PEM" {
 		t.Errorf("secrets config: %v", s.data)
 	}
-	if s.fingerprint == "" || strings.Contains(s.fingerprint, "reviewer") {
-		t.Errorf("fingerprint %q", s.fingerprint)
+	if s.fingerprint == "" || strings.Contains(s.fingerprint, "reviewer") || a.fingerprint != s.fingerprint {
+		t.Errorf("fingerprints %q %q", s.fingerprint, a.fingerprint)
 	}
-	m := findObject(t, objs, kindSecretsMount, "k8s-creds")
-	if got := recordedFingerprint(m.data["description"].(string)); got != s.fingerprint {
-		t.Errorf("mount description records %q, want %q", got, s.fingerprint)
+	for _, name := range []string{"k8s-creds", "auth/k8s-auth"} {
+		kind := kindSecretsMount
+		if strings.HasPrefix(name, "auth/") {
+			kind = kindAuthMount
+		}
+		m := findObject(t, objs, kind, name)
+		if got := recordedFingerprint(m.data["description"].(string)); got != s.fingerprint {
+			t.Errorf("%s description records %q, want %q", name, got, s.fingerprint)
+		}
 	}
 }
 

@@ -1,10 +1,10 @@
 // Package broker is agent-sandbox's only user of Vault's API (github.com/hashicorp/vault/api, imported as
 // vaultapi). It does two things:
 //
-//   - Configure turns a policy into Vault configuration: the JWT auth method (it verifies a sandbox's
-//     service-account token against the cluster's signing keys and accepts only one bound to a sandbox Pod
-//     of the tool) with one login role and one ACL policy per tool, and the Kubernetes secrets engine with
-//     one role per credential scope. It
+//   - Configure turns a policy into Vault configuration: the Kubernetes auth method (it has the API server
+//     review every sandbox's service-account token, so the token of a deleted Pod is refused, and accepts
+//     only the tool's ServiceAccount in the sandbox namespace, for the Vault audience) with one login role
+//     and one ACL policy per tool, and the Kubernetes secrets engine with one role per credential scope. It
 //     also gives Vault's own ServiceAccount the cluster permissions it needs, and no more. It is idempotent,
 //     prints one line per change and prunes what the policy no longer declares.
 //   - Agent is the credential agent injected beside every sandbox tool container: it logs in to Vault with

@@ -19,6 +19,9 @@ const (
 	ActionCreate Action = "create"
 	ActionUpdate Action = "update"
 	ActionDelete Action = "delete"
+	// ActionReplace disables a mount and enables it again with another plugin type: what Vault held under
+	// it (config, roles, the tokens it issued) goes with it and is written again.
+	ActionReplace Action = "replace"
 )
 
 // Change is one thing Configure creates, updates or deletes, in the cluster or in Vault.
@@ -27,6 +30,8 @@ type Change struct {
 	// Kind and Name say what: "auth role" "agent-sandbox-k8s-get-pod-status", "role" "demo-app/agent-sandbox-vault".
 	Kind string
 	Name string
+	// Why, when set, is printed after the change in parentheses.
+	Why string
 }
 
 // Line is the change as Configure prints it: "created auth role X", or in a dry run "would create ...".
@@ -37,7 +42,10 @@ func (c Change) Line(dryRun bool) string {
 	} else {
 		s = fmt.Sprintf("%sd %s %s", c.Action, c.Kind, c.Name) // create -> created, update -> updated
 	}
-	if c.Action == ActionDelete {
+	switch {
+	case c.Why != "":
+		s += " (" + c.Why + ")"
+	case c.Action == ActionDelete:
 		s += " (no longer in the policy)"
 	}
 	return s
@@ -85,7 +93,7 @@ func planVault(desired []vaultObject, cur *vaultState) (steps []vaultStep, uncha
 			wanted[o.kind] = map[string]bool{}
 		}
 		wanted[o.kind][o.name] = true
-		action, err := compareObject(o, cur)
+		action, why, err := compareObject(o, cur)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -93,7 +101,7 @@ func planVault(desired []vaultObject, cur *vaultState) (steps []vaultStep, uncha
 			unchanged++
 			continue
 		}
-		steps = append(steps, vaultStep{Change: Change{Action: action, Kind: string(o.kind), Name: o.name}, obj: o})
+		steps = append(steps, vaultStep{Change: Change{Action: action, Kind: string(o.kind), Name: o.name, Why: why}, obj: o})
 	}
 	for _, kind := range managedKinds {
 		names := make([]string, 0, len(cur.managed[kind]))
@@ -110,8 +118,9 @@ func planVault(desired []vaultObject, cur *vaultState) (steps []vaultStep, uncha
 	return steps, unchanged, nil
 }
 
-// compareObject returns the action that makes Vault hold o, or "" when it already does.
-func compareObject(o *vaultObject, cur *vaultState) (Action, error) {
+// compareObject returns the action that makes Vault hold o, or "" when it already does, and why when the
+// action alone does not say it.
+func compareObject(o *vaultObject, cur *vaultState) (Action, string, error) {
 	switch o.kind {
 	case kindAuthMount, kindSecretsMount:
 		mounts := cur.authMounts
@@ -121,36 +130,41 @@ func compareObject(o *vaultObject, cur *vaultState) (Action, error) {
 		m, ok := mounts[o.path]
 		switch {
 		case !ok:
-			return ActionCreate, nil
-		case m.Type != o.data["type"]:
-			return "", fmt.Errorf("%s %s is a %q mount, not %q: %w", o.kind, o.name, m.Type, o.data["type"], ErrMountConflict)
+			return ActionCreate, "", nil
 		case !strings.HasPrefix(m.Description, "agent-sandbox:"):
 			// Never adopt a mount somebody else made: its roles and config are theirs.
-			return "", fmt.Errorf("%s %s exists and was not created by agent-sandbox; give agent-sandbox its own mount path in the policy (spec.sandbox.credentialAgent.vaultAuthMount / vaultSecretsMount): %w", o.kind, o.name, ErrMountConflict)
+			if m.Type != o.data["type"] {
+				return "", "", fmt.Errorf("%s %s is a %q mount, not %q: %w", o.kind, o.name, m.Type, o.data["type"], ErrMountConflict)
+			}
+			return "", "", fmt.Errorf("%s %s exists and was not created by agent-sandbox; give agent-sandbox its own mount path in the policy (spec.sandbox.credentialAgent.vaultAuthMount / vaultSecretsMount): %w", o.kind, o.name, ErrMountConflict)
+		case m.Type != o.data["type"]:
+			// Our own mount of another plugin type: the JWT auth method of a release before the switch
+			// to the Kubernetes auth method. A mount's type cannot be changed in place.
+			return ActionReplace, fmt.Sprintf("it was a %q mount, now %q; tokens it issued are revoked", m.Type, o.data["type"]), nil
 		}
 		// The description (and its token fingerprint) is rewritten together with the config.
-		return "", nil
+		return "", "", nil
 	}
 	got, ok := cur.objects[objectKey(o.kind, o.name)]
 	if !ok {
-		return ActionCreate, nil
+		return ActionCreate, "", nil
 	}
 	if text, _ := got["policy"].(string); o.kind == kindPolicy && !managedPolicy(text) {
 		// Somebody else's policy under our name: overwriting it would change what their tokens may do.
-		return "", fmt.Errorf("%s %s exists and was not created by agent-sandbox (its text does not start with %s); rename or delete it, agent-sandbox will not overwrite it: %w", o.kind, o.name, managedPolicyHeader, ErrNotManaged)
+		return "", "", fmt.Errorf("%s %s exists and was not created by agent-sandbox (its text does not start with %s); rename or delete it, agent-sandbox will not overwrite it: %w", o.kind, o.name, managedPolicyHeader, ErrNotManaged)
 	}
 	for k, want := range o.data {
 		if slices.Contains(o.secret, k) {
 			continue
 		}
 		if !sameValue(want, got[k]) {
-			return ActionUpdate, nil
+			return ActionUpdate, "", nil
 		}
 	}
 	if o.kind == kindConfig && o.fingerprint != recordedFingerprint(mountDescription(cur, o.mount)) {
-		return ActionUpdate, nil
+		return ActionUpdate, "", nil
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // mountDescription is the description of the auth ("auth/x") or secrets ("x") mount.

@@ -152,11 +152,13 @@ func TestPlanVaultConfigWithoutRecordedToken(t *testing.T) {
 	st := stateOf(desired)
 	// A config written by an older configure: the mount records no fingerprint.
 	st.secretsMounts["k8s-creds"] = mountInfo{Type: secretsMountType, Description: secretsMountDescription}
+	// The auth method holds the same reviewer token, recorded on its own mount.
+	st.authMounts["k8s-auth"] = mountInfo{Type: authMountType, Description: describeMount(authMountDescription, "0123456789abcdef")}
 	steps, _, err := planVault(desired, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lines(steps); !slices.Equal(got, []string{"updated config k8s-creds/config"}) {
+	if got := lines(steps); !slices.Equal(got, []string{"updated config auth/k8s-auth/config", "updated config k8s-creds/config"}) {
 		t.Errorf("plan %q", got)
 	}
 }
@@ -173,6 +175,48 @@ func TestPlanVaultMountConflict(t *testing.T) {
 	st.authMounts["k8s-auth"] = mountInfo{Type: authMountType, Description: "the platform team's OIDC login"}
 	if _, _, err := planVault(desired, st); !errors.Is(err, ErrMountConflict) || !strings.Contains(err.Error(), "not created by agent-sandbox") {
 		t.Errorf("foreign mount: err = %v", err)
+	}
+}
+
+// TestPlanVaultReplacesOwnJWTMount: an install upgraded from the release that logged sandboxes in with the
+// JWT auth method has its own auth mount of type jwt at the policy's path. The plan replaces it (a mount's
+// type cannot change in place) and writes its config and roles again; nothing under it is read, compared
+// or pruned, since disabling the mount deletes all of it.
+func TestPlanVaultReplacesOwnJWTMount(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	st := stateOf(desired)
+	st.authMounts["k8s-auth"] = mountInfo{Type: "jwt", Description: authMountDescription}
+	// What readVaultState leaves out for an auth mount of the wrong type: its config and roles.
+	for _, o := range desired {
+		if strings.HasPrefix(o.path, "auth/") {
+			delete(st.objects, objectKey(o.kind, o.name))
+		}
+	}
+	delete(st.managed, kindAuthRole)
+	steps, unchanged, err := planVault(desired, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`replaced auth method auth/k8s-auth (it was a "jwt" mount, now "kubernetes"; tokens it issued are revoked)`,
+		"created config auth/k8s-auth/config",
+		"created auth role agent-sandbox-get-pods",
+		"created auth role agent-sandbox-get-pods-again",
+		"created auth role agent-sandbox-edit-config",
+	}
+	if got := lines(steps); !slices.Equal(got, want) {
+		t.Errorf("plan:\n got %q\nwant %q", got, want)
+	}
+	if unchanged != len(desired)-len(want) {
+		t.Errorf("unchanged %d, want %d", unchanged, len(desired)-len(want))
+	}
+	if steps[0].Line(true) != `would replace auth method auth/k8s-auth (it was a "jwt" mount, now "kubernetes"; tokens it issued are revoked)` {
+		t.Errorf("dry run line %q", steps[0].Line(true))
+	}
+	// Somebody else's jwt mount at that path is still never touched.
+	st.authMounts["k8s-auth"] = mountInfo{Type: "jwt", Description: "the platform team's OIDC login"}
+	if _, _, err := planVault(desired, st); !errors.Is(err, ErrMountConflict) {
+		t.Errorf("foreign jwt mount: err = %v, want ErrMountConflict", err)
 	}
 }
 
@@ -222,11 +266,13 @@ func TestChangeLine(t *testing.T) {
 		dryRun bool
 		want   string
 	}{
-		{Change{ActionCreate, "auth role", "agent-sandbox-k8s-get-pod-status"}, false, "created auth role agent-sandbox-k8s-get-pod-status"},
-		{Change{ActionUpdate, "role", "demo-app/agent-sandbox-vault"}, false, "updated role demo-app/agent-sandbox-vault"},
-		{Change{ActionDelete, "policy", "agent-sandbox-tool-x"}, false, "deleted policy agent-sandbox-tool-x (no longer in the policy)"},
-		{Change{ActionCreate, "secrets engine", "kubernetes"}, true, "would create secrets engine kubernetes"},
-		{Change{ActionDelete, "auth role", "agent-sandbox-x"}, true, "would delete auth role agent-sandbox-x (no longer in the policy)"},
+		{Change{Action: ActionCreate, Kind: "auth role", Name: "agent-sandbox-k8s-get-pod-status"}, false, "created auth role agent-sandbox-k8s-get-pod-status"},
+		{Change{Action: ActionUpdate, Kind: "role", Name: "demo-app/agent-sandbox-vault"}, false, "updated role demo-app/agent-sandbox-vault"},
+		{Change{Action: ActionDelete, Kind: "policy", Name: "agent-sandbox-tool-x"}, false, "deleted policy agent-sandbox-tool-x (no longer in the policy)"},
+		{Change{Action: ActionCreate, Kind: "secrets engine", Name: "kubernetes"}, true, "would create secrets engine kubernetes"},
+		{Change{Action: ActionDelete, Kind: "auth role", Name: "agent-sandbox-x"}, true, "would delete auth role agent-sandbox-x (no longer in the policy)"},
+		{Change{Action: ActionReplace, Kind: "auth method", Name: "auth/x", Why: "it was a jwt mount"}, false, "replaced auth method auth/x (it was a jwt mount)"},
+		{Change{Action: ActionReplace, Kind: "auth method", Name: "auth/x", Why: "it was a jwt mount"}, true, "would replace auth method auth/x (it was a jwt mount)"},
 	} {
 		if got := tc.c.Line(tc.dryRun); got != tc.want {
 			t.Errorf("Line(%v) = %q, want %q", tc.dryRun, got, tc.want)

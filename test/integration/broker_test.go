@@ -234,6 +234,8 @@ func (e *brokerEnv) testConfigure(t *testing.T) {
 		"created namespace agent-sandbox-system",
 		"created service account agent-sandbox-system/vault",
 		"created secret agent-sandbox-system/vault-token",
+		"created cluster role agent-sandbox-vault-tokenreview",
+		"created cluster role binding agent-sandbox-vault-tokenreview",
 		"created role demo-app/agent-sandbox-vault",
 		"created role binding demo-app/agent-sandbox-vault",
 		"created auth method auth/agent-sandbox-jwt",
@@ -254,8 +256,8 @@ func (e *brokerEnv) testConfigure(t *testing.T) {
 	// Vault holds what the policy says, read back without our code.
 	r := e.vaultGet(t, "auth/agent-sandbox-jwt/role/agent-sandbox-k8s-get-pod-status")
 	d := r.Data()
-	if d["bound_subject"] != "system:serviceaccount:agent-sandbox:tool-k8s-get-pod-status" || fmt.Sprint(d["bound_audiences"]) != "[vault]" ||
-		fmt.Sprint(d["bound_claims"]) != "map[/kubernetes.io/namespace:agent-sandbox /kubernetes.io/pod/name:as-k8s-get-pod-status-* /kubernetes.io/pod/uid:* /kubernetes.io/serviceaccount/name:tool-k8s-get-pod-status]" ||
+	if fmt.Sprint(d["bound_service_account_names"]) != "[tool-k8s-get-pod-status]" || fmt.Sprint(d["bound_service_account_namespaces"]) != "[agent-sandbox]" ||
+		d["audience"] != "vault" ||
 		fmt.Sprint(d["token_policies"]) != "[agent-sandbox-tool-k8s-get-pod-status]" ||
 		fmt.Sprint(d["token_ttl"]) != "600" || d["token_type"] != "service" || d["token_no_default_policy"] != true {
 		t.Errorf("auth role: %v", d)
@@ -477,9 +479,11 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	if r.Status != 403 {
 		t.Errorf("read role with the tool's token: HTTP %d, want 403", r.Status)
 	}
-	// A tool's ServiceAccount cannot log in as another tool, nor with a token for another audience, nor
-	// with a token that is not bound to a sandbox Pod of the tool (issue 9's fourth finding: what
-	// `kubectl create token tool-terraform-apply --audience vault` gives an edit user).
+	// A tool's ServiceAccount cannot log in as another tool, nor with a token for another audience. (A
+	// token bound to nothing, what `kubectl create token tool-terraform-apply --audience vault` would give
+	// (issue 9's fourth finding), is refused by admission, not by Vault: the Kubernetes auth method cannot
+	// require a Pod binding. What it checks instead, that the bound Pod still exists, is
+	// TestVaultLoginNeedsALivePod.)
 	refused := func(what string, r *harness.Response) {
 		t.Helper()
 		if r.Status != 400 && r.Status != 403 {
@@ -490,7 +494,6 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	}
 	refused("login as another tool", login("agent-sandbox-terraform-apply", podToken))
 	refused("login with the wrong audience", login("agent-sandbox-k8s-get-pod-status", e.saToken(t, "tool-k8s-get-pod-status", "https://kubernetes.default.svc")))
-	refused("login with an unbound token of the apply tool", login("agent-sandbox-terraform-apply", e.boundToken(t, "tool-terraform-apply", "vault", nil)))
 	// (A token of the apply tool bound to another tool's Pod cannot even be made: the API server refuses to
 	// bind a ServiceAccount's token to a Pod that runs as another ServiceAccount.)
 	// Through our code the refusal is ErrRejected, and says why.
@@ -514,7 +517,7 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 func (e *brokerEnv) testExpiry(t *testing.T) {
 	ctx := context.Background()
 	role := "auth/agent-sandbox-jwt/role/agent-sandbox-k8s-get-pod-status"
-	r, err := e.vault.Request(ctx, "POST", role, e.vault.RootToken, map[string]any{"role_type": "jwt", "bound_claims_type": "glob", "token_ttl": 5, "token_max_ttl": 5})
+	r, err := e.vault.Request(ctx, "POST", role, e.vault.RootToken, map[string]any{"token_ttl": 5, "token_max_ttl": 5})
 	if err != nil || r.Status/100 != 2 {
 		t.Fatalf("shorten the token TTL: %v %+v", err, r)
 	}
@@ -749,7 +752,7 @@ func (e *brokerEnv) testCredAgentFailures(t *testing.T) {
 		}, "cred-agent: vault login as role agent-sandbox-terraform-apply failed: "},
 		{"UnknownRole", func(a []string) []string {
 			return append(a, "--auth-role=agent-sandbox-nope")
-		}, "cred-agent: vault login as role agent-sandbox-nope failed: role \"agent-sandbox-nope\" could not be found"},
+		}, "cred-agent: vault login as role agent-sandbox-nope failed: invalid role name \"agent-sandbox-nope\""},
 		{"WrongAudience", func(a []string) []string {
 			return append(a, "--token-file="+e.writeFile(t, "aud", e.saToken(t, "tool-k8s-get-pod-status", "https://kubernetes.default.svc")))
 		}, "cred-agent: vault login as role agent-sandbox-k8s-get-pod-status failed: "},

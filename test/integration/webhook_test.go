@@ -111,8 +111,8 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 		}
 	}
 
-	// Vault, configured from the policy by the real command: the JWT auth method checks the tokens the
-	// Vault-direct cases bring.
+	// Vault, configured from the policy by the real command: its Kubernetes auth method has the API
+	// server review the tokens the Vault-direct cases bring.
 	vault := harness.StartVault(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "vault-token")

@@ -52,8 +52,6 @@ type vaultConfigureOptions struct {
 	KubernetesHost   string
 	KubernetesCAFile string
 	VaultNamespace   string
-	OIDCDiscoveryURL string
-	OIDCDiscoveryCA  string
 	DryRun           bool
 	// AllowUnenforced goes on when a target namespace enforces no Pod Security level, with a warning.
 	AllowUnenforced bool
@@ -69,19 +67,23 @@ func newVaultConfigureCommand(streams IO) *cobra.Command {
 		Short: "Make Vault and the cluster match the policy (idempotent; prints one line per change)",
 		Long: `configure sets up, from the policy:
 
-  in the cluster: Vault's own ServiceAccount and long-lived token in --vault-namespace-name, and in each
+  in the cluster: Vault's own ServiceAccount and long-lived token in --vault-namespace-name, a
+  ClusterRole and binding that let it create TokenReviews (and nothing else cluster-wide), and in each
   namespace a tool targets a Role holding exactly what the scopes minted there grant, plus what Vault
   needs to create and delete the per-action ServiceAccount, Role and RoleBinding;
 
-  in Vault: the JWT auth method, which checks a sandbox's service-account token against the cluster's
-  signing keys and admits only a token bound to a sandbox Pod of the tool (one login role and one ACL
-  policy per tool), and the Kubernetes secrets engine with one role per credential scope. Roles and
-  policies named agent-sandbox-* that the policy no longer declares are deleted. A mount that exists at
-  the policy's mount paths but was not created by agent-sandbox is never adopted.
+  in Vault: the Kubernetes auth method (one login role and one ACL policy per tool), which sends every
+  sandbox's service-account token to the API server (TokenReview) and admits it only for the tool's
+  ServiceAccount in the sandbox namespace, for the Vault audience, and only while the API server still
+  accepts it: the token of a deleted sandbox Pod is refused. And the Kubernetes secrets engine with one
+  role per credential scope. Roles and policies named agent-sandbox-* that the policy no longer declares
+  are deleted. A mount that exists at the policy's mount paths but was not created by agent-sandbox is
+  never adopted.
 
-The signing keys are read from the API server (/openid/v1/jwks) and given to Vault: run configure again
-after the cluster rotates its service-account signing key, or pass --oidc-discovery-url to let Vault
-fetch them itself (GKE and EKS publish the cluster's issuer).
+Upgrading from a release that logged sandboxes in with the JWT auth method: configure finds its own
+auth mount of type jwt and replaces it ("replaced auth method ..."; --dry-run: "would replace"),
+which revokes the Vault tokens that mount issued (calls running at that moment fail), then writes the
+Kubernetes auth method's config and roles.
 
 The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it needs rights to enable mounts
 and write policies (an admin or root token). ACL policies named agent-sandbox-* that configure did not
@@ -122,8 +124,13 @@ chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_
 	f.StringVar(&o.KubernetesHost, "kubernetes-host", "", "the API server's URL as Vault reaches it (default: the kubeconfig's server)")
 	f.StringVar(&o.KubernetesCAFile, "kubernetes-ca-file", "", "the API server's CA bundle as Vault should trust it (default: the kubeconfig's CA)")
 	f.StringVar(&o.VaultNamespace, "vault-namespace-name", broker.DefaultVaultNamespace, "namespace for Vault's own ServiceAccount and token")
-	f.StringVar(&o.OIDCDiscoveryURL, "oidc-discovery-url", "", "let Vault fetch the cluster's service-account signing keys from this OIDC issuer URL instead of giving it the keys")
-	f.StringVar(&o.OIDCDiscoveryCA, "oidc-discovery-ca-file", "", "CA bundle of --oidc-discovery-url, if it is not signed by a public CA")
+	// The JWT auth method's flags: accepted, so that an upgrade's scripts keep working, and ignored.
+	var ignored string
+	f.StringVar(&ignored, "oidc-discovery-url", "", "ignored")
+	f.StringVar(&ignored, "oidc-discovery-ca-file", "", "ignored")
+	for _, name := range []string{"oidc-discovery-url", "oidc-discovery-ca-file"} {
+		_ = f.MarkDeprecated(name, "it is ignored: Vault's Kubernetes auth method asks the API server about every token (TokenReview) and needs no signing keys")
+	}
 	f.BoolVar(&o.DryRun, "dry-run", false, "print what would change and change nothing")
 	f.BoolVar(&o.AllowUnenforced, allowUnenforcedFlag, false, "go on, with a warning, when a target namespace enforces no Pod Security level (no pod-security.kubernetes.io/enforce label, or privileged)")
 	return cmd
@@ -216,12 +223,6 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var discoveryCA []byte
-	if o.OIDCDiscoveryCA != "" {
-		if discoveryCA, err = os.ReadFile(o.OIDCDiscoveryCA); err != nil {
-			return fmt.Errorf("--oidc-discovery-ca-file: %w", err)
-		}
-	}
 	_, err = broker.Configure(ctx, broker.ConfigureConfig{
 		Policy:                    pol,
 		Kube:                      kube,
@@ -232,8 +233,6 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 		VaultNamespace:            o.VaultNamespace,
 		DryRun:                    o.DryRun,
 		VaultEnterpriseNamespace:  vaultNS,
-		OIDCDiscoveryURL:          o.OIDCDiscoveryURL,
-		OIDCDiscoveryCA:           discoveryCA,
 		AllowUnenforcedNamespaces: o.AllowUnenforced,
 		Out:                       o.streams.Out,
 		Warnings:                  o.streams.ErrOut,
