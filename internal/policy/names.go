@@ -6,8 +6,9 @@ import "strings"
 // `agent-sandbox vault configure` can prune what the policy no longer declares without touching anything else.
 const VaultPrefix = "agent-sandbox-"
 
-// VaultAuthRole is the JWT auth role the tool's credential agent logs in with. It accepts only a token of
-// the tool's ServiceAccount in the sandbox namespace that is bound to one of the tool's sandbox Pods.
+// VaultAuthRole is the Kubernetes auth role the tool's credential agent logs in with. It accepts only a
+// token of the tool's ServiceAccount in the sandbox namespace, for the Vault audience, that the API server
+// still vouches for (TokenReview: a Pod-bound token dies with its Pod).
 func (t *Tool) VaultAuthRole() string { return VaultPrefix + dashed(t.Name) }
 
 // VaultPolicy is the Vault policy attached to the tool's login: it may read only its own scope's creds path.

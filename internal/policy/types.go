@@ -111,8 +111,9 @@ type CredentialAgent struct {
 	VaultCACertConfigMap string `json:"vaultCACertConfigMap,omitempty"`
 	// VaultAudience is the audience of the projected service-account token the agent logs in with.
 	VaultAudience string `json:"vaultAudience,omitempty"`
-	// VaultAuthMount and VaultSecretsMount are the mount paths of Vault's JWT auth method and
-	// Kubernetes secrets engine.
+	// VaultAuthMount and VaultSecretsMount are the mount paths of Vault's Kubernetes auth method (it checks
+	// every login with the API server's TokenReview, so a deleted Pod's token is refused) and Kubernetes
+	// secrets engine.
 	VaultAuthMount    string `json:"vaultAuthMount,omitempty"`
 	VaultSecretsMount string `json:"vaultSecretsMount,omitempty"`
 	// VaultNamespace, when set, is the Vault Enterprise / HCP Vault namespace (for example admin/team-a)

@@ -80,7 +80,7 @@ credential.failed event, and the agent stays up until it is stopped.`,
 	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address")
 	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default: the system roots)")
 	f.StringVar(&o.VaultNamespace, "vault-namespace", "", "Vault Enterprise / HCP Vault namespace of both mounts (default: the root namespace)")
-	f.StringVar(&o.AuthMount, "auth-mount", policy.DefaultVaultAuthMount, "mount path of Vault's JWT auth method")
+	f.StringVar(&o.AuthMount, "auth-mount", policy.DefaultVaultAuthMount, "mount path of Vault's Kubernetes auth method")
 	f.StringVar(&o.AuthRole, "auth-role", "", "Vault login role (the tool's)")
 	f.StringVar(&o.SecretsMount, "secrets-mount", policy.DefaultVaultSecretsMount, "mount path of Vault's Kubernetes secrets engine")
 	f.StringVar(&o.SecretsRole, "secrets-role", "", "secrets engine role (the tool's scope)")
