@@ -17,7 +17,7 @@
 #                                leaves the egress to Vault to HELM_VALUES (networkPolicy.extraEgress, an
 #                                in-cluster Vault).
 #   HELM_VALUES=a.yaml,b.yaml    more values files for the chart (GKE's sandbox.nodeSelector/tolerations, say).
-#   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--vault-namespace ..., --allow-unenforced-namespaces).
+#   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--allow-unenforced-namespaces, say).
 #                                vault configure refuses a target namespace of the policy's tools that enforces
 #                                no Pod Security level: label it (kubectl label ns demo-app
 #                                pod-security.kubernetes.io/enforce=baseline) or, if a cluster-wide default
