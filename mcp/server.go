@@ -126,8 +126,3 @@ func progress(ctx context.Context, req *sdk.CallToolRequest) service.Progress {
 		_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: stage, Progress: float64(n), Total: float64(total)})
 	}
 }
-
-// RunStdio serves one client over stdin/stdout until it disconnects or ctx ends.
-func RunStdio(ctx context.Context, s *sdk.Server) error {
-	return s.Run(ctx, &sdk.StdioTransport{})
-}

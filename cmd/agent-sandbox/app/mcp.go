@@ -43,6 +43,9 @@ type mcpOptions struct {
 	AllowedOrigins []string
 	LogLevel       string
 	OTLPEndpoint   string
+	// MaxMessageBytes and MaxMessageDepth bound one JSON-RPC message read over stdio.
+	MaxMessageBytes int
+	MaxMessageDepth int
 
 	httpToken string
 	// otlpURL is where traces go, resolved from --otlp-endpoint or the environment ("" = tracing off).
@@ -121,6 +124,8 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
 	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
+	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", mcp.DefaultMaxMessageBytes, "stdio: the longest JSON-RPC message (one line) the server reads; a longer one is answered with an invalid-request error and the server goes on serving")
+	f.IntVar(&o.MaxMessageDepth, "max-message-depth", mcp.DefaultMaxMessageDepth, "stdio: the deepest nesting of objects and arrays in one JSON-RPC message; a deeper one is answered with an invalid-request error")
 	f.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces of every tool call to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; a URL with a path is the full traces URL) [default $"+telemetry.EnvEndpoint+" or $"+telemetry.EnvTracesEndpoint+"; none: no tracing]")
 	return cmd
 }
@@ -168,6 +173,9 @@ func (o *mcpOptions) Validate() error {
 	var errs []error
 	if o.MaxConcurrency < 1 {
 		errs = append(errs, errors.New("--max-concurrency must be at least 1"))
+	}
+	if o.MaxMessageBytes < 1024 || o.MaxMessageDepth < 8 {
+		errs = append(errs, errors.New("--max-message-bytes must be at least 1024 and --max-message-depth at least 8 (an MCP initialize message needs that much)"))
 	}
 	if st, err := os.Stat(o.Workspaces); err != nil || !st.IsDir() {
 		errs = append(errs, fmt.Errorf("--workspaces %s is not a folder", o.Workspaces))
@@ -363,7 +371,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		if err != nil {
 			return err
 		}
-		return mcp.RunStdio(ctx, server)
+		return mcp.RunStdio(ctx, server, mcp.StdioLimits{MaxMessageBytes: o.MaxMessageBytes, MaxDepth: o.MaxMessageDepth})
 	}
 
 	reg := prometheus.NewRegistry()
