@@ -15,6 +15,7 @@ import (
 // stdioPeer is a client speaking raw lines to ServeIO over pipes, as an agent does over stdio.
 type stdioPeer struct {
 	t    *testing.T
+	svc  *fakeService
 	in   io.WriteCloser
 	out  *bufio.Reader
 	done chan error
@@ -26,13 +27,14 @@ func startStdio(t *testing.T, limits StdioLimits) *stdioPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := NewServer(&fakeService{p: p}, "test", nil)
+	svc := &fakeService{p: p}
+	server, err := NewServer(svc, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cr, cw := io.Pipe()
 	sr, sw := io.Pipe()
-	peer := &stdioPeer{t: t, in: cw, out: bufio.NewReaderSize(sr, 1<<20), done: make(chan error, 1)}
+	peer := &stdioPeer{t: t, svc: svc, in: cw, out: bufio.NewReaderSize(sr, 1<<20), done: make(chan error, 1)}
 	go func() {
 		err := ServeIO(context.Background(), server, cr, sw, limits)
 		sw.Close()
@@ -179,6 +181,12 @@ func TestStdioSurvivesHostileMessages(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"k8s_get_pod_status","arguments":{"namespace":"demo-app"}}}`)
 	if r := p.next(); string(r.ID) != "15" || !strings.Contains(string(r.Result), "web-1") {
 		t.Errorf("tool call after the hostile lines: %s %s %+v", r.ID, r.Result, r.Error)
+	}
+	// The call names its client for the audit budget per client.
+	p.svc.mu.Lock()
+	defer p.svc.mu.Unlock()
+	if len(p.svc.clients) != 1 || p.svc.clients[0] != "stdio" {
+		t.Errorf("the service saw clients %q, want [stdio]", p.svc.clients)
 	}
 }
 

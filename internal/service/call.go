@@ -77,7 +77,7 @@ func (s *Service) workspaceFolders() []string {
 // output is the structured result (it always carries the call's request_id).
 func (s *Service) Call(ctx context.Context, tool string, args map[string]any, progress Progress) (out any, err error) {
 	start := time.Now()
-	c, err := s.begin(tool, args, progress)
+	c, err := s.begin(ctx, tool, args, progress)
 	if err != nil {
 		return nil, err
 	}

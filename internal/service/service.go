@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -62,7 +63,13 @@ type Service struct {
 	// Tracer traces every call from its request to its result (nil: no tracing); the trace's ID is derived
 	// from the request ID (telemetry.TraceIDFor).
 	Tracer *telemetry.Tracer
-	Now    func() time.Time
+	// AuditLimits bound the audit bytes of one call's arguments and of each client per window (zero:
+	// the defaults).
+	AuditLimits AuditLimits
+	Now         func() time.Time
+
+	budgetOnce  sync.Once
+	auditBudget *auditBudget
 }
 
 // Kind classifies a refused or failed call.
@@ -97,6 +104,7 @@ type call struct {
 	s        *Service
 	id       string
 	tool     string
+	client   string // the MCP client the call came from, for its audit budget
 	progress Progress
 	// auditErr collects audit writes that failed after the call began.
 	auditErr error
@@ -106,7 +114,11 @@ type call struct {
 	outcome string
 }
 
-func (s *Service) begin(tool string, params map[string]any, progress Progress) (*call, error) {
+func (s *Service) begin(ctx context.Context, tool string, params map[string]any, progress Progress) (*call, error) {
+	client := ClientOf(ctx)
+	if err := s.checkBudget(client, tool); err != nil {
+		return nil, err
+	}
 	id, err := approval.NewRequestID()
 	if err != nil {
 		return nil, err
@@ -114,28 +126,32 @@ func (s *Service) begin(tool string, params map[string]any, progress Progress) (
 	if progress == nil {
 		progress = func(string, int, int) {}
 	}
-	c := &call{s: s, id: id, tool: tool, progress: progress}
+	c := &call{s: s, id: id, tool: tool, client: client, progress: progress}
 	// Without an audit record there is no call: refuse rather than run unrecorded, and refuse up front when
 	// the whole chain would not fit.
 	if err := s.Audit.CheckSpace(audit.CallReserve); err != nil {
 		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
 	}
-	fields := map[string]any{"params": params}
+	fields := map[string]any{"params": s.auditParams(params)}
 	if s.Instance != "" {
 		fields[FieldServer] = s.Instance
 	}
-	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields}); err != nil {
+	n, err := s.Audit.WriteSize(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields})
+	if err != nil {
 		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
 	}
+	s.budget().charge(client, n, s.now())
 	return c, nil
 }
 
 func (c *call) audit(event string, fields map[string]any) {
 	// A failed write after the call began must not pass silently, nor turn a finished sandbox run into a
 	// false failure: it is kept and reported through Service.OnAuditError when the call ends.
-	if err := c.s.Audit.Write(audit.Event{RequestID: c.id, Name: event, Tool: c.tool, Fields: fields}); err != nil {
+	n, err := c.s.Audit.WriteSize(audit.Event{RequestID: c.id, Name: event, Tool: c.tool, Fields: fields})
+	if err != nil {
 		c.auditErr = errors.Join(c.auditErr, err)
 	}
+	c.s.budget().charge(c.client, n, c.s.now())
 }
 
 // fail ends the call with a domain error and records it.
