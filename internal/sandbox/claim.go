@@ -55,6 +55,9 @@ func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSecond
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if err := RunBeforeCreate(ctx); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	limit := 2 * time.Minute
 	if deadlineSeconds != nil {

@@ -101,6 +101,34 @@ func NewRunner(c kubernetes.Interface, namespace string, maxConcurrent int) *Run
 	return &Runner{Client: c, Namespace: namespace, PollInterval: 100 * time.Millisecond, sem: make(chan struct{}, maxConcurrent)}
 }
 
+type beforeCreateKey struct{}
+
+// beforeCreate is a call's hook, run at most once however often the call tries (a warm claim, then cold).
+type beforeCreate struct {
+	once sync.Once
+	fn   func(context.Context) error
+	err  error
+}
+
+// WithBeforeCreate returns ctx carrying fn, which Run and RunCall call once the call holds its concurrency
+// slot and before they create or claim anything: what the Job needs (its workspace ConfigMap) is published
+// only by a call that is about to run, not by one that waits for a slot or is cancelled while waiting. fn
+// runs at most once per ctx; an error from it ends the call before any Job exists.
+func WithBeforeCreate(ctx context.Context, fn func(context.Context) error) context.Context {
+	return context.WithValue(ctx, beforeCreateKey{}, &beforeCreate{fn: fn})
+}
+
+// RunBeforeCreate runs the hook of ctx (WithBeforeCreate), if any, once; a Runner calls it once it holds the
+// call's slot, before it creates or claims anything.
+func RunBeforeCreate(ctx context.Context) error {
+	h, _ := ctx.Value(beforeCreateKey{}).(*beforeCreate)
+	if h == nil {
+		return nil
+	}
+	h.once.Do(func() { h.err = h.fn(ctx) })
+	return h.err
+}
+
 // Run submits job and waits for it; progress is called at each stage. The Job is always deleted before Run
 // returns, also when ctx is cancelled (the call was cancelled) or the run fails.
 func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)) (*Result, error) {
@@ -113,6 +141,9 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 		defer func() { <-r.sem }()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if err := RunBeforeCreate(ctx); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	res := &Result{JobName: job.Name, ExitCode: -1}

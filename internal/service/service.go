@@ -33,7 +33,10 @@ type Runner interface {
 // WorkspaceStore publishes a workspace's files and saved plans to the sandbox namespace (as immutable,
 // content-addressed ConfigMaps).
 type WorkspaceStore interface {
-	EnsureWorkspace(ctx context.Context, name string, files map[string]string) error
+	// EnsureWorkspace creates the workspace ConfigMap or accepts the existing one; created says which.
+	EnsureWorkspace(ctx context.Context, name string, files map[string]string) (created bool, err error)
+	// DeleteWorkspace deletes a workspace ConfigMap that a cancelled call created.
+	DeleteWorkspace(ctx context.Context, name string) error
 	EnsurePlan(ctx context.Context, planID string, plan []byte) error
 	// PlanExists returns an error saying why when the saved plan is not there.
 	PlanExists(ctx context.Context, planID string) error
@@ -70,6 +73,9 @@ type Service struct {
 
 	budgetOnce  sync.Once
 	auditBudget *auditBudget
+	// wsUsers counts the calls of this server that use each workspace ConfigMap now.
+	wsMu    sync.Mutex
+	wsUsers map[string]int
 }
 
 // Kind classifies a refused or failed call.
@@ -105,6 +111,8 @@ type call struct {
 	id       string
 	tool     string
 	client   string // the MCP client the call came from, for its audit budget
+	// ws is the call's workspace, published once the call holds its concurrency slot (nil: none).
+	ws *workspace
 	progress Progress
 	// auditErr collects audit writes that failed after the call began.
 	auditErr error
@@ -200,6 +208,9 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 			return nil, c.fail(KindFailed, err)
 		}
 	}
+	if c.ws != nil {
+		ctx = sandbox.WithBeforeCreate(ctx, func(ctx context.Context) error { return c.s.publish(ctx, c.ws) })
+	}
 	res, err := c.runOnce(ctx, inv, job, claim)
 	if claim != "" && err == nil && res != nil && res.Warm && inv.Tool.Tier == policy.TierRead && unreachableAPI(res) {
 		// A read tool on a warm Pod that could not reach the API server had no effect: run it once more, cold,
@@ -208,6 +219,8 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 		c.trace.Event(telemetry.Event{Name: EventSandboxRetried, Time: time.Now(), Attrs: map[string]any{"job": res.JobName}})
 		res, err = c.runOnce(ctx, inv, job, "")
 	}
+	// A cancelled call, or one that failed before its Job existed, leaves no workspace it created behind.
+	c.releaseWorkspace(c.ws, err != nil && (res == nil || errors.Is(err, context.Canceled)))
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
