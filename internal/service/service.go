@@ -107,12 +107,12 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // call is one tool call in progress: its correlation ID and audit trail.
 type call struct {
-	s        *Service
-	id       string
-	tool     string
-	client   string // the MCP client the call came from, for its audit budget
+	s      *Service
+	id     string
+	tool   string
+	client string // the MCP client the call came from, for its audit budget
 	// ws is the call's workspace, published once the call holds its concurrency slot (nil: none).
-	ws *workspace
+	ws       *workspace
 	progress Progress
 	// auditErr collects audit writes that failed after the call began.
 	auditErr error
