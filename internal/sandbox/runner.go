@@ -161,6 +161,9 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 	}()
 
 	if err := r.follow(ctx, created, res, progress); err != nil {
+		// Cancelled or failed: the Job is deleted now, and what its credential agent reports as it stops (the
+		// credential it issued, its revocation) is collected for the audit, for a bounded time.
+		res.CredentialEvents = r.StopAndCollect(created.Name)
 		return res, err
 	}
 	c := time.Now()
@@ -400,6 +403,48 @@ func (r *Runner) logs(ctx context.Context, pod, container string) ([]byte, error
 	}
 	defer rc.Close()
 	return io.ReadAll(io.LimitReader(rc, maxLogBytes))
+}
+
+// credentialCollectTimeout bounds how long a cancelled or failed call waits, after deleting its Job, for the
+// credential agent to revoke its credential and report it (it has the Pod's grace period to do so).
+const credentialCollectTimeout = 20 * time.Second
+
+// StopAndCollect deletes a call's Job (its Pod gets SIGTERM, so the credential agent revokes its lease) and
+// returns the credential agent's events (credential.issued, credential.revoked, ...) as its log holds them
+// when the agent has exited, or after credentialCollectTimeout: a call that ends early still records the
+// credential it had and its revocation. It uses its own context (the call's may have ended). No Pod, or an
+// agent that never started, gives no events.
+func (r *Runner) StopAndCollect(job string) []map[string]any {
+	ctx, cancel := context.WithTimeout(context.Background(), credentialCollectTimeout)
+	defer cancel()
+	pod, err := r.pod(ctx, job)
+	started := false
+	if err == nil {
+		for _, s := range pod.Status.InitContainerStatuses {
+			if s.Name == contract.CredentialAgentContainer && (s.State.Running != nil || s.State.Terminated != nil) {
+				started = true
+			}
+		}
+	}
+	r.delete(job)
+	if !started {
+		return nil
+	}
+	// Follow the agent's log to its end: the container exits after it revoked (or the timeout ends it).
+	rc, err := r.agentLog(ctx, pod.Name)
+	if err != nil {
+		// A Pod already gone takes its log with it; a finished agent's log is still there.
+		out, lerr := r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
+		if lerr != nil {
+			return nil
+		}
+		events, _, _ := parseEvents(out)
+		return events
+	}
+	defer rc.Close()
+	out, _ := io.ReadAll(io.LimitReader(rc, maxLogBytes))
+	events, _, _ := parseEvents(out)
+	return events
 }
 
 // DeleteJob removes a sandbox Job of this namespace and its Pod (the Pod gets SIGTERM, so its credential

@@ -265,6 +265,7 @@ func (c *call) runOnce(ctx context.Context, inv *policy.Invocation, job *batchv1
 		c.audit(audit.EventSandboxCompleted, map[string]any{"job": res.JobName, "warm": res.Warm, "exit_code": res.ExitCode, "ok": err == nil && res.ExitCode == 0,
 			"timings_ms": timingsMS(res.Timings)})
 		c.credentialEvents(res, audit.EventCredentialRevoked)
+		c.unrevoked(res.CredentialEvents)
 		c.tracePhases(res, start)
 	}
 	return res, err
@@ -284,6 +285,57 @@ func (c *call) credentialEvents(res *sandbox.Result, name string) {
 		}
 		c.audit(name, fields)
 	}
+}
+
+// eventRevokeFailed is the credential agent's event for a revocation Vault refused (broker.EventRevokeFailed).
+const eventRevokeFailed = "credential.revoke_failed"
+
+// unrevoked closes the audit record of every credential issued without a reported revocation (a call
+// cancelled or killed before the agent reported it, or a revocation Vault refused) with a credential.revoked
+// whose status is "unknown" or "failed", naming the lease and when it ends at the latest (its issue time
+// plus its TTL), so that the audit says when the credential is gone.
+func (c *call) unrevoked(events []map[string]any) {
+	for _, f := range unrevokedFields(events, time.Now()) {
+		c.audit(audit.EventCredentialRevoked, f)
+	}
+}
+
+// unrevokedFields are the credential.revoked fields unrevoked writes for events.
+func unrevokedFields(events []map[string]any, now time.Time) []map[string]any {
+	revoked, failed := map[string]bool{}, map[string]map[string]any{}
+	for _, ev := range events {
+		id, _ := ev["lease_id"].(string)
+		switch ev["event"] {
+		case audit.EventCredentialRevoked:
+			revoked[id] = true
+		case eventRevokeFailed:
+			failed[id] = ev
+		}
+	}
+	var out []map[string]any
+	for _, ev := range events {
+		id, _ := ev["lease_id"].(string)
+		if ev["event"] != audit.EventCredentialIssued || revoked[id] {
+			continue
+		}
+		issued := now
+		if t, err := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["time"])); err == nil {
+			issued = t
+		}
+		ttl, _ := ev["ttl_seconds"].(float64)
+		if ttl <= 0 {
+			ttl = 600 // Vault's lease for a per-action credential (README invariant 6)
+		}
+		f := map[string]any{"lease_id": id, "status": "unknown", "service_account": ev["service_account"],
+			"lease_ends_by": issued.Add(time.Duration(ttl) * time.Second).UTC().Format(time.RFC3339),
+			"reason":        "the call ended before the credential agent reported a revocation; the Job was deleted (SIGTERM makes the agent revoke) and the lease ends with its TTL at the latest"}
+		if fe, ok := failed[id]; ok {
+			f["status"], f["reason"] = "failed", "Vault refused the revocation; the lease ends with its TTL"
+			f["error"] = fe["error"]
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func timingsMS(t sandbox.Timings) map[string]int64 {
