@@ -11,7 +11,7 @@ import (
 )
 
 // Outcomes of a tool call, the "outcome" label of the metrics: OutcomeOK, OutcomeApprovalRequired, a
-// service.Kind ("denied", "invalid", "failed", "approval"), or OutcomeError for anything else (a
+// service.Kind ("denied", "invalid", "failed", "approval", "rate_limited"), or OutcomeError for anything else (a
 // cancelled call, say).
 const (
 	OutcomeOK               = "ok"
@@ -86,7 +86,7 @@ func outcomeOf(err error) string {
 	var se *service.Error
 	if errors.As(err, &se) {
 		switch se.Kind {
-		case service.KindDenied, service.KindInvalid, service.KindFailed, service.KindApproval:
+		case service.KindDenied, service.KindInvalid, service.KindFailed, service.KindApproval, service.KindRateLimited:
 			return string(se.Kind)
 		case service.KindApprovalRequired:
 			return OutcomeApprovalRequired

@@ -86,7 +86,7 @@ func callHandler(svc Service, name string) sdk.ToolHandler {
 				return toolError("invalid: the arguments are not a JSON object"), nil
 			}
 		}
-		out, err := svc.Call(ctx, name, args, progress(ctx, req))
+		out, err := svc.Call(service.WithClient(ctx, clientID(req.Session)), name, args, progress(ctx, req))
 		if err != nil {
 			return toolError(errorText(err)), nil
 		}
@@ -96,6 +96,15 @@ func callHandler(svc Service, name string) sdk.ToolHandler {
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(data)}}, StructuredContent: json.RawMessage(data)}, nil
 	}
+}
+
+// clientID names the client of a session for the audit budget per client: "stdio" for the one stdio
+// client, "http:" and the session ID for a streamable HTTP session.
+func clientID(ss *sdk.ServerSession) string {
+	if ss == nil || ss.ID() == "" {
+		return "stdio"
+	}
+	return "http:" + ss.ID()
 }
 
 func toolError(text string) *sdk.CallToolResult {
@@ -125,9 +134,4 @@ func progress(ctx context.Context, req *sdk.CallToolRequest) service.Progress {
 		// A notification that cannot be delivered must not fail the call.
 		_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Message: stage, Progress: float64(n), Total: float64(total)})
 	}
-}
-
-// RunStdio serves one client over stdin/stdout until it disconnects or ctx ends.
-func RunStdio(ctx context.Context, s *sdk.Server) error {
-	return s.Run(ctx, &sdk.StdioTransport{})
 }

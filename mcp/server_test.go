@@ -26,6 +26,8 @@ type fakeService struct {
 	mu    sync.Mutex
 	calls []string
 	p     *policy.Compiled
+	// clients are the clients the calls came from (service.ClientOf).
+	clients []string
 }
 
 func (f *fakeService) record(s string) {
@@ -38,8 +40,11 @@ func (f *fakeService) Tools() ([]service.ToolInfo, error) {
 	return (&service.Service{Policy: f.p}).Tools()
 }
 
-func (f *fakeService) Call(_ context.Context, tool string, args map[string]any, p service.Progress) (any, error) {
+func (f *fakeService) Call(ctx context.Context, tool string, args map[string]any, p service.Progress) (any, error) {
 	f.record(tool)
+	f.mu.Lock()
+	f.clients = append(f.clients, service.ClientOf(ctx))
+	f.mu.Unlock()
 	t, err := f.p.Tool(tool)
 	if err != nil {
 		return nil, &service.Error{Kind: service.KindDenied, Message: err.Error()}

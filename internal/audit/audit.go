@@ -190,12 +190,14 @@ type Log struct {
 	now  func() time.Time
 	sync bool
 
-	mu     sync.Mutex
-	f      *os.File
-	seq    int64  // seq of the last line in the file as this Log knows it
-	prev   string // hash of the last line's bytes, the next line's prev
-	size   int64  // file size after this Log's last read or write; -1 forces a re-read
-	closed bool
+	mu   sync.Mutex
+	f    *os.File
+	seq  int64  // seq of the last line in the file as this Log knows it
+	prev string // hash of the last line's bytes, the next line's prev
+	size int64  // file size after this Log's last read or write; -1 forces a re-read
+	// lastLen is the length of the line this Log appended last, '\n' included.
+	lastLen int
+	closed  bool
 }
 
 // Open opens (creating it with mode 0600, and its directory with mode 0700, if missing) the audit log at
@@ -234,8 +236,15 @@ func (l *Log) Path() string { return l.path }
 // WithSync(false), synced). An error means the line may be missing; the chain is still consistent, since
 // the next Write re-reads the file's tail first.
 func (l *Log) Write(e Event) error {
+	_, err := l.WriteSize(e)
+	return err
+}
+
+// WriteSize is Write that also returns the length of the line it wrote, its '\n' included, for callers that
+// account for what they write (the MCP server's audit budget per client).
+func (l *Log) WriteSize(e Event) (int, error) {
 	if e.Name == "" {
-		return fmt.Errorf("%w: empty event name", ErrInvalidEvent)
+		return 0, fmt.Errorf("%w: empty event name", ErrInvalidEvent)
 	}
 	// Bound first, so that neither the scrubber nor the encoder ever handles a huge value.
 	fields := scrubFields(e.Fields)
@@ -246,7 +255,7 @@ func (l *Log) Write(e Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	err := l.locked(func() error {
 		if _, err := l.syncTail(); err != nil {
@@ -255,9 +264,9 @@ func (l *Log) Write(e Event) error {
 		return l.append(e, fields)
 	})
 	if err != nil {
-		return fmt.Errorf("write audit event %s: %w", e.Name, err)
+		return 0, fmt.Errorf("write audit event %s: %w", e.Name, err)
 	}
-	return nil
+	return l.lastLen, nil
 }
 
 // Head returns the head of the chain: the hex SHA-256 of the last line in the file (the prev the next line
@@ -364,6 +373,7 @@ func (l *Log) append(e Event, fields map[string]any) error {
 	l.seq++
 	l.prev = hashHex(line)
 	l.size += int64(len(buf))
+	l.lastLen = len(buf)
 	return nil
 }
 

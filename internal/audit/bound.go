@@ -201,3 +201,21 @@ func boundFields(fields map[string]any, encoded []byte) (map[string]any, error) 
 	}
 	return truncated(len(b), hashOf(b)), nil
 }
+
+// Summarize returns v, or, when v is longer than maxBytes, the object that stands for a truncated value:
+// {"truncated": true, "bytes": N, "sha256": "<hex SHA-256>"} of a string's own bytes, or of any other
+// value's JSON encoding (maps encode with sorted keys, so whoever holds the original value can match the
+// summary). A value that cannot be encoded is returned as it is (Write notes it as unencodable).
+func Summarize(v any, maxBytes int) any {
+	if s, ok := v.(string); ok {
+		if len(s) <= maxBytes {
+			return s
+		}
+		return truncated(len(s), hashOf(s))
+	}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= maxBytes {
+		return v
+	}
+	return truncated(len(b), hashOf(b))
+}

@@ -55,6 +55,9 @@ func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSecond
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if err := RunBeforeCreate(ctx); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	limit := 2 * time.Minute
 	if deadlineSeconds != nil {
@@ -81,6 +84,10 @@ func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSecond
 	}()
 
 	if err := r.followWarm(fctx, pod.Name, stream, res, progress, jobName); err != nil {
+		if len(res.CredentialEvents) == 0 {
+			// Cancelled or failed: collect the credential agent's events as it stops (see StopAndCollect).
+			res.CredentialEvents = r.StopAndCollect(jobName)
+		}
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}

@@ -101,6 +101,34 @@ func NewRunner(c kubernetes.Interface, namespace string, maxConcurrent int) *Run
 	return &Runner{Client: c, Namespace: namespace, PollInterval: 100 * time.Millisecond, sem: make(chan struct{}, maxConcurrent)}
 }
 
+type beforeCreateKey struct{}
+
+// beforeCreate is a call's hook, run at most once however often the call tries (a warm claim, then cold).
+type beforeCreate struct {
+	once sync.Once
+	fn   func(context.Context) error
+	err  error
+}
+
+// WithBeforeCreate returns ctx carrying fn, which Run and RunCall call once the call holds its concurrency
+// slot and before they create or claim anything: what the Job needs (its workspace ConfigMap) is published
+// only by a call that is about to run, not by one that waits for a slot or is cancelled while waiting. fn
+// runs at most once per ctx; an error from it ends the call before any Job exists.
+func WithBeforeCreate(ctx context.Context, fn func(context.Context) error) context.Context {
+	return context.WithValue(ctx, beforeCreateKey{}, &beforeCreate{fn: fn})
+}
+
+// RunBeforeCreate runs the hook of ctx (WithBeforeCreate), if any, once; a Runner calls it once it holds the
+// call's slot, before it creates or claims anything.
+func RunBeforeCreate(ctx context.Context) error {
+	h, _ := ctx.Value(beforeCreateKey{}).(*beforeCreate)
+	if h == nil {
+		return nil
+	}
+	h.once.Do(func() { h.err = h.fn(ctx) })
+	return h.err
+}
+
 // Run submits job and waits for it; progress is called at each stage. The Job is always deleted before Run
 // returns, also when ctx is cancelled (the call was cancelled) or the run fails.
 func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)) (*Result, error) {
@@ -113,6 +141,9 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 		defer func() { <-r.sem }()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if err := RunBeforeCreate(ctx); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	res := &Result{JobName: job.Name, ExitCode: -1}
@@ -130,6 +161,9 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 	}()
 
 	if err := r.follow(ctx, created, res, progress); err != nil {
+		// Cancelled or failed: the Job is deleted now, and what its credential agent reports as it stops (the
+		// credential it issued, its revocation) is collected for the audit, for a bounded time.
+		res.CredentialEvents = r.StopAndCollect(created.Name)
 		return res, err
 	}
 	c := time.Now()
@@ -369,6 +403,48 @@ func (r *Runner) logs(ctx context.Context, pod, container string) ([]byte, error
 	}
 	defer rc.Close()
 	return io.ReadAll(io.LimitReader(rc, maxLogBytes))
+}
+
+// credentialCollectTimeout bounds how long a cancelled or failed call waits, after deleting its Job, for the
+// credential agent to revoke its credential and report it (it has the Pod's grace period to do so).
+const credentialCollectTimeout = 20 * time.Second
+
+// StopAndCollect deletes a call's Job (its Pod gets SIGTERM, so the credential agent revokes its lease) and
+// returns the credential agent's events (credential.issued, credential.revoked, ...) as its log holds them
+// when the agent has exited, or after credentialCollectTimeout: a call that ends early still records the
+// credential it had and its revocation. It uses its own context (the call's may have ended). No Pod, or an
+// agent that never started, gives no events.
+func (r *Runner) StopAndCollect(job string) []map[string]any {
+	ctx, cancel := context.WithTimeout(context.Background(), credentialCollectTimeout)
+	defer cancel()
+	pod, err := r.pod(ctx, job)
+	started := false
+	if err == nil {
+		for _, s := range pod.Status.InitContainerStatuses {
+			if s.Name == contract.CredentialAgentContainer && (s.State.Running != nil || s.State.Terminated != nil) {
+				started = true
+			}
+		}
+	}
+	r.delete(job)
+	if !started {
+		return nil
+	}
+	// Follow the agent's log to its end: the container exits after it revoked (or the timeout ends it).
+	rc, err := r.agentLog(ctx, pod.Name)
+	if err != nil {
+		// A Pod already gone takes its log with it; a finished agent's log is still there.
+		out, lerr := r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
+		if lerr != nil {
+			return nil
+		}
+		events, _, _ := parseEvents(out)
+		return events
+	}
+	defer rc.Close()
+	out, _ := io.ReadAll(io.LimitReader(rc, maxLogBytes))
+	events, _, _ := parseEvents(out)
+	return events
 }
 
 // DeleteJob removes a sandbox Job of this namespace and its Pod (the Pod gets SIGTERM, so its credential

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,16 +53,33 @@ type Workspaces struct {
 }
 
 // EnsureWorkspace creates the ConfigMap, or accepts an existing one of that name: names are
-// content-addressed, so the same name means the same files.
-func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map[string]string) error {
+// content-addressed, so the same name means the same files. created reports whether this call created it.
+func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map[string]string) (created bool, _ error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.Namespace, Labels: map[string]string{LabelWorkspace: "true"}},
 		Data:       files,
 		Immutable:  ptr.To(true),
 	}
 	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap %s: %w", name, classifyCreate(err))
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("create ConfigMap %s: %w", name, classifyCreate(err))
+	}
+	return true, nil
+}
+
+// DeleteWorkspace deletes a workspace ConfigMap (a tfws- name only). One that is gone already is not an
+// error. The chart's Role for the MCP server grants no delete on ConfigMaps (the webhook's pruner removes
+// them when they expire): there the API server refuses it, and the caller leaves it to the pruner.
+func (w *Workspaces) DeleteWorkspace(ctx context.Context, name string) error {
+	if !strings.HasPrefix(name, WorkspacePrefix) {
+		return fmt.Errorf("%s is not a workspace ConfigMap", name)
+	}
+	err := w.Client.CoreV1().ConfigMaps(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ConfigMap %s: %s", name, oneLine(err.Error()))
 	}
 	return nil
 }

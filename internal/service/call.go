@@ -77,7 +77,7 @@ func (s *Service) workspaceFolders() []string {
 // output is the structured result (it always carries the call's request_id).
 func (s *Service) Call(ctx context.Context, tool string, args map[string]any, progress Progress) (out any, err error) {
 	start := time.Now()
-	c, err := s.begin(tool, args, progress)
+	c, err := s.begin(ctx, tool, args, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +101,15 @@ func (s *Service) Call(ctx context.Context, tool string, args map[string]any, pr
 		return nil, c.failParams(err)
 	}
 	if w := t.Workspace; w != nil && w.From != "" {
+		// Read and checked now (a refused workspace fails fast); published only when the Job is about to be
+		// created, once the call holds its concurrency slot.
 		folder, _ := params[w.From].(string)
-		source, err := s.publishWorkspace(ctx, folder)
+		ws, err := s.readWorkspace(folder)
 		if err != nil {
-			return nil, c.fail(clusterOr(err, KindInvalid), err)
+			return nil, c.fail(KindInvalid, err)
 		}
-		params[w.Parameter] = source
+		c.ws = ws
+		params[w.Parameter] = ws.name
 	}
 	inv, err := c.invoke(params)
 	if err != nil {

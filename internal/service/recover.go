@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
 // FieldServer is the tool.request field naming the server instance that took the call.
@@ -18,6 +19,12 @@ type JobDeleter interface {
 	// JobsOf finds a call's Jobs in the cluster: a server killed between creating a Job and recording it
 	// left no sandbox.started to go by.
 	JobsOf(ctx context.Context, tool, requestID string) ([]string, error)
+}
+
+// CredentialCollector is a JobDeleter that can also say what a deleted Job's credential agent reported
+// (sandbox.Runner.StopAndCollect): Recover then records the abandoned call's credential events.
+type CredentialCollector interface {
+	StopAndCollect(job string) []map[string]any
 }
 
 // Recovered is one abandoned call that Recover closed.
@@ -89,7 +96,14 @@ func (s *Service) Recover(ctx context.Context, jobs JobDeleter, alive func(id st
 			}
 		}
 		var deleted []string
+		collector, _ := jobs.(CredentialCollector)
 		for _, j := range c.jobs {
+			if collector != nil {
+				// The Pod's credential agent revokes on SIGTERM; what it reports (and what it issued) goes into the
+				// abandoned call's chain, and a credential with no reported revocation is closed as unknown.
+				events := collector.StopAndCollect(j)
+				s.recordCredentials(id, c.tool, events)
+			}
 			if err := jobs.DeleteJob(ctx, j); err != nil {
 				errs = append(errs, fmt.Errorf("delete Job %s of abandoned call %s: %w", j, id, err))
 				continue
@@ -106,4 +120,16 @@ func (s *Service) Recover(ctx context.Context, jobs JobDeleter, alive func(id st
 		out = append(out, Recovered{RequestID: id, Tool: c.tool, Jobs: deleted})
 	}
 	return out, errors.Join(errs...)
+}
+
+// recordCredentials writes an abandoned call's credential events, as runOnce does for a call that ends.
+func (s *Service) recordCredentials(id, tool string, events []map[string]any) {
+	c := &call{s: s, id: id, tool: tool, progress: func(string, int, int) {}}
+	res := &sandbox.Result{CredentialEvents: events}
+	c.credentialEvents(res, audit.EventCredentialIssued)
+	c.credentialEvents(res, audit.EventCredentialRevoked)
+	c.unrevoked(events)
+	if c.auditErr != nil && s.OnAuditError != nil {
+		s.OnAuditError(id, c.auditErr)
+	}
 }

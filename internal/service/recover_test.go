@@ -95,3 +95,53 @@ func TestRecover(t *testing.T) {
 		t.Errorf("second recovery (the neighbour died too) = %+v, %v; want only req-live", rec, err)
 	}
 }
+
+// collectingDeleter is a recordingDeleter whose Jobs' credential agents report a credential (issued, never
+// reported revoked: the server was killed).
+type collectingDeleter struct{ recordingDeleter }
+
+func (d *collectingDeleter) StopAndCollect(job string) []map[string]any {
+	return []map[string]any{{"event": audit.EventCredentialIssued, "lease_id": "lease-" + job, "ttl_seconds": 600.0, "time": "2026-05-06T07:08:09Z"}}
+}
+
+// TestRecoverRecordsCredentials: a killed server's call has its credential's issue and (unknown) revocation
+// recorded when the next server closes it.
+func TestRecoverRecordsCredentials(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	log, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	for _, ev := range []audit.Event{
+		{RequestID: "req-dead", Name: audit.EventToolRequest, Tool: "k8s_get_pod_status", Fields: map[string]any{FieldServer: "srv-dead"}},
+		{RequestID: "req-dead", Name: audit.EventSandboxStarted, Tool: "k8s_get_pod_status", Fields: map[string]any{"job": "cold-1"}},
+	} {
+		if err := log.Write(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Service{Audit: log, Instance: "srv-new"}
+	d := &collectingDeleter{}
+	if _, err := s.Recover(context.Background(), d, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := audit.ReadFile(path, audit.Filter{RequestID: "req-dead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, r := range recs {
+		events = append(events, r.Event)
+		if r.Event == audit.EventCredentialRevoked && (r.Fields["status"] != "unknown" || r.Fields["lease_id"] != "lease-cold-1" || r.Fields["lease_ends_by"] != "2026-05-06T07:18:09Z") {
+			t.Errorf("credential.revoked %v", r.Fields)
+		}
+	}
+	want := []string{audit.EventToolRequest, audit.EventSandboxStarted, audit.EventCredentialIssued, audit.EventCredentialRevoked, audit.EventToolResult}
+	if !slices.Equal(events, want) {
+		t.Errorf("chain %v, want %v", events, want)
+	}
+	if _, err := audit.VerifyFile(path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,7 +33,10 @@ type Runner interface {
 // WorkspaceStore publishes a workspace's files and saved plans to the sandbox namespace (as immutable,
 // content-addressed ConfigMaps).
 type WorkspaceStore interface {
-	EnsureWorkspace(ctx context.Context, name string, files map[string]string) error
+	// EnsureWorkspace creates the workspace ConfigMap or accepts the existing one; created says which.
+	EnsureWorkspace(ctx context.Context, name string, files map[string]string) (created bool, err error)
+	// DeleteWorkspace deletes a workspace ConfigMap that a cancelled call created.
+	DeleteWorkspace(ctx context.Context, name string) error
 	EnsurePlan(ctx context.Context, planID string, plan []byte) error
 	// PlanExists returns an error saying why when the saved plan is not there.
 	PlanExists(ctx context.Context, planID string) error
@@ -62,7 +66,16 @@ type Service struct {
 	// Tracer traces every call from its request to its result (nil: no tracing); the trace's ID is derived
 	// from the request ID (telemetry.TraceIDFor).
 	Tracer *telemetry.Tracer
-	Now    func() time.Time
+	// AuditLimits bound the audit bytes of one call's arguments and of each client per window (zero:
+	// the defaults).
+	AuditLimits AuditLimits
+	Now         func() time.Time
+
+	budgetOnce  sync.Once
+	auditBudget *auditBudget
+	// wsUsers counts the calls of this server that use each workspace ConfigMap now.
+	wsMu    sync.Mutex
+	wsUsers map[string]int
 }
 
 // Kind classifies a refused or failed call.
@@ -94,9 +107,12 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // call is one tool call in progress: its correlation ID and audit trail.
 type call struct {
-	s        *Service
-	id       string
-	tool     string
+	s      *Service
+	id     string
+	tool   string
+	client string // the MCP client the call came from, for its audit budget
+	// ws is the call's workspace, published once the call holds its concurrency slot (nil: none).
+	ws       *workspace
 	progress Progress
 	// auditErr collects audit writes that failed after the call began.
 	auditErr error
@@ -106,7 +122,11 @@ type call struct {
 	outcome string
 }
 
-func (s *Service) begin(tool string, params map[string]any, progress Progress) (*call, error) {
+func (s *Service) begin(ctx context.Context, tool string, params map[string]any, progress Progress) (*call, error) {
+	client := ClientOf(ctx)
+	if err := s.checkBudget(client, tool); err != nil {
+		return nil, err
+	}
 	id, err := approval.NewRequestID()
 	if err != nil {
 		return nil, err
@@ -114,28 +134,32 @@ func (s *Service) begin(tool string, params map[string]any, progress Progress) (
 	if progress == nil {
 		progress = func(string, int, int) {}
 	}
-	c := &call{s: s, id: id, tool: tool, progress: progress}
+	c := &call{s: s, id: id, tool: tool, client: client, progress: progress}
 	// Without an audit record there is no call: refuse rather than run unrecorded, and refuse up front when
 	// the whole chain would not fit.
 	if err := s.Audit.CheckSpace(audit.CallReserve); err != nil {
 		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
 	}
-	fields := map[string]any{"params": params}
+	fields := map[string]any{"params": s.auditParams(params)}
 	if s.Instance != "" {
 		fields[FieldServer] = s.Instance
 	}
-	if err := s.Audit.Write(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields}); err != nil {
+	n, err := s.Audit.WriteSize(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields})
+	if err != nil {
 		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
 	}
+	s.budget().charge(client, n, s.now())
 	return c, nil
 }
 
 func (c *call) audit(event string, fields map[string]any) {
 	// A failed write after the call began must not pass silently, nor turn a finished sandbox run into a
 	// false failure: it is kept and reported through Service.OnAuditError when the call ends.
-	if err := c.s.Audit.Write(audit.Event{RequestID: c.id, Name: event, Tool: c.tool, Fields: fields}); err != nil {
+	n, err := c.s.Audit.WriteSize(audit.Event{RequestID: c.id, Name: event, Tool: c.tool, Fields: fields})
+	if err != nil {
 		c.auditErr = errors.Join(c.auditErr, err)
 	}
+	c.s.budget().charge(c.client, n, c.s.now())
 }
 
 // fail ends the call with a domain error and records it.
@@ -184,6 +208,9 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 			return nil, c.fail(KindFailed, err)
 		}
 	}
+	if c.ws != nil {
+		ctx = sandbox.WithBeforeCreate(ctx, func(ctx context.Context) error { return c.s.publish(ctx, c.ws) })
+	}
 	res, err := c.runOnce(ctx, inv, job, claim)
 	if claim != "" && err == nil && res != nil && res.Warm && inv.Tool.Tier == policy.TierRead && unreachableAPI(res) {
 		// A read tool on a warm Pod that could not reach the API server had no effect: run it once more, cold,
@@ -192,6 +219,8 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 		c.trace.Event(telemetry.Event{Name: EventSandboxRetried, Time: time.Now(), Attrs: map[string]any{"job": res.JobName}})
 		res, err = c.runOnce(ctx, inv, job, "")
 	}
+	// A cancelled call, or one that failed before its Job existed, leaves no workspace it created behind.
+	c.releaseWorkspace(c.ws, err != nil && (res == nil || errors.Is(err, context.Canceled)))
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
@@ -236,6 +265,7 @@ func (c *call) runOnce(ctx context.Context, inv *policy.Invocation, job *batchv1
 		c.audit(audit.EventSandboxCompleted, map[string]any{"job": res.JobName, "warm": res.Warm, "exit_code": res.ExitCode, "ok": err == nil && res.ExitCode == 0,
 			"timings_ms": timingsMS(res.Timings)})
 		c.credentialEvents(res, audit.EventCredentialRevoked)
+		c.unrevoked(res.CredentialEvents)
 		c.tracePhases(res, start)
 	}
 	return res, err
@@ -255,6 +285,57 @@ func (c *call) credentialEvents(res *sandbox.Result, name string) {
 		}
 		c.audit(name, fields)
 	}
+}
+
+// eventRevokeFailed is the credential agent's event for a revocation Vault refused (broker.EventRevokeFailed).
+const eventRevokeFailed = "credential.revoke_failed"
+
+// unrevoked closes the audit record of every credential issued without a reported revocation (a call
+// cancelled or killed before the agent reported it, or a revocation Vault refused) with a credential.revoked
+// whose status is "unknown" or "failed", naming the lease and when it ends at the latest (its issue time
+// plus its TTL), so that the audit says when the credential is gone.
+func (c *call) unrevoked(events []map[string]any) {
+	for _, f := range unrevokedFields(events, time.Now()) {
+		c.audit(audit.EventCredentialRevoked, f)
+	}
+}
+
+// unrevokedFields are the credential.revoked fields unrevoked writes for events.
+func unrevokedFields(events []map[string]any, now time.Time) []map[string]any {
+	revoked, failed := map[string]bool{}, map[string]map[string]any{}
+	for _, ev := range events {
+		id, _ := ev["lease_id"].(string)
+		switch ev["event"] {
+		case audit.EventCredentialRevoked:
+			revoked[id] = true
+		case eventRevokeFailed:
+			failed[id] = ev
+		}
+	}
+	var out []map[string]any
+	for _, ev := range events {
+		id, _ := ev["lease_id"].(string)
+		if ev["event"] != audit.EventCredentialIssued || revoked[id] {
+			continue
+		}
+		issued := now
+		if t, err := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["time"])); err == nil {
+			issued = t
+		}
+		ttl, _ := ev["ttl_seconds"].(float64)
+		if ttl <= 0 {
+			ttl = 600 // Vault's lease for a per-action credential (README invariant 6)
+		}
+		f := map[string]any{"lease_id": id, "status": "unknown", "service_account": ev["service_account"],
+			"lease_ends_by": issued.Add(time.Duration(ttl) * time.Second).UTC().Format(time.RFC3339),
+			"reason":        "the call ended before the credential agent reported a revocation; the Job was deleted (SIGTERM makes the agent revoke) and the lease ends with its TTL at the latest"}
+		if fe, ok := failed[id]; ok {
+			f["status"], f["reason"] = "failed", "Vault refused the revocation; the lease ends with its TTL"
+			f["error"] = fe["error"]
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func timingsMS(t sandbox.Timings) map[string]int64 {

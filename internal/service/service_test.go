@@ -38,9 +38,29 @@ type fakeRunner struct {
 	err    error
 	// warmError, when set, is the tool error of every run on a warm Pod (claim set).
 	warmError string
+	// queue, when set, stands for a call that waits for a concurrency slot: RunCall waits for it to be
+	// closed (or for ctx) before it takes the slot.
+	queue chan struct{}
+	// afterSlot, when set, is what RunCall returns once it holds the slot and ran the call's hook (a Job
+	// that could not be created, a call cancelled while it runs).
+	afterSlot func(ctx context.Context, job *batchv1.Job) (*sandbox.Result, error)
 }
 
 func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string, progress func(sandbox.Stage, string)) (*sandbox.Result, error) {
+	if f.queue != nil {
+		select {
+		case <-f.queue:
+		case <-ctx.Done():
+			return nil, ctx.Err() // as the real runner: nothing created, the hook never ran
+		}
+	}
+	// As the real runner: the call's hook (its workspace) runs once it holds its slot, before any Job.
+	if err := sandbox.RunBeforeCreate(ctx); err != nil {
+		return nil, err
+	}
+	if f.afterSlot != nil {
+		return f.afterSlot(ctx, job)
+	}
 	f.mu.Lock()
 	f.jobs = append(f.jobs, job)
 	f.claims = append(f.claims, claim)
@@ -74,12 +94,30 @@ func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string
 const fakeWarmJob = "as-k8s-get-pod-status-w0123456789a"
 
 type fakeWorkspaces struct {
-	names []string
-	plans map[string][]byte
+	mu      sync.Mutex
+	names   []string
+	plans   map[string][]byte
+	exists  map[string]bool
+	deleted []string
 }
 
-func (f *fakeWorkspaces) EnsureWorkspace(_ context.Context, name string, _ map[string]string) error {
+func (f *fakeWorkspaces) EnsureWorkspace(_ context.Context, name string, _ map[string]string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.names = append(f.names, name)
+	if f.exists == nil {
+		f.exists = map[string]bool{}
+	}
+	created := !f.exists[name]
+	f.exists[name] = true
+	return created, nil
+}
+
+func (f *fakeWorkspaces) DeleteWorkspace(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.exists, name)
+	f.deleted = append(f.deleted, name)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
 
@@ -65,7 +68,7 @@ func newAuditShowCommand(streams IO) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.File, "file", "", "audit log to read (default: $"+audit.EnvPath+" or the XDG state directory)")
 	cmd.Flags().StringVar(&o.RequestID, "request-id", "", "show only the events of this request")
-	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the stored JSON lines unchanged")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the stored JSON lines (the same JSON; characters that could drive a terminal, such as C1 controls and bidirectional overrides, as \\u escapes)")
 	return cmd
 }
 
@@ -101,7 +104,7 @@ func (o *auditShowOptions) Run(_ context.Context) error {
 	}
 	if o.JSON {
 		for _, r := range recs {
-			if _, err := fmt.Fprintf(o.streams.Out, "%s\n", r.Raw); err != nil {
+			if _, err := fmt.Fprintf(o.streams.Out, "%s\n", terminalSafeJSON(r.Raw)); err != nil {
 				return err
 			}
 		}
@@ -134,7 +137,8 @@ func dash(s string) string {
 	return oneLine(s)
 }
 
-// shortFields renders fields as sorted key=value pairs on one line, cut to maxFieldsWidth runes.
+// shortFields renders fields as sorted key=value pairs on one line, cut to maxFieldsWidth runes (before
+// escaping), escaped as oneLine does.
 func shortFields(fields map[string]any) string {
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
@@ -155,7 +159,7 @@ func shortFields(fields map[string]any) string {
 				v = string(b)
 			}
 		}
-		parts = append(parts, k+"="+oneLine(v))
+		parts = append(parts, k+"="+v)
 	}
 	s := strings.Join(parts, " ")
 	if utf8.RuneCountInString(s) > maxFieldsWidth {
@@ -165,17 +169,48 @@ func shortFields(fields map[string]any) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return oneLine(s)
 }
 
-// oneLine keeps the table one row per event: control characters, tabs included, become spaces.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
+// oneLine makes text from the audit log (which the MCP server, and so the agent, fills) safe for a
+// terminal and keeps the table one row per event: the approval screen's escaper (package screen) shows
+// control characters, C1 controls such as U+009B CSI, bidirectional overrides, line breaks, tabs and
+// invalid UTF-8 as escapes (\u009b, \u202e, \xff) instead of letting the terminal act on them.
+func oneLine(s string) string { return screen.Line(s) }
+
+// terminalSafeJSON is a stored JSON line as --json prints it: the same JSON value, with every character
+// the screen escaper would escape (C0 and C1 controls, bidirectional overrides and other invisible
+// formatting characters, line separators) and every invalid UTF-8 byte written as a JSON \u escape, so
+// that the line is plain to a terminal. JSON allows such characters only inside strings, where \u means
+// the same character; an invalid byte becomes \ufffd, as any JSON decoder reads it. Other characters, and
+// so almost every line, are unchanged.
+func terminalSafeJSON(raw []byte) []byte {
+	var out []byte
+	for i := 0; i < len(raw); {
+		r, size := utf8.DecodeRune(raw[i:])
+		safe := (r >= 0x20 && r < utf8.RuneSelf && r != 0x7f) || (r >= utf8.RuneSelf && r != utf8.RuneError && unicode.IsPrint(r))
+		if safe {
+			if out != nil {
+				out = append(out, raw[i:i+size]...)
+			}
+			i += size
+			continue
 		}
-		return r
-	}, s)
+		if out == nil {
+			out = append(make([]byte, 0, len(raw)+16), raw[:i]...)
+		}
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	if out == nil {
+		return raw
+	}
+	return out
 }
 
 // auditVerifyOptions are the flags of `audit verify`.
@@ -329,7 +364,7 @@ func (o *auditVerifyOptions) runAgainstCluster(ctx context.Context) error {
 		a := r.Anchor
 		label := map[audit.AnchorStatus]string{audit.AnchorFailed: "FAIL", audit.AnchorInProgress: "IN PROGRESS", audit.AnchorBeforeLog: "BEFORE LOG"}[r.Status]
 		fmt.Fprintf(w, "%s: call %s (%s, Job %s, admitted %s): %s\n", label, oneLine(a.RequestID), oneLine(a.Tool), oneLine(a.Job),
-			a.Admitted.UTC().Format(time.RFC3339), r.Reason)
+			a.Admitted.UTC().Format(time.RFC3339), oneLine(r.Reason))
 	}
 	chain := fmt.Sprintf("%d lines, chain intact (last hash %s)", sum.Lines, sum.LastHash)
 	if verr != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -286,5 +287,60 @@ func cutLines(t *testing.T, path string, n int) {
 	lines = lines[:len(lines)-1-n]
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAuditShowEscapesTerminalControls: the audit log holds what the agent sent; audit show prints it with
+// the approval screen's escaper, and --json as JSON \u escapes, so ESC, a C1 CSI (U+009B) or a bidi
+// override (U+202E) never reaches the terminal raw.
+func TestAuditShowEscapesTerminalControls(t *testing.T) {
+	t.Setenv(audit.EnvPath, "")
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, audit.WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hostile = "a\x1b[2Jb\u009b31mc\u202ed\u2066e\x07f\U000e0041g"
+	if err := l.Write(audit.Event{RequestID: "req-" + hostile, Name: audit.EventToolRequest, Tool: "t" + hostile,
+		Fields: map[string]any{"params": map[string]any{"p": hostile}, "k" + hostile: hostile}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "\u009b") || !strings.Contains(string(raw), "\u202e") {
+		t.Fatalf("the test needs the raw characters in the stored line: %s", raw)
+	}
+	bad := []string{"\x1b", "\u009b", "\u202e", "\u2066", "\x07", "\U000e0041"}
+	for _, args := range [][]string{{"audit", "show", "--file", path}, {"audit", "show", "--file", path, "--json"}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 || errOut != "" {
+			t.Fatalf("%v: code %d, stderr %q", args, code, errOut)
+		}
+		for _, b := range bad {
+			if strings.Contains(out, b) {
+				t.Errorf("%v prints %q raw:\n%q", args, b, out)
+			}
+		}
+		if !strings.Contains(out, `\u009b`) || !strings.Contains(out, `\u202e`) {
+			t.Errorf("%v: the controls are not shown as escapes:\n%s", args, out)
+		}
+		if args[len(args)-1] == "--json" {
+			var rec audit.Record
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &rec); err != nil {
+				t.Fatalf("--json is no longer JSON: %v\n%s", err, out)
+			}
+			if rec.RequestID != "req-"+hostile || rec.Fields["params"].(map[string]any)["p"] != hostile {
+				t.Errorf("--json changed the values: %+v", rec)
+			}
+		}
+	}
+	// Verify checks the file's own bytes, which show does not touch.
+	if code, _, errOut := runCLI(t, "audit", "verify", "--file", path); code != 0 {
+		t.Errorf("verify: code %d %s", code, errOut)
 	}
 }

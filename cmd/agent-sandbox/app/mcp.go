@@ -43,6 +43,11 @@ type mcpOptions struct {
 	AllowedOrigins []string
 	LogLevel       string
 	OTLPEndpoint   string
+	// MaxMessageBytes and MaxMessageDepth bound one JSON-RPC message read over stdio.
+	MaxMessageBytes int
+	MaxMessageDepth int
+	// Audit bounds what the agent can make the server write to the audit log.
+	Audit service.AuditLimits
 
 	httpToken string
 	// otlpURL is where traces go, resolved from --otlp-endpoint or the environment ("" = tracing off).
@@ -121,6 +126,13 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
 	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
+	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", mcp.DefaultMaxMessageBytes, "stdio: the longest JSON-RPC message (one line) the server reads; a longer one is answered with an invalid-request error and the server goes on serving")
+	f.IntVar(&o.MaxMessageDepth, "max-message-depth", mcp.DefaultMaxMessageDepth, "stdio: the deepest nesting of objects and arrays in one JSON-RPC message; a deeper one is answered with an invalid-request error")
+	f.IntVar(&o.Audit.ParamBytes, "audit-param-bytes", service.DefaultAuditParamBytes, "the longest value of one tool-call argument the audit log records; a longer one is recorded as its size and SHA-256, marked truncated")
+	f.IntVar(&o.Audit.ParamsBytes, "audit-params-bytes", service.DefaultAuditParamsBytes, "the most JSON of one call's arguments the audit log records; more is recorded as its size and SHA-256, marked truncated")
+	f.Int64Var(&o.Audit.ClientBytes, "audit-client-bytes", service.DefaultAuditClientBytes, "audit bytes one MCP client (the stdio client, or one HTTP session) may make the server write per --audit-window; past it calls are refused with a tool error until the window resets (-1: no limit)")
+	f.Int64Var(&o.Audit.TotalBytes, "audit-total-bytes", service.DefaultAuditTotalBytes, "audit bytes all MCP clients together may make the server write per --audit-window (-1: no limit)")
+	f.DurationVar(&o.Audit.Window, "audit-window", service.DefaultAuditWindow, "the window of --audit-client-bytes and --audit-total-bytes")
 	f.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces of every tool call to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; a URL with a path is the full traces URL) [default $"+telemetry.EnvEndpoint+" or $"+telemetry.EnvTracesEndpoint+"; none: no tracing]")
 	return cmd
 }
@@ -168,6 +180,12 @@ func (o *mcpOptions) Validate() error {
 	var errs []error
 	if o.MaxConcurrency < 1 {
 		errs = append(errs, errors.New("--max-concurrency must be at least 1"))
+	}
+	if o.MaxMessageBytes < 1024 || o.MaxMessageDepth < 8 {
+		errs = append(errs, errors.New("--max-message-bytes must be at least 1024 and --max-message-depth at least 8 (an MCP initialize message needs that much)"))
+	}
+	if a := o.Audit; a.ParamBytes < 64 || a.ParamsBytes < a.ParamBytes || a.ClientBytes == 0 || a.ClientBytes < -1 || a.TotalBytes == 0 || a.TotalBytes < -1 || a.Window < time.Second {
+		errs = append(errs, errors.New("--audit-param-bytes must be at least 64 and --audit-params-bytes at least that, --audit-client-bytes and --audit-total-bytes positive or -1, --audit-window at least 1s"))
 	}
 	if st, err := os.Stat(o.Workspaces); err != nil || !st.IsDir() {
 		errs = append(errs, fmt.Errorf("--workspaces %s is not a folder", o.Workspaces))
@@ -336,6 +354,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		Warm:         o.Warm,
 		Instance:     inst.ID,
 		Tracer:       tracer,
+		AuditLimits:  o.Audit,
 		OnAuditError: func(requestID string, err error) {
 			log.Error("audit events of a call could not be written; the audit log has a gap", "requestID", requestID, "error", err.Error())
 		},
@@ -363,7 +382,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		if err != nil {
 			return err
 		}
-		return mcp.RunStdio(ctx, server)
+		return mcp.RunStdio(ctx, server, mcp.StdioLimits{MaxMessageBytes: o.MaxMessageBytes, MaxDepth: o.MaxMessageDepth})
 	}
 
 	reg := prometheus.NewRegistry()
