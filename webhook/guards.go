@@ -190,11 +190,14 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 	contentAddressed := strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) || strings.HasPrefix(req.Name, sandbox.PlanPrefix)
 	switch {
 	case req.Operation == "DELETE" && contentAddressed:
-		// A pending approval needs its workspace and saved plan: the pruner deletes them when nothing
-		// refers to them any more, the MCP server deletes the workspace of a call it cancelled, and the
-		// namespace controller when the namespace goes.
-		if c.isAdmin(req) || isMCP || contains(c.Identities.PoolUsers, req.User) || contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User) {
+		// A pending approval needs its saved plan: the pruner deletes workspaces and plans when nothing
+		// refers to them any more, the MCP server only the workspace of a call it cancelled (the apply
+		// publishes its workspace again), the namespace controller when the namespace goes.
+		if c.isAdmin(req) || contains(c.Identities.PoolUsers, req.User) || contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User) {
 			return &Decision{}, nil
+		}
+		if isMCP && strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) {
+			return &Decision{}, nil // a workspace is published again by the call that needs it; a saved plan is not
 		}
 		return nil, deny("content-addressed", "ConfigMap %s holds a call's workspace or saved plan; it is deleted by agent-sandbox's pruner, not by %s", req.Name, req.User)
 	case req.Operation == "DELETE":

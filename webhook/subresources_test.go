@@ -154,6 +154,7 @@ func TestCheckConfigMapDelete(t *testing.T) {
 	}{
 		{"system:serviceaccount:agent-sandbox-system:agent-sandbox-webhook", "tfws-0123", true},
 		{"system:serviceaccount:agent-sandbox:agent-sandbox-mcp", "tfws-0123", true},
+		{"system:serviceaccount:agent-sandbox:agent-sandbox-mcp", "tfplan-0123", false},
 		{"editor", "tfws-0123", false},
 		{"editor", "tfplan-0123", false},
 		{"editor", "something-else", true},

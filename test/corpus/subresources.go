@@ -263,6 +263,7 @@ func (e *Env) ownObjectCases() []Case {
 		c("edit user deletes a workspace ConfigMap (tfws-)", "content-addressed", del(e.Edit, ws)),
 		c("cluster-wide admin deletes a workspace ConfigMap (tfws-)", "content-addressed", del(e.Attacker, ws)),
 		c("edit user deletes a saved-plan ConfigMap (tfplan-)", "content-addressed", del(e.Edit, plan)),
+		c("MCP server deletes a saved-plan ConfigMap (tfplan-) a pending approval needs", "content-addressed", del(e.MCP, plan)),
 		c("garbage collector (impersonated) deletes a saved-plan ConfigMap (tfplan-)", "content-addressed", del(e.GC, plan)),
 	}
 }
