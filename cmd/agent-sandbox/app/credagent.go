@@ -385,3 +385,18 @@ func (v *claimVerifier) verify(path, raw string) (*sandbox.Claim, error) {
 	}
 	return c, nil
 }
+
+// VerifyWarmClaim is the check a warm Pod's entry point and credential agent make before anything is run
+// or minted, for the claim volume whose claim file is claimPath, with the Pod's --claim-keys and
+// --claim-spec values (the integration tests run it on what the API server holds).
+func VerifyWarmClaim(claimPath, claimKeys, claimSpec string) (*sandbox.Claim, error) {
+	v, err := newClaimVerifier(claimKeys, claimSpec)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(claimPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the claim: %w", err)
+	}
+	return v.verify(claimPath, string(raw))
+}
