@@ -131,7 +131,7 @@ func TestPoolReplacesPodlessJob(t *testing.T) {
 	evictedPod.Finalizers = []string{batchv1.JobTrackingFinalizer}
 	evictedPod.DeletionTimestamp = ptr.To(metav1.NewTime(f.now))
 	// Gone: the Job controller counted its Pod, which no longer exists.
-	gone := currentWarmJob(t, f, "w0000000000b", f.now.Add(-5*time.Minute))
+	gone := currentWarmJob(t, f, "w0000000000b", f.now.Add(-5*time.Second))
 	gone.Status.Failed = 1
 	// Never had a Pod (refused), for longer than the grace.
 	never := currentWarmJob(t, f, "w0000000000c", f.now.Add(-2*podlessGrace))

@@ -111,8 +111,9 @@ func TestWarmClaimSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The forgery of issue 22: the claim annotation through pods/status, with an argv the policy would never
-	// render, and a signature the attacker made up.
+	// The forgery of issue 22: the claim annotation through pods/status, with a signature the attacker made
+	// up. The claim itself is the policy's rendering — what passes every other check in the Pod — so only
+	// the missing signature can refuse it (it was never recorded in the claim ledger, nor anchored).
 	id, _ := approval.NewRequestID()
 	inv, err := tool.Invoke(map[string]any{"namespace": "demo-app"})
 	if err != nil {
@@ -127,7 +128,7 @@ func TestWarmClaimSignature(t *testing.T) {
 		t.Fatal("the forged claim is the rendering")
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		contract.AnnotationClaim: forged, contract.AnnotationClaimSignature: "v1.AAAA"}}})
+		contract.AnnotationClaim: good, contract.AnnotationClaimSignature: "v1.AAAA"}}})
 	_, err = cs.CoreV1().Pods(ns).Patch(ctx, forgedPod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	switch {
 	case err == nil:
@@ -150,7 +151,7 @@ func TestWarmClaimSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored.Annotations[contract.AnnotationClaim] != forged {
+	if stored.Annotations[contract.AnnotationClaim] != good {
 		t.Fatalf("the forged claim was not stored: %q", stored.Annotations[contract.AnnotationClaim])
 	}
 	// The warm entry point, run with its own command line from the stored Pod on the projected volume.
@@ -161,11 +162,18 @@ func TestWarmClaimSignature(t *testing.T) {
 	args := append(cmd[1:], "--claim-file="+filepath.Join(dir, "claim"), "--done-file="+done,
 		"--kubeconfig="+filepath.Join(dir, "kubeconfig"), "--idle-timeout=5s", "--credential-wait=1s")
 	code := app.Main(ctx, args, strings.NewReader(""), &out, &errOut)
-	if code != 1 || !strings.Contains(errOut.String(), "refused the claim") || strings.Contains(errOut.String(), `msg=claimed`) {
+	if code != 1 || !strings.Contains(errOut.String(), "refused the claim: the claim's signature is not the admission webhook's") || strings.Contains(errOut.String(), `msg=claimed`) {
 		t.Fatalf("the warm entry point on the forged claim: exit %d, stderr %q; want a refusal", code, errOut.String())
 	}
 	t.Logf("forged claim refused in the Pod: %s", firstLine(errOut.String(), "refused the claim"))
-	// Re-signing the forgery with a made-up key does not help either, nor does the agent's check differ.
+	// The credential agent's check refuses it too, and the argv of the original report besides.
+	if _, err := app.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-keys"),
+		flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-spec")); err == nil {
+		t.Fatal("the credential agent's check accepted the forged claim")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "claim"), []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := app.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-keys"),
 		flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-spec")); err == nil {
 		t.Fatal("the credential agent's check accepted the forged claim")
