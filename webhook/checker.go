@@ -107,6 +107,9 @@ type Checker struct {
 	Cluster Cluster
 	// Identities are the privileged users and groups.
 	Identities Identities
+	// ClaimSigner signs warm claims (claimsign.go); its public keys are part of the warm rendering. Without
+	// one, every claim is refused.
+	ClaimSigner *ClaimSigner
 	// Now is the clock; tests inject one.
 	Now func() time.Time
 

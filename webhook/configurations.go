@@ -83,6 +83,8 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 		}},
 	}
+	// Signs warm claims (claimsign.go).
+	mutating.Webhooks = append(mutating.Webhooks, claimSigningWebhook(cc(PathMutatePods), timeout))
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name},

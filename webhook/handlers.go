@@ -38,6 +38,7 @@ func Handlers(scheme *runtime.Scheme, c *Checker, m *Metrics) map[string]http.Ha
 	}
 	return map[string]http.Handler{
 		PathMutateJobs:   admission.WithDefaulter[*batchv1.Job](scheme, &jobDefaulter{c: c, m: m}),
+		PathMutatePods:   claimSigningHandler(c), // claimsign.go
 		PathValidateJobs: &admission.Webhook{Handler: jobHandler(c, m)},
 		PathValidatePods: raw("Pod", c.CheckPod),
 		PathSubresources: raw("subresource", c.CheckSubresource),
@@ -143,7 +144,7 @@ func (d *jobDefaulter) Default(ctx context.Context, job *batchv1.Job) error {
 	}
 	if isWarm(job.Labels) {
 		t, err := warmTool(p, job.Labels)
-		if err == nil && InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t) {
+		if err == nil && InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t, d.c.claimKeys()) {
 			d.m.injections.Inc()
 			ctrl.LoggerFrom(ctx).Info("injected credential agent into warm Job", "job", job.Name, "tool", t.Name)
 		}

@@ -28,7 +28,7 @@ const vaultTokenSeconds = int64(600)
 // validated invocation, never from the object. Inject is pure and idempotent: a template that carries the
 // injected marker is returned unchanged, and it reports whether it changed anything.
 func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, inv *policy.Invocation) bool {
-	agent := credentialAgent(p, inv.Tool, inv.TargetNamespace)
+	agent := credentialAgent(p, inv.Tool, inv.TargetNamespace, "")
 	if WaitsForCredential(inv.Argv) {
 		agent.Lifecycle = nil
 	}
@@ -50,8 +50,21 @@ func WaitsForCredential(argv []string) bool {
 // hardening as Inject, except that the agent learns its target namespace from the Pod's claim (which the
 // webhook validated) and does nothing before there is one, and that no postStart hook holds the tool
 // container back: the warm entry point must be running, waiting for the claim.
-func InjectWarm(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, t *policy.Tool) bool {
-	return inject(meta, spec, p, credentialAgent(p, t, ""))
+//
+// claimKeys (sandbox.FormatClaimKeys) are the public keys of the webhook's claim signatures: the agent and
+// the warm entry point get them as --claim-keys and refuse any claim they do not verify. They are part of
+// the warm rendering, so a Pod rendered with other keys is not what the policy in force renders (it is
+// neither admitted nor claimed, and the pool replaces it).
+func InjectWarm(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, t *policy.Tool, claimKeys string) bool {
+	if meta.Annotations[contract.AnnotationInjected] == "true" {
+		return false
+	}
+	for i := range spec.Containers {
+		if c := &spec.Containers[i]; c.Name == contract.ToolContainer {
+			c.Command = append(c.Command, "--claim-keys="+claimKeys)
+		}
+	}
+	return inject(meta, spec, p, credentialAgent(p, t, "", claimKeys))
 }
 
 func inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, agent corev1.Container) bool {
@@ -100,7 +113,7 @@ func injectedVolumes(ca *policy.CredentialAgent) []corev1.Volume {
 // credentialAgent renders the injected sidecar for tool t. Its arguments carry the scope and the target
 // namespace that the policy derives; `agent-sandbox cred-agent` reads them as flags. An empty namespace
 // renders a warm Pod's agent, which reads the namespace from the Pod's validated claim instead.
-func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace string) corev1.Container {
+func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace, claimKeys string) corev1.Container {
 	ca := &p.Spec.Sandbox.CredentialAgent
 	scope := p.Scope(t.Scope)
 	warm := namespace == ""
@@ -124,7 +137,8 @@ func credentialAgent(p *policy.Compiled, t *policy.Tool, namespace string) corev
 		"--result-file=" + contract.ResultPath,
 	}
 	if warm {
-		args = append(args, "--done-file="+contract.DonePath)
+		args = append(args, "--done-file="+contract.DonePath,
+			"--claim-keys="+claimKeys, "--claim-spec="+t.ClaimSpec().String())
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: contract.CredentialVolume, MountPath: contract.CredentialDir},

@@ -57,7 +57,7 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 	if err := runnable(job); err != nil {
 		return nil, err
 	}
-	want, tool, err := expectedOwner(p, job)
+	want, tool, err := expectedOwner(p, job, c.claimKeys())
 	if err != nil {
 		return nil, err
 	}
@@ -91,13 +91,13 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 
 // expectedOwner renders what a Pod's owner Job must be: a call's Job from its declared tool and
 // parameters, or a warm Job of its tool.
-func expectedOwner(p *policy.Compiled, job *batchv1.Job) (*batchv1.Job, string, error) {
+func expectedOwner(p *policy.Compiled, job *batchv1.Job, claimKeys string) (*batchv1.Job, string, error) {
 	if isWarm(job.Labels) {
 		t, err := warmTool(p, job.Labels)
 		if err != nil {
 			return nil, "", err
 		}
-		want, err := expectedWarmJob(p, t, job.Name)
+		want, err := expectedWarmJob(p, t, job.Name, claimKeys)
 		return want, t.Name, err
 	}
 	inv, err := invocation(p, job.Labels, job.Annotations)

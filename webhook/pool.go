@@ -33,7 +33,19 @@ type Pool struct {
 	Metrics *Metrics
 	// NewSuffix makes warm Job names (sandbox.NewWarmSuffix when nil).
 	NewSuffix func() (string, error)
+	// ClaimKeys is the webhook's --claim-keys value (Checker.claimKeys): part of the warm rendering, so a
+	// warm Job injected with other keys is stale.
+	ClaimKeys string
+	// Watch, when set, watches the warm Pods so that a Pod deleted, evicted or failed gets its Job replaced
+	// at once rather than at the next interval (Run).
+	Watch client.WithWatch
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
+
+// podlessGrace is how long a warm Job may exist without ever having had a Pod before the pool takes it for
+// stuck (its Pod was refused, say) and replaces it. The Job controller creates the Pod within a second.
+const podlessGrace = 30 * time.Second
 
 // PoolState counts one tool's warm Jobs after a reconcile.
 type PoolState struct {
@@ -59,12 +71,19 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 	if err := p.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{contract.LabelWarm}); err != nil {
 		return nil, fmt.Errorf("list warm Pods of %s: %w", ns, err)
 	}
-	podOf := map[string]*corev1.Pod{}
+	// A warm Job's live Pod, and whether it has one going away (deleted or evicted).
+	podOf, leaving := map[string]*corev1.Pod{}, map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if pod.DeletionTimestamp == nil {
 			podOf[pod.Labels[batchv1.JobNameLabel]] = pod
+		} else {
+			leaving[pod.Labels[batchv1.JobNameLabel]] = pod
 		}
+	}
+	now := time.Now()
+	if p.Now != nil {
+		now = p.Now()
 	}
 
 	states := map[string]*PoolState{}
@@ -80,7 +99,7 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 			continue
 		}
 		pod := podOf[job.Name]
-		claimed := pod != nil && pod.Annotations[contract.AnnotationClaim] != ""
+		claimed := (pod != nil && IsClaimedPod(pod)) || (pod == nil && leaving[job.Name] != nil && IsClaimedPod(leaving[job.Name]))
 		st, why := states[job.Labels[contract.LabelTool]], ""
 		switch {
 		case st == nil:
@@ -89,8 +108,10 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 			why = "it finished"
 		case pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed):
 			why = "its Pod finished"
-		case !claimed && !current(pol, job):
+		case !claimed && !current(pol, job, p.ClaimKeys):
 			why = "the policy in force renders it differently"
+		case pod == nil:
+			why = podGone(job, leaving[job.Name], now)
 		}
 		if why != "" {
 			if err := p.delete(ctx, job); err != nil {
@@ -170,10 +191,15 @@ func (p *Pool) delete(ctx context.Context, job *batchv1.Job) error {
 	return nil
 }
 
-// Run reconciles every interval until ctx ends.
+// Run reconciles every interval until ctx ends, and with Watch set also as soon as a warm Pod changes (a
+// Pod deleted or evicted is replaced within seconds, not at the next interval).
 func (p *Pool) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	changed := make(chan struct{}, 1)
+	if p.Watch != nil {
+		go p.watchPods(ctx, changed)
+	}
 	for {
 		if _, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			p.Log.Error(err, "warm pool")
@@ -182,8 +208,83 @@ func (p *Pool) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-changed:
 		}
 	}
+}
+
+// watchPods signals changed (without blocking: one pending signal is enough) on every event of a warm Pod
+// in the sandbox namespace, re-opening the watch when it ends.
+func (p *Pool) watchPods(ctx context.Context, changed chan<- struct{}) {
+	for ctx.Err() == nil {
+		pol := p.Policy()
+		if pol == nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		var pods corev1.PodList
+		w, err := p.Watch.Watch(ctx, &pods, client.InNamespace(pol.Spec.Sandbox.Namespace), client.HasLabels{contract.LabelWarm})
+		if err != nil {
+			if ctx.Err() == nil {
+				p.Log.Error(err, "watch warm Pods")
+			}
+			sleepCtx(ctx, 2*time.Second)
+			continue
+		}
+		for range w.ResultChan() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+		w.Stop()
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// podGone says why a warm Job without a live Pod is to be replaced, or "" while its Pod may still come.
+// One admitted Job makes one Pod, once (the Pod ledger): a warm Job whose Pod was deleted, evicted or
+// refused never gets another, and would count as starting until its deadline while every call goes cold.
+// A Pod going away with a claim is a call's: the call's server deletes its Job.
+func podGone(job *batchv1.Job, leaving *corev1.Pod, now time.Time) string {
+	switch {
+	case leaving != nil && !IsClaimedPod(leaving):
+		return "its Pod is being deleted or evicted"
+	case leaving != nil:
+		return ""
+	case hadPod(job):
+		return "its Pod is gone, and a warm Job gets no second Pod"
+	case !job.CreationTimestamp.IsZero() && now.Sub(job.CreationTimestamp.Time) > podlessGrace:
+		return "it has had no Pod for " + podlessGrace.String()
+	}
+	return ""
+}
+
+// hadPod reports whether the Job controller has counted a Pod of job (running, or ended, or going away).
+func hadPod(job *batchv1.Job) bool {
+	s := job.Status
+	return s.Active > 0 || s.Succeeded > 0 || s.Failed > 0 || (s.Terminating != nil && *s.Terminating > 0) ||
+		(s.UncountedTerminatedPods != nil && len(s.UncountedTerminatedPods.Failed)+len(s.UncountedTerminatedPods.Succeeded) > 0)
+}
+
+// IsClaimedPod reports whether a warm Pod carries a claim: it serves (or served) a call. Eviction of such a
+// Pod must be refused (a call is running on it); an unclaimed warm Pod may be evicted, and the pool
+// replaces it.
+func IsClaimedPod(pod *corev1.Pod) bool {
+	_, warm := pod.Labels[contract.LabelWarm]
+	return warm && pod.Annotations[contract.AnnotationClaim] != ""
+}
+
+// isClaimed is IsClaimedPod for an admission request's decoded object.
+func isClaimed(o object) bool {
+	return o != nil && isWarm(o.labels()) && o.annotations()[contract.AnnotationClaim] != ""
 }
 
 // finished reports whether a Job has ended (or is ending).
@@ -193,12 +294,12 @@ func finished(job *batchv1.Job) bool {
 
 // current reports whether a warm Job is what the policy in force renders for its tool (the webhook's
 // injection and the API server's defaults included).
-func current(pol *policy.Compiled, job *batchv1.Job) bool {
+func current(pol *policy.Compiled, job *batchv1.Job, claimKeys string) bool {
 	t, err := warmTool(pol, job.Labels)
 	if err != nil {
 		return false
 	}
-	want, err := expectedWarmJob(pol, t, job.Name)
+	want, err := expectedWarmJob(pol, t, job.Name, claimKeys)
 	if err != nil {
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -29,7 +31,7 @@ func TestPoolReconcile(t *testing.T) {
 	ns := f.p.Spec.Sandbox.Namespace
 	// Exactly the warm rendering as admitted, so that only its being finished can get it deleted.
 	finished := asServer(t, f.warmJob(t, warmTestTool, "w0000000000f"))
-	if !current(f.p, finished) {
+	if !current(f.p, finished, f.c.claimKeys()) {
 		t.Fatal("the finished warm Job is not the current rendering; the test would not isolate finished()")
 	}
 	finished.ManagedFields, finished.ResourceVersion = nil, ""
@@ -74,5 +76,134 @@ func TestPoolReconcile(t *testing.T) {
 	}
 	if len(jobs.Items) > tool.WarmPool.Max {
 		t.Errorf("%d warm Jobs, more than max %d", len(jobs.Items), tool.WarmPool.Max)
+	}
+}
+
+// poolFixture is a pool on a fake client holding objs, and the warm Jobs it holds afterwards.
+func poolFixture(t *testing.T, f *fixture, objs ...client.Object) (*Pool, client.WithWatch) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&batchv1.Job{}).Build()
+	n := 0
+	return &Pool{Client: c, Policy: func() *policy.Compiled { return f.p }, Log: logr.Discard(), ClaimKeys: f.c.claimKeys(),
+		Now:       func() time.Time { return f.now },
+		NewSuffix: func() (string, error) { n++; return fmt.Sprintf("w%011d", n), nil }}, c
+}
+
+// currentWarmJob is a warm Job exactly as admitted (so only its Pod can get it replaced), created at.
+func currentWarmJob(t *testing.T, f *fixture, suffix string, created time.Time) *batchv1.Job {
+	t.Helper()
+	j := asServer(t, f.warmJob(t, warmTestTool, suffix))
+	j.ManagedFields, j.ResourceVersion = nil, ""
+	j.CreationTimestamp = metav1.NewTime(created)
+	if !current(f.p, j, f.c.claimKeys()) {
+		t.Fatal("the warm Job is not the current rendering")
+	}
+	return j
+}
+
+func warmJobNames(t *testing.T, c client.Client, ns string) map[string]bool {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := c.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, j := range jobs.Items {
+		names[j.Name] = true
+	}
+	return names
+}
+
+// TestPoolReplacesPodlessJob (issue 22, starvation): a warm Job whose Pod was deleted or evicted never gets
+// another (one Pod per Job), so the pool deletes it and starts a replacement in the same pass — unless the
+// Pod going away carries a claim (a call's, cleaned up by its server) or the Job is too young to have one.
+func TestPoolReplacesPodlessJob(t *testing.T) {
+	f := newFixture(t)
+	ns := f.p.Spec.Sandbox.Namespace
+	// Evicted or deleted: the Pod is going away (its Job-tracking finalizer keeps it visible).
+	evicted := currentWarmJob(t, f, "w0000000000a", f.now.Add(-5*time.Minute))
+	evictedPod := podOf(t, evicted)
+	evictedPod.Name, evictedPod.UID = evicted.Name+"-aaaaa", "pod-uid-evicted"
+	evictedPod.Finalizers = []string{batchv1.JobTrackingFinalizer}
+	evictedPod.DeletionTimestamp = ptr.To(metav1.NewTime(f.now))
+	// Gone: the Job controller counted its Pod, which no longer exists.
+	gone := currentWarmJob(t, f, "w0000000000b", f.now.Add(-5*time.Second))
+	gone.Status.Failed = 1
+	// Never had a Pod (refused), for longer than the grace.
+	never := currentWarmJob(t, f, "w0000000000c", f.now.Add(-2*podlessGrace))
+	// Just created: its Pod is coming.
+	fresh := currentWarmJob(t, f, "w0000000000d", f.now.Add(-time.Second))
+	// A claimed Pod going away: a call's.
+	claimedJob := currentWarmJob(t, f, "w0000000000e", f.now.Add(-5*time.Minute))
+	claimedPod := withClaim(podOf(t, claimedJob), f.claimFor(t, warmTestTool, podParams(), testRequestID, ""))
+	claimedPod.Name, claimedPod.UID = claimedJob.Name+"-bbbbb", "pod-uid-claimed"
+	claimedPod.Finalizers = []string{batchv1.JobTrackingFinalizer}
+	claimedPod.DeletionTimestamp = ptr.To(metav1.NewTime(f.now))
+
+	pool, c := poolFixture(t, f, evicted, evictedPod, gone, never, fresh, claimedJob, claimedPod)
+	// The fake client would not store status on create.
+	gone.Status.Failed = 1
+	if err := c.Status().Update(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	states, err := pool.Reconcile(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := warmJobNames(t, c, ns)
+	for _, j := range []*batchv1.Job{evicted, gone, never} {
+		if names[j.Name] {
+			t.Errorf("warm Job %s without a Pod was kept", j.Name)
+		}
+	}
+	for _, j := range []*batchv1.Job{fresh, claimedJob} {
+		if !names[j.Name] {
+			t.Errorf("warm Job %s was deleted", j.Name)
+		}
+	}
+	st := states[warmTestTool]
+	if st.Deleted != 3 || st.Claimed != 1 || st.Starting < 1 {
+		t.Errorf("state %+v, want 3 deleted, 1 claimed, the fresh one starting", st)
+	}
+	tool, _ := f.p.Tool(warmTestTool)
+	if st.Idle+st.Starting < tool.WarmPool.Min && st.Idle+st.Starting+st.Claimed < tool.WarmPool.Max {
+		t.Errorf("state %+v: the pool was not refilled in the same pass", st)
+	}
+}
+
+// TestPoolRunWatchesPods: with Watch, a warm Pod deleted between two intervals gets its Job replaced at
+// once, not at the next interval (here an hour away).
+func TestPoolRunWatchesPods(t *testing.T) {
+	f := newFixture(t)
+	ns := f.p.Spec.Sandbox.Namespace
+	job := currentWarmJob(t, f, "w0000000000a", f.now.Add(-5*time.Minute))
+	pod := podOf(t, job)
+	pod.Name, pod.UID = job.Name+"-aaaaa", "pod-uid-1"
+	pod.Finalizers = []string{batchv1.JobTrackingFinalizer}
+	pool, c := poolFixture(t, f, job, pod)
+	pool.Watch = c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); pool.Run(ctx, time.Hour) }()
+	defer func() { cancel(); <-done }()
+
+	// Let the first pass (and the watch) start, then delete the Pod: its finalizer keeps it, terminating.
+	time.Sleep(300 * time.Millisecond)
+	if !warmJobNames(t, c, ns)[job.Name] {
+		t.Fatal("the first pass deleted the Job of a live Pod")
+	}
+	if err := c.Delete(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for warmJobNames(t, c, ns)[job.Name] {
+		if time.Now().After(deadline) {
+			t.Fatal("the Job of the deleted warm Pod was not replaced within 5 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

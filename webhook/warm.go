@@ -55,7 +55,7 @@ func warmTool(p *policy.Compiled, labels map[string]string) (*policy.Tool, error
 
 // expectedWarmJob renders the warm Job name must be: the policy's warm rendering of tool t, with the
 // webhook's injection and the API server's defaults.
-func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name string) (*batchv1.Job, error) {
+func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name, claimKeys string) (*batchv1.Job, error) {
 	suffix, ok := sandbox.WarmSuffix(t.Name, name)
 	if !ok {
 		return nil, deny("exact-metadata", "a warm Job of %s is named %s followed by w and 11 base32hex characters, not %q", t.Name, sandbox.JobNamePrefix(t.Name), name)
@@ -64,7 +64,7 @@ func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name string) (*batchv1.
 	if err != nil {
 		return nil, deny("render", "%v", err)
 	}
-	InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t)
+	InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t, claimKeys)
 	applyJobDefaults(job)
 	return job, nil
 }
@@ -79,7 +79,7 @@ func (c *Checker) checkWarmJob(ctx context.Context, p *policy.Compiled, req Requ
 		return nil, err
 	}
 	name, _ := obj.meta()["name"].(string)
-	want, err := expectedWarmJob(p, t, name)
+	want, err := expectedWarmJob(p, t, name, c.claimKeys())
 	if err != nil {
 		return nil, err
 	}
@@ -116,12 +116,14 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	if st, _ := old["status"].(map[string]any); st != nil && (st["phase"] == string(corev1.PodSucceeded) || st["phase"] == string(corev1.PodFailed)) {
 		return nil, deny("claim", "the warm Pod has finished (%v)", st["phase"])
 	}
-	// Everything but the one new annotation must stay as it was admitted.
+	// Everything but the claim and the webhook's signature of it must stay as it was admitted.
 	raw := obj.annotations()[contract.AnnotationClaim]
-	if _, err := checkUpdate("Pod", withoutAnnotation(obj, contract.AnnotationClaim), old, false); err != nil {
+	rest := withoutAnnotation(withoutAnnotation(obj, contract.AnnotationClaim), contract.AnnotationClaimSignature)
+	if _, err := checkUpdate("Pod", rest, old, false); err != nil {
 		var d *Denial
 		if errors.As(err, &d) {
-			return nil, deny("claim-exact", "a claim adds the annotation %s and changes nothing else: %s", contract.AnnotationClaim, d.Reason)
+			return nil, deny("claim-exact", "a claim adds the annotation %s (and the webhook its signature %s) and changes nothing else: %s",
+				contract.AnnotationClaim, contract.AnnotationClaimSignature, d.Reason)
 		}
 		return nil, err
 	}
@@ -153,6 +155,10 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		return nil, deny("claim-exact", "%s", claimDifference(claim, inv))
 	}
 	if err := c.evaluate(ctx, p, obj, "Pod", req.Operation); err != nil {
+		return nil, err
+	}
+	// The warm Pod runs nothing without the webhook's signature of exactly this claim for exactly this Pod.
+	if err := c.requireClaimSignature(req, obj, old, raw); err != nil {
 		return nil, err
 	}
 	d := &Decision{Tool: t.Name}
@@ -199,7 +205,7 @@ func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *poli
 	if err := runnable(job); err != nil {
 		return err
 	}
-	want, err := expectedWarmJob(p, t, job.Name)
+	want, err := expectedWarmJob(p, t, job.Name, c.claimKeys())
 	if err != nil {
 		return err
 	}

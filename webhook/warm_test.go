@@ -55,7 +55,7 @@ func (f *fixture) warmJob(t testing.TB, tool, suffix string) *batchv1.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	InjectWarm(&j.Spec.Template.ObjectMeta, &j.Spec.Template.Spec, f.p, tl)
+	InjectWarm(&j.Spec.Template.ObjectMeta, &j.Spec.Template.Spec, f.p, tl, f.c.claimKeys())
 	return j
 }
 
@@ -173,7 +173,33 @@ func newWarmFixture(t testing.TB) *warmFixture {
 	return w
 }
 
+// claim submits the UPDATE old -> n as the API server does: through the claim-signing mutating endpoint
+// first, then the validating one.
 func (w *warmFixture) claim(t testing.TB, r Request, n, old *corev1.Pod) error {
+	t.Helper()
+	if r.Operation == "" {
+		r.Operation = "UPDATE"
+	}
+	if r.Namespace == "" {
+		r.Namespace = w.job.Namespace
+	}
+	if r.Resource == "" {
+		r.Resource = "pods"
+	}
+	sig, ok, err := w.c.signClaim(r, obj(t, n), obj(t, old))
+	if err != nil {
+		t.Fatalf("signing: %v", err)
+	}
+	if ok {
+		n = n.DeepCopy()
+		n.Annotations[contract.AnnotationClaimSignature] = sig
+	}
+	return w.validate(t, r, n, old)
+}
+
+// validate submits the UPDATE old -> n to the validating endpoint only, as a request that did not pass
+// the mutating one would arrive.
+func (w *warmFixture) validate(t testing.TB, r Request, n, old *corev1.Pod) error {
 	t.Helper()
 	if r.Operation == "" {
 		r.Operation = "UPDATE"

@@ -148,6 +148,9 @@ func newFixture(t testing.TB) *fixture {
 	f.c = &Checker{Ledger: f.ledger, Pods: f.pods, Anchors: f.anchors, Now: func() time.Time { return f.now }}
 	f.c.SetPolicy(f.p)
 	f.c.SetKeys(key.KeySet())
+	if f.c.ClaimSigner, err = GenerateClaimSigner(); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 

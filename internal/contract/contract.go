@@ -47,6 +47,13 @@ const (
 	// UPDATE the webhook validates like a call's Job, and never changes afterwards; the kubelet delivers it
 	// into the Pod through the ClaimVolume.
 	AnnotationClaim = prefix + "claim"
+	// AnnotationClaimSignature, on a claimed warm Pod, is the admission webhook's Ed25519 signature over the
+	// claim bound to this Pod (namespace, name, UID) and the claim's request ID (sandbox.SignClaim). Only the
+	// webhook's mutating endpoint writes it, in the same UPDATE as the claim, overwriting any value the
+	// client sent; the warm Pod's entry point and credential agent run and mint nothing without a valid one,
+	// so a claim that reached the Pod any other way (the pods/status subresource, which admission of pods
+	// does not see) is refused inside the Pod.
+	AnnotationClaimSignature = prefix + "claim-signature"
 )
 
 // Names inside the sandbox Pod.
@@ -96,6 +103,12 @@ const (
 	// ClaimDir and ClaimPath: where a warm Pod reads its claim.
 	ClaimDir  = "/var/run/agent-sandbox/claim"
 	ClaimPath = ClaimDir + "/claim"
+	// The other files of a warm Pod's claim volume, next to ClaimPath: the claim's signature
+	// (AnnotationClaimSignature) and the Pod's own identity, which the signature is bound to.
+	ClaimSignatureFile = "claim-signature"
+	PodNamespaceFile   = "pod-namespace"
+	PodNameFile        = "pod-name"
+	PodUIDFile         = "pod-uid"
 )
 
 // BinaryPath is where the project's image holds the agent-sandbox binary.

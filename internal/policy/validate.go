@@ -321,6 +321,13 @@ func (t *Tool) validateWarmPool(fp *field.Path, s *Spec) field.ErrorList {
 	if t.Workspace != nil || t.Plan != nil || len(t.Check) > 0 {
 		errs = append(errs, field.Forbidden(fp, "a tool whose Pod mounts per-call inputs (workspace, plan) or runs a check cannot be warm: those are known only at the call"))
 	}
+	for i, el := range t.Command {
+		for _, m := range placeholderRE.FindAllStringSubmatch(el, -1) {
+			if m[1] == PlaceholderPlanRules || m[1] == PlaceholderApprovers {
+				errs = append(errs, field.Forbidden(fp, fmt.Sprintf("command[%d] uses {{%s}}: a warm Pod renders its claim's argv from the parameters alone (ClaimSpec), so a warm tool's command names only parameters", i, m[1])))
+			}
+		}
+	}
 	if t.Image != s.Sandbox.CredentialAgent.Image {
 		errs = append(errs, field.Invalid(fp, t.Image, "a warm tool must run in the agent-sandbox image (spec.sandbox.credentialAgent.image): its warm entry point executes the claimed argv"))
 	}

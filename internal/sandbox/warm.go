@@ -49,8 +49,9 @@ func WarmSuffix(tool, name string) (string, bool) {
 
 // RenderWarmJob builds a warm Job of tool (before the webhook injects the credential agent): the tool's
 // Pod, started before any call, whose tool container runs the trusted warm entry point instead of the
-// tool's argv. It waits for one claim (AnnotationClaim, delivered through the ClaimVolume), executes exactly
-// the claim's argv with the tool's deadline, and exits; unclaimed, it exits after the pool's idle timeout.
+// tool's argv. It waits for one claim (AnnotationClaim, delivered through the ClaimVolume), verifies the
+// webhook's signature of it and that its argv is the policy's rendering of its parameters, executes exactly
+// that argv with the tool's deadline, and exits; unclaimed, it exits after the pool's idle timeout.
 func RenderWarmJob(p *policy.Compiled, t *policy.Tool, suffix string) (*batchv1.Job, error) {
 	if t.WarmPool == nil {
 		return nil, fmt.Errorf("tool %s has no warm pool", t.Name)
@@ -71,18 +72,30 @@ func RenderWarmJob(p *policy.Compiled, t *policy.Tool, suffix string) (*batchv1.
 	volumes := append(ToolVolumes(t, &policy.Invocation{Tool: t}), ClaimVolume())
 	command := []string{"/agent-sandbox", "run", "warm", "--tool=" + t.Name,
 		"--claim-file=" + contract.ClaimPath, "--done-file=" + contract.DonePath,
-		"--idle-timeout=" + strconv.FormatInt(idle, 10) + "s", "--deadline=" + strconv.FormatInt(deadline, 10) + "s"}
+		"--idle-timeout=" + strconv.FormatInt(idle, 10) + "s", "--deadline=" + strconv.FormatInt(deadline, 10) + "s",
+		// The entry point renders the claim's parameters itself and runs only that argv; the webhook's
+		// injection adds --claim-keys, the public keys the claim's signature must verify with.
+		"--claim-spec=" + t.ClaimSpec().String()}
 	return toolJob(WarmJobName(t.Name, suffix), sb.Namespace, labels, nil, total, toolPodSpec(sb, t, command, mounts, volumes)), nil
 }
 
-// ClaimVolume exposes a warm Pod's claim annotation as the file "claim": empty until the Pod is claimed.
+// ClaimVolume exposes a warm Pod's claim annotation as the file "claim" (empty until the Pod is claimed),
+// the webhook's signature of it as "claim-signature", and the Pod's own namespace, name and UID, which the
+// signature is bound to. The kubelet writes all files of the volume in one atomic swap, so the claim and
+// its signature, added by one UPDATE, appear together.
 func ClaimVolume() corev1.Volume {
+	field := func(path, fieldPath string) corev1.DownwardAPIVolumeFile {
+		return corev1.DownwardAPIVolumeFile{Path: path, FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}
+	}
 	return corev1.Volume{Name: contract.ClaimVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		DefaultMode: ptr.To(int32(0o444)),
-		Sources: []corev1.VolumeProjection{{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
-			Path:     "claim",
-			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['" + contract.AnnotationClaim + "']"},
-		}}}}},
+		Sources: []corev1.VolumeProjection{{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+			field("claim", "metadata.annotations['"+contract.AnnotationClaim+"']"),
+			field(contract.ClaimSignatureFile, "metadata.annotations['"+contract.AnnotationClaimSignature+"']"),
+			field(contract.PodNamespaceFile, "metadata.namespace"),
+			field(contract.PodNameFile, "metadata.name"),
+			field(contract.PodUIDFile, "metadata.uid"),
+		}}}},
 	}}}
 }
 

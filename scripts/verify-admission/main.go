@@ -233,8 +233,19 @@ func warmTwins(ctx context.Context, env *corpus.Env, admin *rest.Config, cold *c
 	passed, err := env.ClaimOnceOnly(ctx, warm)
 	check(err == nil, fmt.Sprintf("warm pool: one real claim admitted, then refused: %s", strings.Join(passed, "; ")), fmt.Sprintf("warm pool: %v", err))
 	_ = env.DeleteWarmJob(context.Background(), warm)
+	// Issue 22 (starvation): a deleted or evicted warm Pod's Job gets no second Pod; the pool replaces it.
+	for _, evict := range []bool{false, true} {
+		how := map[bool]string{false: "deleted", true: "evicted"}[evict]
+		took, err := env.WarmReplacement(ctx, evict, warmReplacementLimit)
+		check(err == nil && took < warmReplacementLimit,
+			fmt.Sprintf("warm pool: a %s warm Pod was replaced by a running one in %.1f s (< %s)", how, took.Seconds(), warmReplacementLimit),
+			fmt.Sprintf("warm pool: a %s warm Pod was not replaced within %s (%.1f s): %v", how, warmReplacementLimit, took.Seconds(), err))
+	}
 	return failed
 }
+
+// warmReplacementLimit is issue 22's bound on replacing a deleted warm Pod.
+const warmReplacementLimit = 30 * time.Second
 
 // terraformInputs submits the malicious-workspace corpus and a forged, approved saved plan straight to the
 // cluster with the MCP server's identity, and checks that each is refused before the credential agent

@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -215,6 +216,21 @@ func (e *Env) WarmCases(warm, cold *corev1.Pod, pool kubernetes.Interface) []Cas
 		{Class: "warm", Name: "claim by an edit user that is not a claim object", Rule: "claim", Submit: func(ctx context.Context) error {
 			return e.patchPodAs(ctx, e.Edit, warm, map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationClaim: "sh -c id"}}}, true)
 		}},
+		// Issue 22, finding 1: the claim annotation written through pods/status, which the pods webhooks do not
+		// see, with the argv of the original report and a made-up signature. Refused by admission's
+		// subresource allowlist (metadata never changes through a status subresource: rule pod-status); and
+		// were it stored, the warm Pod would refuse it, unsigned (TestWarmClaimSignature). A dry run.
+		{Class: "warm", Name: "warm claim forged through pods/status", Rule: "pod-status", Submit: func(ctx context.Context) error {
+			forged := editClaim(good(), func(c *sandbox.Claim) { c.Argv = []string{"/agent-sandbox", "version"} })
+			body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+				contract.AnnotationClaim: forged, contract.AnnotationClaimSignature: "v1.forged"}}})
+			if err != nil {
+				return err
+			}
+			_, err = e.Attacker.CoreV1().Pods(warm.Namespace).Patch(ctx, warm.Name, types.MergePatchType, body,
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
+			return err
+		}},
 		{Class: "warm", Name: "ephemeral container on a warm Pod", Rule: "no-ephemeral-containers", Submit: func(ctx context.Context) error {
 			p := warm.DeepCopy()
 			// Restricted-compliant, so that Pod Security has nothing to say and the webhook decides.
@@ -297,4 +313,50 @@ func (e *Env) DeleteWarmJob(ctx context.Context, pod *corev1.Pod) error {
 	}
 	bg := metav1.DeletePropagationBackground
 	return e.Admin.BatchV1().Jobs(pod.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+}
+
+// WarmReplacement deletes (or, with evict, evicts) an unclaimed, running warm Pod of WarmTool, as an admin,
+// and measures how long until another warm Pod of the tool is running and claimable: the pool must notice
+// that the Pod's Job will never get another Pod and replace the Job (issue 22: within seconds, not at the
+// Job's deadline). It returns the time from the deletion to the replacement's readiness.
+func (e *Env) WarmReplacement(ctx context.Context, evict bool, limit time.Duration) (time.Duration, error) {
+	t, err := e.Policy.Tool(WarmTool)
+	if err != nil || t.WarmPool == nil {
+		return 0, fmt.Errorf("the policy keeps no warm pool for %s", WarmTool)
+	}
+	victim, err := e.WaitWarmPod(ctx, 3*time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	// The replacement is a new Pod: every warm Pod that exists now is skipped. The pool keeps min idle Pods,
+	// so it makes one only if the others fall short of min without the victim.
+	sel := labels.Set{contract.LabelTool: WarmTool, contract.LabelWarm: "true"}.String()
+	pods, err := e.Admin.CoreV1().Pods(e.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return 0, err
+	}
+	var existing []string
+	idle := 0
+	for i := range pods.Items {
+		existing = append(existing, pods.Items[i].Name)
+		if sandbox.Claimable(&pods.Items[i]) && pods.Items[i].Name != victim.Name {
+			idle++
+		}
+	}
+	if idle >= t.WarmPool.Min {
+		return 0, fmt.Errorf("%d other idle warm Pods (min %d): the pool would not replace %s, nothing to measure", idle, t.WarmPool.Min, victim.Name)
+	}
+	start := time.Now()
+	if evict {
+		err = e.Admin.CoreV1().Pods(victim.Namespace).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: victim.Name, Namespace: victim.Namespace}})
+	} else {
+		err = e.Admin.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("remove warm Pod %s: %w", victim.Name, err)
+	}
+	if _, err := e.WaitWarmPod(ctx, limit, existing...); err != nil {
+		return time.Since(start), fmt.Errorf("no replacement for the removed warm Pod %s within %s: %w", victim.Name, limit, err)
+	}
+	return time.Since(start), nil
 }

@@ -695,6 +695,7 @@ func TestChartRBAC(t *testing.T) {
 		want := []rule{
 			{"", "configmaps", "create,list,delete", ""},
 			{"", "secrets", "get,update", "agent-sandbox-webhook-tls"},
+			{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"},
 			{"", "secrets", "create", ""},
 			{"coordination.k8s.io", "leases", "create", ""},
 			{"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"},
@@ -706,7 +707,7 @@ func TestChartRBAC(t *testing.T) {
 
 		var jobs rbacv1.Role
 		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
-		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,delete", ""}, {"", "pods", "list", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,delete", ""}, {"", "pods", "list,watch", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
 		}
 		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)
@@ -733,11 +734,13 @@ func TestChartRBAC(t *testing.T) {
 		}
 	})
 
-	t.Run("cert-manager TLS needs no Secret or configuration access", func(t *testing.T) {
+	t.Run("cert-manager TLS needs no TLS Secret or configuration access", func(t *testing.T) {
 		r := chartRenderArgs(t, "--set", "tls.mode=certManager")
 		var role rbacv1.Role
 		r.get(t, "Role", chartNamespace, chartService, &role)
-		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""}, {"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"}}; !slices.Equal(got, want) {
+		// Only the claim signing key's Secret, in either mode.
+		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""},
+			{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"}, {"", "secrets", "create", ""}, {"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
 		}
 		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 3 {

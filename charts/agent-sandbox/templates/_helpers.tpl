@@ -28,6 +28,11 @@ flag defaults).
 {{- default (printf "%s-tls" (include "agent-sandbox.webhookName" .)) .Values.tls.secretName }}
 {{- end }}
 
+{{- /* The Secret with the webhook's warm-claim signing key; the webhook creates it on first start. */ -}}
+{{- define "agent-sandbox.claimSigningSecretName" -}}
+{{- printf "%s-claim-signing" (include "agent-sandbox.webhookName" .) }}
+{{- end }}
+
 {{- define "agent-sandbox.policyConfigMapName" -}}
 {{- printf "%s-policy" (include "agent-sandbox.fullname" .) }}
 {{- end }}

@@ -2,10 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +38,8 @@ type credAgentOptions struct {
 	Out            string
 	ResultFile     string
 	ClaimFile      string
+	ClaimKeys      string
+	ClaimSpec      string
 	DoneFile       string
 	Scope          string
 	LoginTimeout   time.Duration
@@ -63,7 +68,10 @@ returns success, so its container never starts; this binary's runners (run pod-s
 start beside the agent and wait for the kubeconfig themselves, and without one they use nothing and fail.
 
 In a warm Pod (--claim-file instead of --namespace) the agent does nothing until the Pod's claim — which the
-admission webhook validated — appears in the claim file; it then takes the target namespace from the claim,
+admission webhook validated — appears in the claim file. It verifies the webhook's signature of the claim for
+this Pod (--claim-keys) and that the claim's argv and namespace are the tool's rendering of its parameters
+(--claim-spec); a claim that fails either is refused (credential.failed) and nothing is minted. It then
+takes the target namespace from the claim,
 issues the credential, and revokes it and reports the result as soon as the warm entry point writes
 --done-file. It serves one claim: restarted after a claim, it issues nothing. A failure is reported as a
 credential.failed event, and the agent stays up until it is stopped.`,
@@ -92,6 +100,8 @@ credential.failed event, and the agent stays up until it is stopped.`,
 	f.StringVar(&o.Scope, "scope", "", "credential scope name (for events only)")
 	f.StringVar(&o.ResultFile, "result-file", "", "the tool's result file, reported (scrubbed) as a tool.result event once the credential is revoked")
 	f.StringVar(&o.ClaimFile, "claim-file", "", "a warm Pod's claim file: wait for the claim and take the target namespace from it (instead of --namespace)")
+	f.StringVar(&o.ClaimKeys, "claim-keys", "", "with --claim-file: the admission webhook's claim-signing public keys (comma-separated base64url Ed25519); a claim without a valid signature for this Pod is refused")
+	f.StringVar(&o.ClaimSpec, "claim-spec", "", "with --claim-file: the tool's argv template and parameters (JSON, rendered by the webhook); a claim whose argv or namespace is not their rendering is refused")
 	f.StringVar(&o.DoneFile, "done-file", "", "a warm Pod's done marker: revoke and report as soon as it exists")
 	f.DurationVar(&o.LoginTimeout, "login-timeout", broker.DefaultLoginTimeout, "give up logging in and minting after this long (transient errors are retried)")
 	cmd.AddCommand(newCredAgentReadyCommand(streams))
@@ -106,6 +116,9 @@ func (o *credAgentOptions) Validate() error {
 	if o.ClaimFile != "" {
 		if o.Namespace != "" {
 			return fmt.Errorf("give --namespace or --claim-file, not both")
+		}
+		if _, err := newClaimVerifier(o.ClaimKeys, o.ClaimSpec); err != nil {
+			return err
 		}
 		cfg := o.config()
 		cfg.Namespace = "from-the-claim"
@@ -247,7 +260,13 @@ func (o *credAgentOptions) runWarm(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	claim, err := waitClaim(ctx, o.ClaimFile, claimPollAgent)
+	v, err := newClaimVerifier(o.ClaimKeys, o.ClaimSpec)
+	if err != nil {
+		return fail(err)
+	}
+	// Nothing is minted for a claim that admission did not sign for this Pod, or whose argv or namespace
+	// is not the tool's rendering of its parameters.
+	claim, err := waitClaim(ctx, o.ClaimFile, claimPollAgent, v.verify)
 	if err != nil {
 		return fail(err)
 	}
@@ -288,9 +307,9 @@ const (
 	claimPollEntry = 100 * time.Millisecond
 )
 
-// waitClaim waits, looking every `every`, until the claim file holds a claim and parses it; nil when ctx
-// ends first.
-func waitClaim(ctx context.Context, path string, every time.Duration) (*sandbox.Claim, error) {
+// waitClaim waits, looking every `every`, until the claim file holds a claim, and returns what verify makes
+// of its exact bytes; nil when ctx ends first.
+func waitClaim(ctx context.Context, path string, every time.Duration, verify func(path, raw string) (*sandbox.Claim, error)) (*sandbox.Claim, error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -304,7 +323,7 @@ func waitClaim(ctx context.Context, path string, every time.Duration) (*sandbox.
 				return nil, fmt.Errorf("read the claim: %w", err)
 			}
 			if len(strings.TrimSpace(string(b))) > 0 {
-				return sandbox.ParseClaim(string(b))
+				return verify(path, string(b))
 			}
 		}
 		select {
@@ -313,4 +332,71 @@ func waitClaim(ctx context.Context, path string, every time.Duration) (*sandbox.
 		case <-t.C:
 		}
 	}
+}
+
+// claimVerifier is what a warm Pod checks a claim against before it mints or runs anything (issue 22, "a
+// warm Pod runs only what admission admitted"): the admission webhook's signature of exactly these claim
+// bytes for exactly this Pod (--claim-keys, rendered into the Pod by the webhook's injection), and the
+// tool's own rendering of the claim's parameters (--claim-spec): the argv and the target namespace must be
+// it. A claim that reached the Pod without admission — through the pods/status subresource, which the API
+// server lets change annotations — is refused here.
+type claimVerifier struct {
+	keys []ed25519.PublicKey
+	spec *policy.ClaimSpec
+}
+
+func newClaimVerifier(keys, spec string) (*claimVerifier, error) {
+	k, err := sandbox.ParseClaimKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	if spec == "" {
+		return nil, errors.New("no claim spec (--claim-spec): a warm Pod cannot check its claim's argv")
+	}
+	s, err := policy.ParseClaimSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	return &claimVerifier{keys: k, spec: s}, nil
+}
+
+// verify checks raw, the claim file's exact content, read from path.
+func (v *claimVerifier) verify(path, raw string) (*sandbox.Claim, error) {
+	sig, pod, err := sandbox.ReadClaimFiles(path)
+	if err != nil {
+		return nil, fmt.Errorf("refused the claim: %w", err)
+	}
+	c, err := sandbox.VerifyClaim(v.keys, pod, raw, sig)
+	if err != nil {
+		return nil, fmt.Errorf("refused the claim: %w", err)
+	}
+	if c.Tool != v.spec.Tool {
+		return nil, fmt.Errorf("refused the claim %s: it is for tool %q, this Pod runs %s", c.RequestID, c.Tool, v.spec.Tool)
+	}
+	argv, ns, err := v.spec.Render(c.Params)
+	if err != nil {
+		return nil, fmt.Errorf("refused the claim %s: its parameters: %w", c.RequestID, err)
+	}
+	if !slices.Equal(argv, c.Argv) {
+		return nil, fmt.Errorf("refused the claim %s: its argv %q is not the tool's rendering %q", c.RequestID, c.Argv, argv)
+	}
+	if ns != c.Namespace {
+		return nil, fmt.Errorf("refused the claim %s: it targets namespace %q, its parameters %q", c.RequestID, c.Namespace, ns)
+	}
+	return c, nil
+}
+
+// VerifyWarmClaim is the check a warm Pod's entry point and credential agent make before anything is run
+// or minted, for the claim volume whose claim file is claimPath, with the Pod's --claim-keys and
+// --claim-spec values (the integration tests run it on what the API server holds).
+func VerifyWarmClaim(claimPath, claimKeys, claimSpec string) (*sandbox.Claim, error) {
+	v, err := newClaimVerifier(claimKeys, claimSpec)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(claimPath)
+	if err != nil {
+		return nil, fmt.Errorf("read the claim: %w", err)
+	}
+	return v.verify(claimPath, string(raw))
 }

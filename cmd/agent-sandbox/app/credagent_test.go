@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
 func TestCredAgentReady(t *testing.T) {
@@ -75,6 +77,9 @@ type testErr struct{ s string }
 
 func (e *testErr) Error() string { return e.s }
 
+// parseOnly stands in for the claim verifier where only waitClaim's waiting is tested.
+func parseOnly(_, raw string) (*sandbox.Claim, error) { return sandbox.ParseClaim(raw) }
+
 // waitClaim sees a claim the way the kubelet delivers it: the downward-API file is empty (no claim
 // annotation yet), then the kubelet writes a new timestamped folder and swaps the ..data link to it.
 func TestWaitClaim(t *testing.T) {
@@ -103,7 +108,7 @@ func TestWaitClaim(t *testing.T) {
 
 	// No claim: waits until the context ends, then nil without error.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	c, err := waitClaim(ctx, path, 10*time.Millisecond)
+	c, err := waitClaim(ctx, path, 10*time.Millisecond, parseOnly)
 	cancel()
 	if c != nil || err != nil {
 		t.Fatalf("without a claim: %+v, %v; want nil, nil", c, err)
@@ -118,7 +123,7 @@ func TestWaitClaim(t *testing.T) {
 	}()
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err = waitClaim(ctx, path, 10*time.Millisecond)
+	c, err = waitClaim(ctx, path, 10*time.Millisecond, parseOnly)
 	if err != nil || c == nil {
 		t.Fatalf("waitClaim = %+v, %v; want the claim", c, err)
 	}
@@ -128,7 +133,7 @@ func TestWaitClaim(t *testing.T) {
 
 	// A claim that does not parse is an error, not a wait.
 	write("..4", `{"requestID":"req-1"}`)
-	if _, err := waitClaim(ctx, path, 10*time.Millisecond); err == nil {
+	if _, err := waitClaim(ctx, path, 10*time.Millisecond, parseOnly); err == nil {
 		t.Error("an incomplete claim was accepted")
 	}
 }

@@ -21,6 +21,8 @@ import (
 type runWarmOptions struct {
 	Tool           string
 	ClaimFile      string
+	ClaimKeys      string
+	ClaimSpec      string
 	DoneFile       string
 	Kubeconfig     string
 	IdleTimeout    time.Duration
@@ -39,7 +41,9 @@ func newRunWarmCommand(streams IO) *cobra.Command {
 		Short: "Wait for this warm Pod's claim, then run exactly the claimed argv (a warm Pod's tool container)",
 		Long: `warm is what a warm Pod's tool container runs (docs/design/warm-pool.md). It waits for the Pod's claim
 (--claim-file, the downward-API file of the claim annotation, which the admission webhook admitted only as
-the policy's rendering of the call), then for the credential agent's kubeconfig, then executes the claim's
+the policy's rendering of the call), verifies the webhook's signature of it for this Pod (--claim-keys) and
+that its argv is the tool's rendering of its parameters (--claim-spec) — a claim that fails either is
+refused and nothing runs — then waits for the credential agent's kubeconfig, then executes the claim's
 argv — directly, no shell — with the tool's deadline, and finally writes --done-file so that the agent
 revokes the credential and reports the result at once. Its exit code is the tool's. Unclaimed after
 --idle-timeout it exits 0, and the pool replaces the Pod.`,
@@ -54,6 +58,8 @@ revokes the credential and reports the result at once. Its exit code is the tool
 	f := cmd.Flags()
 	f.StringVar(&o.Tool, "tool", "", "the tool this warm Pod runs (a claim for another is refused)")
 	f.StringVar(&o.ClaimFile, "claim-file", contract.ClaimPath, "the claim file")
+	f.StringVar(&o.ClaimKeys, "claim-keys", "", "the admission webhook's claim-signing public keys (comma-separated base64url Ed25519, rendered by its injection); a claim without a valid signature for this Pod is refused")
+	f.StringVar(&o.ClaimSpec, "claim-spec", "", "the tool's argv template and parameters (JSON, from the warm rendering); a claim whose argv or namespace is not their rendering is refused")
 	f.StringVar(&o.DoneFile, "done-file", contract.DonePath, "the marker written once the tool has exited")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", contract.KubeconfigPath, "the kubeconfig the credential agent writes")
 	f.DurationVar(&o.IdleTimeout, "idle-timeout", 10*time.Minute, "exit 0 if no claim arrives within this time")
@@ -71,14 +77,22 @@ func (o *runWarmOptions) Validate() error {
 	if o.IdleTimeout <= 0 || o.Deadline <= 0 || o.CredentialWait <= 0 {
 		errs = append(errs, errors.New("--idle-timeout, --deadline and --credential-wait must be positive"))
 	}
+	if _, err := newClaimVerifier(o.ClaimKeys, o.ClaimSpec); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // Run waits for the claim, then the credential, then runs the claimed argv.
 func (o *runWarmOptions) Run(ctx context.Context) error {
 	log := runLogger(o.streams)
+	v, err := newClaimVerifier(o.ClaimKeys, o.ClaimSpec)
+	if err != nil {
+		return o.finish(runFail(o.streams, log, err))
+	}
 	idle, cancel := context.WithTimeout(ctx, o.IdleTimeout)
-	claim, err := waitClaim(idle, o.ClaimFile, claimPollEntry)
+	// Nothing runs that admission did not sign for this Pod, or that is not the tool's rendering.
+	claim, err := waitClaim(idle, o.ClaimFile, claimPollEntry, v.verify)
 	cancel()
 	switch {
 	case err != nil:

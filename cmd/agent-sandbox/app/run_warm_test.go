@@ -50,13 +50,14 @@ func runWarm(t *testing.T, argv []string) (int, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"claim": string(claim), "kubeconfig": "apiVersion: v1\nkind: Config\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	// Signed by the webhook's key for this Pod, and argv the rendering of a spec whose template is argv.
+	keys, path := writeSignedClaim(t, dir, string(claim), true)
+	spec := testClaimSpec("k8s_describe", argv...)
 	done := filepath.Join(dir, "done")
-	code, _, stderr := runCLI(t, "run", "warm", "--tool=k8s_describe", "--claim-file="+filepath.Join(dir, "claim"),
+	code, _, stderr := runCLI(t, "run", "warm", "--tool=k8s_describe", "--claim-file="+path, "--claim-keys="+keys, "--claim-spec="+spec.String(),
 		"--kubeconfig="+filepath.Join(dir, "kubeconfig"), "--done-file="+done, "--deadline=30s", "--idle-timeout=5s")
 	marker, err := os.ReadFile(done)
 	if err != nil {

@@ -36,6 +36,7 @@ type webhookOptions struct {
 	CertDir            string
 	TLSMode            string
 	TLSSecret          string
+	ClaimSigningSecret string
 	ServiceName        string
 	WebhookConfig      string
 	Namespace          string
@@ -97,6 +98,8 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringVar(&o.CertDir, "cert-dir", "/tmp/agent-sandbox-webhook/certs", "folder with tls.crt and tls.key (written by --tls-mode=self)")
 	f.StringVar(&o.TLSMode, "tls-mode", "self", "self: manage a CA and serving certificate in a Secret and inject the caBundle; files: serve what is in --cert-dir")
 	f.StringVar(&o.TLSSecret, "tls-secret", "agent-sandbox-webhook-tls", "Secret that holds the self-managed CA and certificate")
+	f.StringVar(&o.ClaimSigningSecret, "claim-signing-secret", "agent-sandbox-claim-signing",
+		"Secret (in --namespace) with the Ed25519 key that signs warm claims, shared by every replica; created with a fresh key when missing. Warm Pods verify the signature before they mint or run anything")
 	f.StringVar(&o.ServiceName, "service-name", "agent-sandbox-webhook", "the webhook's Service (certificate names, caBundle injection)")
 	f.StringVar(&o.WebhookConfig, "webhook-config", "agent-sandbox", "name of the Mutating- and ValidatingWebhookConfiguration to inject the caBundle into")
 	f.StringVar(&o.Namespace, "namespace", "", "the webhook's own namespace (default $POD_NAMESPACE); the approval ledger, the audit anchors and the TLS Secret live there")
@@ -143,6 +146,9 @@ func (o *webhookOptions) Validate() error {
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d is not a port", o.Port))
 	}
+	if o.ClaimSigningSecret == "" {
+		errs = append(errs, errors.New("--claim-signing-secret is required"))
+	}
 	if o.WarmPool && o.WarmPoolInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--warm-pool-interval must be at least 100ms"))
 	}
@@ -173,7 +179,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -187,6 +193,15 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		}
 		log.Info("serving certificate ready", "secret", o.Namespace+"/"+o.TLSSecret, "certDir", o.CertDir)
 	}
+
+	var signer *webhook.ClaimSigner
+	if err := retryUntil(ctx, 60*time.Second, func() (err error) {
+		signer, err = webhook.EnsureClaimSigningKey(ctx, direct, o.Namespace, o.ClaimSigningSecret)
+		return err
+	}); err != nil {
+		return fmt.Errorf("claim signing key: %w", err)
+	}
+	log.Info("claim signing key ready", "secret", o.Namespace+"/"+o.ClaimSigningSecret, "verifyKeys", len(signer.PublicKeys()))
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -203,7 +218,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
 	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Anchors: ledger, AnchorRetention: o.AnchorRetention,
-		Cluster: apiReader{mgr.GetAPIReader()}, Identities: webhook.Identities{
+		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: webhook.Identities{
 			JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
 			AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
 			StatusControllerUsers: o.StatusUsers, NamespaceControllerUsers: o.NamespaceCtlUsers,
@@ -233,7 +248,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		},
 	}
 	if o.WarmPool {
-		pool := &webhook.Pool{Client: direct, Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
+		pool := &webhook.Pool{Client: direct, Watch: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
 		runnables = append(runnables, func(ctx context.Context) error {
 			return runLeader(ctx, cfg, o.Namespace, o.WarmPoolLease, log.WithName("warm-pool"), func(ctx context.Context) {
 				pool.Run(ctx, o.WarmPoolInterval)
