@@ -763,7 +763,7 @@ func TestChartRBAC(t *testing.T) {
 		r.get(t, "Role", chartSandboxNS, "agent-sandbox-mcp", &role)
 		want := []rule{
 			{"batch", "jobs", "create,get,list,watch,delete", ""},
-			{"", "configmaps", "create,get", ""},
+			{"", "configmaps", "create,get,delete", ""},
 			{"", "pods", "get,list,watch", ""},
 			{"", "pods", "patch", ""},
 			{"", "pods/log", "get", ""},
@@ -782,8 +782,8 @@ func TestChartRBAC(t *testing.T) {
 				if res == "pods" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" && v != "patch" }) {
 					t.Errorf("the MCP server may %v pods; only the Job controller creates them, and the MCP server may only claim (patch) warm ones", pr.Verbs)
 				}
-				if res == "configmaps" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "create" && v != "get" }) {
-					t.Errorf("the MCP server may %v ConfigMaps; it may only create (content-addressed) and read them", pr.Verbs)
+				if res == "configmaps" && slices.ContainsFunc(pr.Verbs, func(v string) bool { return v != "create" && v != "get" && v != "delete" }) {
+					t.Errorf("the MCP server may %v ConfigMaps; it may only create (content-addressed), read and delete them (the webhook admits its deletes of workspaces only)", pr.Verbs)
 				}
 			}
 			if slices.Contains(pr.Verbs, "*") || slices.Contains(pr.APIGroups, "*") {
