@@ -235,11 +235,11 @@ func warmTwins(ctx context.Context, env *corpus.Env, admin *rest.Config, cold *c
 	_ = env.DeleteWarmJob(context.Background(), warm)
 	// Issue 22 (starvation): a deleted or evicted warm Pod's Job gets no second Pod; the pool replaces it.
 	for _, evict := range []bool{false, true} {
-		how := map[bool]string{false: "deleted", true: "evicted"}[evict]
+		how := map[bool]string{false: "a deleted", true: "an evicted"}[evict]
 		took, err := env.WarmReplacement(ctx, evict, warmReplacementLimit)
 		check(err == nil && took < warmReplacementLimit,
-			fmt.Sprintf("warm pool: a %s warm Pod was replaced by a running one in %.1f s (< %s)", how, took.Seconds(), warmReplacementLimit),
-			fmt.Sprintf("warm pool: a %s warm Pod was not replaced within %s (%.1f s): %v", how, warmReplacementLimit, took.Seconds(), err))
+			fmt.Sprintf("warm pool: %s warm Pod was replaced by a running one in %.1f s (< %s)", how, took.Seconds(), warmReplacementLimit),
+			fmt.Sprintf("warm pool: %s warm Pod was not replaced within %s (%.1f s): %v", how, warmReplacementLimit, took.Seconds(), err))
 	}
 	return failed
 }
