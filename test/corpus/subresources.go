@@ -264,6 +264,9 @@ func (e *Env) ownObjectCases() []Case {
 		c("cluster-wide admin deletes a workspace ConfigMap (tfws-)", "content-addressed", del(e.Attacker, ws)),
 		c("edit user deletes a saved-plan ConfigMap (tfplan-)", "content-addressed", del(e.Edit, plan)),
 		c("MCP server deletes a saved-plan ConfigMap (tfplan-) a pending approval needs", "content-addressed", del(e.MCP, plan)),
+		c("MCP server deletes the API server CA the credential agent trusts", "sandbox-namespace", func(ctx context.Context) error {
+			return e.MCP.CoreV1().ConfigMaps(ns).Delete(ctx, e.Policy.Spec.Sandbox.CredentialAgent.APIServerCACertConfigMap, metav1.DeleteOptions{DryRun: dryRun})
+		}),
 		c("garbage collector (impersonated) deletes a saved-plan ConfigMap (tfplan-)", "content-addressed", del(e.GC, plan)),
 	}
 }

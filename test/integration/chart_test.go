@@ -1571,7 +1571,9 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
 		{"mcp", mcpUser, mcpGroups, "delete", "batch", "jobs", "", chartSandboxNS, "j", true},
 		{"mcp", mcpUser, mcpGroups, "create", "", "configmaps", "", chartSandboxNS, "", true},
-		{"mcp", mcpUser, mcpGroups, "delete", "", "configmaps", "", chartSandboxNS, "kube-root-ca.crt", false},
+		// RBAC lets the MCP server delete ConfigMaps; the webhook admits only its deletes of workspaces (the
+		// corpus's own-objects cases: a saved plan and the API server's CA are refused).
+		{"mcp", mcpUser, mcpGroups, "delete", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", true},
 		{"mcp", mcpUser, mcpGroups, "update", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", false},
 		{"mcp", mcpUser, mcpGroups, "get", "", "pods", "log", chartSandboxNS, "p", true},
 		{"mcp", mcpUser, mcpGroups, "list", "", "events", "", chartSandboxNS, "", true},
