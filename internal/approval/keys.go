@@ -403,18 +403,28 @@ func (s *KeySet) lookup(id string) (ed25519.PublicKey, bool) {
 	return pub, ok
 }
 
-// WritePublicFile writes the key set as indented JSON to path with mode 0644. An existing file is refused with
-// an error wrapping fs.ErrExist unless overwrite is true.
-func (s *KeySet) WritePublicFile(path string, overwrite bool) error {
+// Encode returns the key set as the file WritePublicFile writes: indented JSON, keys ordered by key ID,
+// ending in a newline.
+func (s *KeySet) Encode() ([]byte, error) {
 	data, err := s.MarshalJSON()
 	if err != nil {
-		return fmt.Errorf("encode JWK set: %w", err)
+		return nil, fmt.Errorf("encode JWK set: %w", err)
 	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("encode JWK set: %w", err)
+		return nil, fmt.Errorf("encode JWK set: %w", err)
 	}
 	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// WritePublicFile writes the key set as indented JSON to path with mode 0644. An existing file is refused with
+// an error wrapping fs.ErrExist unless overwrite is true.
+func (s *KeySet) WritePublicFile(path string, overwrite bool) error {
+	out, err := s.Encode()
+	if err != nil {
+		return err
+	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if !overwrite {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
@@ -426,7 +436,7 @@ func (s *KeySet) WritePublicFile(path string, overwrite bool) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	if _, err := f.Write(out.Bytes()); err != nil {
+	if _, err := f.Write(out); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

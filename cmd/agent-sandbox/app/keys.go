@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -216,18 +214,13 @@ func (o *keysMergeOptions) Run() error {
 			return fmt.Errorf("merge %s: %w", f, err)
 		}
 	}
-	data, err := merged.MarshalJSON()
+	out, err := merged.Encode()
 	if err != nil {
-		return fmt.Errorf("encode JWK set: %w", err)
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("encode JWK set: %w", err)
-	}
-	out.WriteByte('\n')
-	if o.Out == "" {
-		_, err := o.streams.Out.Write(out.Bytes())
 		return err
 	}
-	return atomicfile.Write(o.Out, out.Bytes(), 0o644)
+	if o.Out == "" {
+		_, err := o.streams.Out.Write(out)
+		return err
+	}
+	return atomicfile.Write(o.Out, out, 0o644)
 }
