@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -348,7 +349,7 @@ func (a *Agent) mintAndWrite(ctx context.Context, deadline time.Time, ca []byte)
 	}
 	kc, err := RenderKubeconfig(c.APIServer, ca, cred)
 	if err == nil {
-		err = WriteFileAtomic(c.Out, kc, KubeconfigMode)
+		err = atomicfile.Write(c.Out, kc, KubeconfigMode)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write kubeconfig: %w", err)

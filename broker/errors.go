@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 // Sentinel errors. Every error this package returns from a Vault call is a *VaultError that matches one of
@@ -130,8 +132,6 @@ func vaultErr(ctx context.Context, addr string, err error) error {
 	return &VaultError{Addr: addr, Err: err}
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 // splitMultiError turns Vault's "2 errors occurred:\n\t* permission denied\n\t* invalid token" into its
 // items; any other message becomes one line.
 func splitMultiError(m string) []string {
@@ -141,16 +141,16 @@ func splitMultiError(m string) []string {
 	}
 	head, rest, ok := strings.Cut(m, "\n")
 	if !ok || !strings.HasSuffix(head, " occurred:") {
-		return []string{oneLine(m)}
+		return []string{oneline.Fold(m)}
 	}
 	var out []string
 	for _, line := range strings.Split(rest, "\n") {
 		if item, ok := strings.CutPrefix(strings.TrimSpace(line), "* "); ok && strings.TrimSpace(item) != "" {
-			out = append(out, oneLine(item))
+			out = append(out, oneline.Fold(item))
 		}
 	}
 	if len(out) == 0 {
-		return []string{oneLine(m)}
+		return []string{oneline.Fold(m)}
 	}
 	return out
 }

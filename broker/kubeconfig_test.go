@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 )
 
 const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBdummy\n-----END CERTIFICATE-----\n"
@@ -48,35 +50,6 @@ func TestRenderKubeconfig(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "kubeconfig")
-	if err := WriteFileAtomic(path, []byte("first"), KubeconfigMode); err != nil {
-		t.Fatal(err)
-	}
-	// A second write replaces the read-only file (rename does not need write permission on it).
-	if err := WriteFileAtomic(path, []byte("second"), KubeconfigMode); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o400 {
-		t.Errorf("mode %v, want 0400", fi.Mode().Perm())
-	}
-	if b, _ := os.ReadFile(path); string(b) != "second" {
-		t.Errorf("content %q", b)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("temporary files left behind: %v", entries)
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "kubeconfig"), []byte("x"), KubeconfigMode); err == nil {
-		t.Error("writing into a missing directory succeeded")
-	}
-}
-
 func TestKubeconfigReady(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "kubeconfig")
@@ -92,7 +65,7 @@ func TestKubeconfigReady(t *testing.T) {
 	if err := KubeconfigReady(dir); err == nil {
 		t.Error("a directory is ready")
 	}
-	if err := WriteFileAtomic(path, []byte("apiVersion: v1"), KubeconfigMode); err != nil {
+	if err := atomicfile.Write(path, []byte("apiVersion: v1"), KubeconfigMode); err != nil {
 		t.Fatal(err)
 	}
 	if err := KubeconfigReady(path); err != nil {

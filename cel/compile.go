@@ -21,6 +21,8 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 // Names of the variables a rule can refer to.
@@ -230,7 +232,7 @@ func compileEach(env *celgo.Env, rules []Rule, progOpts []celgo.ProgramOption, s
 		}
 		prg, err := env.Program(ast, progOpts...)
 		if err != nil {
-			errs = append(errs, FieldError{r.Path + ".expression", oneLine(err.Error())})
+			errs = append(errs, FieldError{r.Path + ".expression", oneline.Fold(err.Error())})
 			continue
 		}
 		compiled = append(compiled, compiledRule{Rule: r, program: prg})
@@ -319,17 +321,16 @@ func issuesLine(iss *celgo.Issues) string {
 	errs := iss.Errors()
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {
-		msg := oneLine(e.Message)
+		msg := oneline.Fold(e.Message)
 		if loc := e.Location; loc != nil && loc.Line() > 0 {
 			msg = fmt.Sprintf("%d:%d: %s", loc.Line(), loc.Column()+1, msg)
 		}
 		parts = append(parts, msg)
 	}
 	if len(parts) == 0 {
-		return oneLine(iss.Err().Error())
+		return oneline.Fold(iss.Err().Error())
 	}
 	return strings.Join(parts, "; ")
 }
 
 // oneLine collapses runs of whitespace, newlines included, to single spaces.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

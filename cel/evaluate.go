@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 // ErrUnsupportedKind is returned by NewInput for objects that are neither a batch/v1 Job
@@ -156,7 +158,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) []Violation {
 	for i := range p.rules {
 		r := &p.rules[i]
 		if ok, err := r.eval(ctx, act); err != nil {
-			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the object is denied: " + truncate(oneLine(err.Error()), maxReasonBytes)})
+			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the object is denied: " + truncate(oneline.Fold(err.Error()), maxReasonBytes)})
 		} else if !ok {
 			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: r.Message})
 		}

@@ -7,6 +7,8 @@ import (
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 // Names of the variables a plan rule can refer to. A plan rule is evaluated once per resource change of a
@@ -95,7 +97,7 @@ func (p *PlanProgram) Evaluate(ctx context.Context, in PlanInput) []Violation {
 	}
 	act, err := interpreter.NewActivation(vars)
 	if err != nil {
-		return []Violation{{Rule: "plan-input", Message: "the plan could not be read: " + oneLine(err.Error())}}
+		return []Violation{{Rule: "plan-input", Message: "the plan could not be read: " + oneline.Fold(err.Error())}}
 	}
 	var out []Violation
 	for i := range p.rules {
@@ -106,7 +108,7 @@ func (p *PlanProgram) Evaluate(ctx context.Context, in PlanInput) []Violation {
 		}
 		val, _, err := r.program.ContextEval(ctx, act)
 		if err != nil {
-			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the change is refused: " + truncate(oneLine(err.Error()), maxReasonBytes), Unevaluated: true})
+			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the change is refused: " + truncate(oneline.Fold(err.Error()), maxReasonBytes), Unevaluated: true})
 			continue
 		}
 		if b, ok := val.(types.Bool); !ok || !bool(b) {

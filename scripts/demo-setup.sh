@@ -19,12 +19,11 @@ printf 'provider_installation {\n  filesystem_mirror {\n    path    = "%s"\n    
 # The workspace's Terraform files only, as the MCP server publishes them (README.md stays behind).
 export TF_CLI_CONFIG_FILE=$rc
 src=$DEMO/setup-source; mkdir -p "$src"; cp terraform/k8s-demo/*.tf "$src/"
-"$BIN" run terraform-plan --workspace k8s-demo --source "$src" --namespace demo-app 2>"$DEMO/setup.log" > "$DEMO/setup-plan.json" \
+"$BIN" run terraform-plan --workspace k8s-demo --source "$src" --namespace demo-app --save-plan "$DEMO/setup.tfplan" 2>"$DEMO/setup.log" > "$DEMO/setup-plan.json" \
   || die "set-up plan failed: $(tail -n 5 "$DEMO/setup.log")"
 if ! grep -q '"no_changes":true' "$DEMO/setup-plan.json"; then
-  # The saved plan travels in the result (base64), as it does to the MCP server.
-  id=$(python3 -c 'import json,sys,base64; r=json.load(open(sys.argv[1])); open(sys.argv[2],"wb").write(base64.b64decode(r["plan"])); print(r["plan_id"])' \
-    "$DEMO/setup-plan.json" "$DEMO/setup.tfplan")
+  # The saved plan, written beside the result; its SHA-256 is the plan ID terraform-apply checks it against.
+  id=$(sha256sum "$DEMO/setup.tfplan" | cut -d" " -f1)
   "$BIN" run terraform-apply --workspace k8s-demo --namespace demo-app --plan-file "$DEMO/setup.tfplan" \
     --plan-id "$id" >>"$DEMO/setup.log" 2>&1 || die "set-up apply failed: $(tail -n 5 "$DEMO/setup.log")"
 fi

@@ -28,7 +28,9 @@
 #                                values name its own images (by digest), so IMAGE is not used; on the local
 #                                cluster they are imported from RELEASE_DIR (default dist/) first.
 #   DEPLOY_DRY_RUN=1             print the plan (keys made, approver keys trusted, MCP kubeconfig paths, the
-#                                helm arguments) and stop before building, or touching the cluster or Vault.
+#                                helm arguments) and stop before building images, or touching the cluster or
+#                                Vault. It builds only the agent-sandbox command, which reads the policy and the
+#                                key sets (AGENT_SANDBOX_BIN=path uses one built already).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 # Paths given in variables are relative to where deploy was started, not to the repository.
@@ -45,7 +47,6 @@ DRY_RUN=${DEPLOY_DRY_RUN:-0}
 LOCAL=0
 if [ -z "${KUBECONFIG:-}" ] || [ "$KUBECONFIG" = "$AS_STATE/admin.kubeconfig" ]; then LOCAL=1; export KUBECONFIG=$AS_STATE/admin.kubeconfig; fi
 RELEASE_NS=${RELEASE_NS:-agent-sandbox-system}
-SANDBOX_NS=$(awk '/^  sandbox:/{s=1} s && /namespace:/{print $2; exit}' policy/policy.yaml)
 KEYS=$AS_STATE/approver
 # The chart: the repository's folder (the dev image, built here), or a packaged release whose values already
 # name its images.
@@ -58,24 +59,10 @@ CLIENT_USER=$(sudo_user)
 
 approvers_help="On a cluster other than the local one, deploy makes no approver key and trusts only the public keys you give it, so that nothing but a person can approve. Each approver makes a key on their own machine with \`agent-sandbox keygen\` (it asks for a passphrase and writes ~/.config/agent-sandbox/approver.key, which never leaves that machine, and its public half ~/.config/agent-sandbox/approver.key.jwks.json) and sends you the .jwks.json file; put all of them in one JWK set with \`jq -s '{keys: map(.keys[])}' alice.jwks.json bob.jwks.json > approvers.jwks.json\` and run again with APPROVERS_JWKS=approvers.jwks.json."
 
-# check_jwks FILE: a JWK set of Ed25519 public keys, each with a key ID, and no private part.
-check_jwks() {
-  python3 - "$1" <<'PY' || die "APPROVERS_JWKS=$1 is not a JWK set of approver public keys. $approvers_help"
-import json, sys
-try:
-    keys = json.load(open(sys.argv[1]))["keys"]
-except Exception as e:
-    sys.exit("error: %s: %s" % (sys.argv[1], e))
-ok = isinstance(keys, list) and len(keys) > 0
-for k in keys if ok else []:
-    if not isinstance(k, dict) or k.get("kty") != "OKP" or k.get("crv") != "Ed25519" or not k.get("kid") or not k.get("x"):
-        ok = False
-    elif set(k) & {"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"}:
-        sys.exit("error: %s holds a PRIVATE key (%s): send only the .jwks.json that agent-sandbox keygen writes beside the key" % (sys.argv[1], k["kid"]))
-sys.exit(0 if ok else 1)
-PY
-}
-jwks_ids() { python3 -c 'import json,sys; print(", ".join(k["kid"] for k in json.load(open(sys.argv[1]))["keys"]))' "$1"; }
+# check_jwks FILE: a JWK set of Ed25519 public keys, each with a unique key ID, and no private part: what the
+# webhook will trust, checked by the code that trusts it (agent-sandbox keys check says what is wrong).
+check_jwks() { "$BIN" keys check "$1" >/dev/null || die "APPROVERS_JWKS=$1 is not a JWK set of approver public keys. $approvers_help"; }
+jwks_ids() { "$BIN" keys ids --separator ", " "$1"; }
 
 if ((LOCAL)); then
   if ((!DRY_RUN)); then
@@ -107,7 +94,6 @@ else
   VAULT_TOKEN_FILE=${VAULT_TOKEN_FILE:-}
   [ -n "${APPROVERS_JWKS:-}" ] || die "APPROVERS_JWKS is not set. $approvers_help"
   [ -f "$APPROVERS_JWKS" ] || die "APPROVERS_JWKS=$APPROVERS_JWKS: no such file. $approvers_help"
-  check_jwks "$APPROVERS_JWKS"
   MAKE_KEYS=()
   TRUSTED_JWKS=$APPROVERS_JWKS
   MCP_KC=${MCP_KUBECONFIG:-$(client_config_dir)/mcp.kubeconfig}
@@ -115,6 +101,11 @@ else
   USER_KC=
 fi
 IMAGE=${IMAGE:-localhost/agent-sandbox:dev}
+
+# The agent-sandbox command reads the policy and the key sets (and, below, makes keys and configures Vault).
+BIN=$(agent_sandbox_bin)
+((LOCAL)) || check_jwks "$APPROVERS_JWKS"
+SANDBOX_NS=$("$BIN" policy get spec.sandbox.namespace --policy policy/policy.yaml)
 
 # url_port URL: the port of an http(s) URL, explicit or the scheme's (an EKS endpoint has none).
 url_port() {
@@ -151,6 +142,7 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
 {
   echo "deploy plan$( ((DRY_RUN)) && echo " (dry run: nothing is built, and neither the cluster nor Vault is touched)"):"
   if ((LOCAL)); then echo "  cluster:            the local cluster ($KUBECONFIG)"; else echo "  cluster:            $KUBECONFIG (not the local cluster)"; fi
+  echo "  sandbox namespace:  $SANDBOX_NS (spec.sandbox.namespace of policy/policy.yaml)"
   if ((${#MAKE_KEYS[@]})); then
     for k in "${MAKE_KEYS[@]}"; do echo "  approver key:       create $KEYS/$k.key (local cluster only)"; done
   else
@@ -184,8 +176,6 @@ fi
 if ((LOCAL)); then
   if [ -d "$CHART" ]; then "$AS_ROOT/scripts/image-agent-sandbox.sh"; else "$AS_ROOT/scripts/release-import.sh" "$RELEASE_DIR"; fi
 fi
-BIN=$AS_CACHE/agent-sandbox-bin
-(CGO_ENABLED=0 go build -trimpath -o "$BIN" ./cmd/agent-sandbox)
 
 # Approver keys (local cluster only: MAKE_KEYS is empty elsewhere). The demo approver's passphrase is chosen
 # at the terminal when there is one; an unattended run (CI) gets a generated test passphrase kept in a 0600
@@ -210,13 +200,7 @@ if ((LOCAL)); then
       "$BIN" keygen --key-id "$k" --out "$KEYS/$k.key" --public-out "$KEYS/$k.jwks.json"
     fi
   done
-  python3 - "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" "$KEYS/verify2.jwks.json" > "$TRUSTED_JWKS" <<'PY'
-import json, sys
-keys = []
-for f in sys.argv[1:]:
-    keys += json.load(open(f))["keys"]
-print(json.dumps({"keys": keys}))
-PY
+  "$BIN" keys merge --out "$TRUSTED_JWKS" "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" "$KEYS/verify2.jwks.json"
 fi
 
 log "installing the Helm chart (release agent-sandbox in $RELEASE_NS)"

@@ -62,3 +62,18 @@ client_config_dir() {
   if [ -n "$u" ] && [ "$u" != "$(id -un)" ]; then echo "$(home_of "$u")/.config/agent-sandbox"; return; fi
   case ${XDG_CONFIG_HOME:-} in /*) echo "$XDG_CONFIG_HOME/agent-sandbox" ;; *) echo "$HOME/.config/agent-sandbox" ;; esac
 }
+
+# agent_sandbox_bin: prints the path of an agent-sandbox command built from this checkout, for scripts that
+# read a policy, a key set or a tool result: they ask it (agent-sandbox policy get, keys check, ...) instead
+# of parsing YAML or JSON themselves. $AGENT_SANDBOX_BIN when set (a binary built already, as the script
+# tests do), else $AS_CACHE/agent-sandbox-bin, built now (Go's build cache makes a rebuild quick).
+agent_sandbox_bin() {
+  if [ -n "${AGENT_SANDBOX_BIN:-}" ]; then
+    [ -x "$AGENT_SANDBOX_BIN" ] || die "AGENT_SANDBOX_BIN=$AGENT_SANDBOX_BIN is not an executable file"
+    echo "$AGENT_SANDBOX_BIN"; return
+  fi
+  local bin=$AS_CACHE/agent-sandbox-bin
+  (cd "$AS_ROOT" && CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/agent-sandbox) >&2 \
+    || die "cannot build the agent-sandbox command (go build ./cmd/agent-sandbox); the scripts read policies and key sets with it"
+  echo "$bin"
+}

@@ -13,12 +13,10 @@ need_root "importing images into the local cluster's containerd" deploy
 [ -S "$AS_STATE/run/containerd.sock" ] || die "the local cluster is not up; run: make up"
 ctr_cmd() { "$(bin_containerd ctr)" -a "$AS_STATE/run/containerd.sock" -n k8s.io "$@"; }
 
-# One line per image: repository, OCI archive (relative to DIST), image index digest.
-python3 - "$DIST/release.json" <<'PY' |
-import json, sys
-for i in json.load(open(sys.argv[1]))["images"]:
-    print(i["repository"], i["tag"], i["archive"], i["digest"])
-PY
+# One line per image: repository, tag, OCI archive (relative to DIST), image index digest, read from
+# release.json by the release tool that wrote it.
+images=$(cd "$AS_ROOT" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go run ./scripts/release -list-images "$DIST") \
+  || die "cannot read the images of $DIST/release.json"
 while read -r repo tag archive digest; do
   # --base-name keeps only this repository's names. The kubelet looks an image reference that carries a
   # digest up as REPO@sha256:<index>; ctr's --digests adds that name only to images without a tag, so the
@@ -29,4 +27,4 @@ while read -r repo tag archive digest; do
   ctr_cmd images tag --force "$repo:$tag" "$repo@$digest" >/dev/null
   ctr_cmd images ls -q | grep -qx "$repo@$digest" || die "after importing $archive, containerd has no image $repo@$digest"
   log "imported $repo@$digest"
-done
+done <<< "$images"

@@ -38,7 +38,11 @@ spec:
       - name: probe
         image: $IMAGE
         imagePullPolicy: IfNotPresent
-        command: ["/bin/sh", "-c", $(printf '%s' "$script" | json_string)]
+        command:
+        - /bin/sh
+        - -c
+        - |-
+$(printf '%s\n' "$script" | sed 's/^/          /')
         securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
         resources: {limits: {cpu: 200m, memory: 64Mi}}
 EOF
@@ -49,7 +53,6 @@ EOF
   fi
   k -n "$NS" logs "job/$name" 2>/dev/null
 }
-json_string() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' 2>/dev/null || sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$/"/'; }
 
 main() {
   k get --raw /readyz >/dev/null 2>&1 || die "the cluster in $KUBECONFIG is not reachable; start it with: make up"

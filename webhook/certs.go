@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 )
 
 // Lifetimes of the self-managed certificates. The serving certificate is renewed when less than
@@ -231,11 +233,7 @@ func writeFiles(dir string, b certBundle) error {
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 			continue
 		}
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
+		if err := atomicfile.Write(path, data, 0o600); err != nil {
 			return err
 		}
 	}

@@ -31,7 +31,7 @@ func SandboxNamespaceSelector() *metav1.LabelSelector {
 // Configurations returns the mutating and validating webhook configurations: every webhook fails closed,
 // has side effects only outside dry runs (the ledgers), and matches equivalent API versions.
 //
-// What each validating webhook guards, and why (ARCHITECTURE.md, invariants 1-4):
+// What each validating webhook guards, and why (docs/architecture.md, invariants 1-4):
 //   - jobs: CREATE and UPDATE — exactness, approvals, immutability;
 //   - pods: CREATE and UPDATE — one Pod per Job, from the Job controller, exactly the rendering;
 //   - jobs: DELETE — never orphaning the Pod;

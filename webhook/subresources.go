@@ -9,7 +9,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 )
 
-// Subresources by allowlist (ARCHITECTURE.md, invariants 3 and 5). The webhook sees every subresource of
+// Subresources by allowlist (docs/architecture.md, invariants 3 and 5). The webhook sees every subresource of
 // every object in a sandbox namespace, and every subresource of the sandbox Namespace object, and refuses
 // each one that is not listed here — so a subresource that a future Kubernetes adds is refused until
 // somebody decides who may use it and for what. Metadata never changes through a subresource: status and

@@ -59,4 +59,7 @@ var (
 
 	// ErrBadPassphrase: the passphrase does not decrypt the key file.
 	ErrBadPassphrase = errors.New("wrong passphrase")
+	// ErrPrivateKeyMaterial: a JWK offered as a public key carries secret members (d, p, q, ...): whoever sent
+	// it sent the private key, which must never leave the approver's machine.
+	ErrPrivateKeyMaterial = errors.New("private key material")
 )

@@ -19,6 +19,8 @@ import (
 	"filippo.io/age"
 	"filippo.io/age/armor"
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 )
 
 const (
@@ -188,27 +190,7 @@ func writePrivateFile(path string, data []byte, overwrite bool) error {
 		}
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // LoadPrivateKey reads and decrypts a key file written by WriteFile. A passphrase that does not open the file
@@ -322,7 +304,9 @@ func parsePublicJWK(data []byte) (string, ed25519.PublicKey, error) {
 	}
 	for _, m := range privateJWKMembers {
 		if _, ok := members[m]; ok {
-			return "", nil, fmt.Errorf("JWK carries private key material (%q): publish only the public key", m)
+			var kid string
+			_ = json.Unmarshal(members["kid"], &kid) // only to name the key in the message
+			return "", nil, fmt.Errorf("JWK %q carries %w (%q): publish only the public key", kid, ErrPrivateKeyMaterial, m)
 		}
 	}
 	var head struct {
@@ -419,18 +403,28 @@ func (s *KeySet) lookup(id string) (ed25519.PublicKey, bool) {
 	return pub, ok
 }
 
-// WritePublicFile writes the key set as indented JSON to path with mode 0644. An existing file is refused with
-// an error wrapping fs.ErrExist unless overwrite is true.
-func (s *KeySet) WritePublicFile(path string, overwrite bool) error {
+// Encode returns the key set as the file WritePublicFile writes: indented JSON, keys ordered by key ID,
+// ending in a newline.
+func (s *KeySet) Encode() ([]byte, error) {
 	data, err := s.MarshalJSON()
 	if err != nil {
-		return fmt.Errorf("encode JWK set: %w", err)
+		return nil, fmt.Errorf("encode JWK set: %w", err)
 	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("encode JWK set: %w", err)
+		return nil, fmt.Errorf("encode JWK set: %w", err)
 	}
 	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// WritePublicFile writes the key set as indented JSON to path with mode 0644. An existing file is refused with
+// an error wrapping fs.ErrExist unless overwrite is true.
+func (s *KeySet) WritePublicFile(path string, overwrite bool) error {
+	out, err := s.Encode()
+	if err != nil {
+		return err
+	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if !overwrite {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
@@ -442,7 +436,7 @@ func (s *KeySet) WritePublicFile(path string, overwrite bool) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	if _, err := f.Write(out.Bytes()); err != nil {
+	if _, err := f.Write(out); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 )
 
 // Names inside the client folder.
@@ -113,7 +115,7 @@ type Owner struct {
 // written, synced, then renamed over path. Missing folders up to path are made with mode 0700 and given
 // to owner too. The folder that holds path must be a real folder, not a symbolic link: root writing for
 // another user must not be steered elsewhere by a link that user planted.
-func WriteFile(path string, data []byte, perm os.FileMode, owner *Owner) (err error) {
+func WriteFile(path string, data []byte, perm os.FileMode, owner *Owner) error {
 	dir := filepath.Dir(path)
 	if err := mkdirAll(dir, owner); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -125,38 +127,7 @@ func WriteFile(path string, data []byte, perm os.FileMode, owner *Owner) (err er
 	if !fi.IsDir() {
 		return fmt.Errorf("write %s: %s is a symbolic link or not a folder", path, dir)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if owner != nil {
-		if err = f.Chown(owner.UID, owner.GID); err != nil {
-			return fmt.Errorf("write %s: give it to uid %d: %w", path, owner.UID, err)
-		}
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, perm, atomicfile.WithOwner((*atomicfile.Owner)(owner)))
 }
 
 // mkdirAll makes dir and its missing parents with mode 0700, each given to owner (when not nil).

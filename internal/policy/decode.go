@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 // Defaults applied by Decode to fields the file leaves empty. The approval lifetimes are the approval
@@ -54,17 +55,17 @@ func newError(errs field.ErrorList) *Error {
 func Decode(data []byte) (*Policy, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, &Error{Problems: []string{"not valid YAML: " + oneLine(err.Error())}}
+		return nil, &Error{Problems: []string{"not valid YAML: " + oneline.Fold(err.Error())}}
 	}
 	var p Policy
 	strictErrs, err := sigsjson.UnmarshalStrict(js, &p, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
-		return nil, &Error{Problems: []string{oneLine(strings.TrimPrefix(err.Error(), "json: "))}}
+		return nil, &Error{Problems: []string{oneline.Fold(strings.TrimPrefix(err.Error(), "json: "))}}
 	}
 	if len(strictErrs) > 0 {
 		e := &Error{}
 		for _, se := range strictErrs {
-			e.Problems = append(e.Problems, oneLine(se.Error()))
+			e.Problems = append(e.Problems, oneline.Fold(se.Error()))
 		}
 		return nil, e
 	}
@@ -136,10 +137,6 @@ func (p *Policy) applyDefaults() {
 			}
 		}
 	}
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // describe renders a value for an error message without dumping large structures.

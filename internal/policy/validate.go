@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 var (
@@ -372,7 +373,7 @@ func (prm *Parameter) validate(pp *field.Path) field.ErrorList {
 		if prm.Pattern == "" {
 			errs = append(errs, field.Required(pp.Child("pattern"), "every string parameter needs a pattern so nothing else can be passed"))
 		} else if _, err := regexp.Compile(anchor(prm.Pattern)); err != nil {
-			errs = append(errs, field.Invalid(pp.Child("pattern"), prm.Pattern, oneLine(err.Error())))
+			errs = append(errs, field.Invalid(pp.Child("pattern"), prm.Pattern, oneline.Fold(err.Error())))
 		}
 		if prm.MaxLength <= 0 || prm.MaxLength > 4096 {
 			errs = append(errs, field.Invalid(pp.Child("maxLength"), prm.MaxLength, "must be between 1 and 4096"))

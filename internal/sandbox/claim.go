@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -237,7 +238,7 @@ func (r *Runner) followWarm(ctx context.Context, pod string, first io.ReadCloser
 		}
 		first = nil
 	}
-	return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneLine(scrub.String(err.Error())))
+	return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneline.Fold(scrub.String(err.Error())))
 }
 
 func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, res *Result, progress func(Stage, string), job string, claimed time.Time) error {
@@ -247,7 +248,7 @@ func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, r
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneLine(scrub.String(err.Error())))
+			return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneline.Fold(scrub.String(err.Error())))
 		}
 	}
 	defer rc.Close()
@@ -278,7 +279,7 @@ func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, r
 			progress(StageRunning, job)
 		case "credential.failed":
 			res.CredentialEvents, _, _ = parseEvents([]byte(log.String()))
-			return fmt.Errorf("%w; the agent said: %s", ErrCredentials, oneLine(scrub.String(ev.Error)))
+			return fmt.Errorf("%w; the agent said: %s", ErrCredentials, oneline.Fold(scrub.String(ev.Error)))
 		case toolResultEvent:
 			if !issued.IsZero() {
 				res.Timings.Run = time.Since(issued)
@@ -295,7 +296,7 @@ func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, r
 		return ctx.Err()
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %s", errStreamBroken, oneLine(scrub.String(err.Error())))
+		return fmt.Errorf("%w: %s", errStreamBroken, oneline.Fold(scrub.String(err.Error())))
 	}
 	// The stream ended cleanly: the container exited without a result, or the kubelet closed it.
 	if p, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, pod, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {

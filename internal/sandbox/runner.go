@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -206,7 +207,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			for _, s := range pod.Status.InitContainerStatuses {
 				if s.Name == contract.CheckContainer {
 					if term := failedTermination(s); term != nil {
-						return fmt.Errorf("%w: %s", ErrInputRefused, oneLine(scrub.String(term.Message)))
+						return fmt.Errorf("%w: %s", ErrInputRefused, oneline.Fold(scrub.String(term.Message)))
 					}
 					continue
 				}
@@ -332,7 +333,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 					progress(StageDone)
 					return nil
 				}
-				return fmt.Errorf("%w: %s: %s", ErrSandboxFailed, c.Reason, oneLine(c.Message))
+				return fmt.Errorf("%w: %s: %s", ErrSandboxFailed, c.Reason, oneline.Fold(c.Message))
 			}
 		}
 	}
@@ -377,7 +378,7 @@ func stuck(pod *corev1.Pod) error {
 			if w := s.State.Waiting; w != nil {
 				switch w.Reason {
 				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
-					return fmt.Errorf("%w: container %s: %s: %s", ErrSandboxFailed, s.Name, w.Reason, oneLine(w.Message))
+					return fmt.Errorf("%w: container %s: %s: %s", ErrSandboxFailed, s.Name, w.Reason, oneline.Fold(w.Message))
 				}
 			}
 		}
@@ -619,7 +620,7 @@ const (
 
 // classifyCreate turns a failed create into an error a person can act on.
 func classifyCreate(err error) error {
-	msg := oneLine(scrub.String(err.Error()))
+	msg := oneline.Fold(scrub.String(err.Error()))
 	switch {
 	case strings.Contains(msg, "failed calling webhook"):
 		return fmt.Errorf("%w: %s", ErrWebhookDown, msg)
@@ -639,11 +640,9 @@ func isConnectionError(err error) bool {
 		strings.Contains(s, "dial tcp") || strings.Contains(s, "EOF")
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 // lastLine is the last non-empty line of a termination message: the kubelet fills it with the tail of the
 // container's log, and the credential agent's reason is its last line.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return oneLine(lines[len(lines)-1])
+	return oneline.Fold(lines[len(lines)-1])
 }

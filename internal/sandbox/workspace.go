@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
@@ -79,7 +80,7 @@ func (w *Workspaces) DeleteWorkspace(ctx context.Context, name string) error {
 	}
 	err := w.Client.CoreV1().ConfigMaps(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s: %s", name, oneLine(err.Error()))
+		return fmt.Errorf("delete ConfigMap %s: %s", name, oneline.Fold(err.Error()))
 	}
 	return nil
 }
@@ -106,7 +107,7 @@ func (w *Workspaces) PlanExists(ctx context.Context, planID string) error {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("no saved plan %s: plan again with terraform_plan (saved plans expire with their approval requests)", planID[:min(12, len(planID))])
 	case err != nil:
-		return fmt.Errorf("%w: read saved plan %s: %s", ErrClusterDown, planID[:min(12, len(planID))], oneLine(err.Error()))
+		return fmt.Errorf("%w: read saved plan %s: %s", ErrClusterDown, planID[:min(12, len(planID))], oneline.Fold(err.Error()))
 	}
 	return nil
 }

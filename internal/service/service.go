@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
@@ -138,7 +139,7 @@ func (s *Service) begin(ctx context.Context, tool string, params map[string]any,
 	// Without an audit record there is no call: refuse rather than run unrecorded, and refuse up front when
 	// the whole chain would not fit.
 	if err := s.Audit.CheckSpace(audit.CallReserve); err != nil {
-		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
+		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneline.Fold(err.Error()), Err: err}
 	}
 	fields := map[string]any{"params": s.auditParams(params)}
 	if s.Instance != "" {
@@ -146,7 +147,7 @@ func (s *Service) begin(ctx context.Context, tool string, params map[string]any,
 	}
 	n, err := s.Audit.WriteSize(audit.Event{RequestID: id, Name: audit.EventToolRequest, Tool: tool, Fields: fields})
 	if err != nil {
-		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneLine(err.Error()), Err: err}
+		return nil, &Error{Kind: KindFailed, RequestID: id, Message: "the audit log cannot be written, so no call is made: " + oneline.Fold(err.Error()), Err: err}
 	}
 	s.budget().charge(client, n, s.now())
 	return c, nil
@@ -164,7 +165,7 @@ func (c *call) audit(event string, fields map[string]any) {
 
 // fail ends the call with a domain error and records it.
 func (c *call) fail(kind Kind, err error) error {
-	msg := oneLine(scrub.String(err.Error()))
+	msg := oneline.Fold(scrub.String(err.Error()))
 	if kind == KindDenied || kind == KindInvalid {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": msg})
 	}
@@ -342,8 +343,6 @@ func timingsMS(t sandbox.Timings) map[string]int64 {
 	return map[string]int64{"admission": t.Admission.Milliseconds(), "pod_start": t.PodStart.Milliseconds(),
 		"mint": t.Credentials.Milliseconds(), "run": t.Run.Milliseconds(), "cleanup": t.Cleanup.Milliseconds(), "total": t.Total.Milliseconds()}
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (s *Service) now() time.Time {
 	if s.Now != nil {

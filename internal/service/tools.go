@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
@@ -178,7 +179,7 @@ func (s *Service) ApprovalStatus(ctx context.Context, in ApprovalStatusInput) (*
 		return nil, &Error{Kind: KindInvalid, Message: fmt.Sprintf("no approval request %s", in.RequestID), Err: err}
 	}
 	if err != nil {
-		return nil, &Error{Kind: KindFailed, Message: oneLine(err.Error()), Err: err}
+		return nil, &Error{Kind: KindFailed, Message: oneline.Fold(err.Error()), Err: err}
 	}
 	out := &ApprovalStatusOutput{RequestID: r.ID, Tool: r.Tool, Status: string(r.Status), Namespace: r.Namespace, PlanID: r.PlanDigest,
 		Approvals: r.Approvals(), ApprovalsRequired: r.ApprovalsRequired, Approvers: r.Approvers(),

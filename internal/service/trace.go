@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
@@ -30,7 +31,7 @@ func (c *call) endTrace(err error) {
 			failure = ce.Message
 		}
 	case err != nil:
-		outcome, failure = "error", oneLine(scrub.String(err.Error()))
+		outcome, failure = "error", oneline.Fold(scrub.String(err.Error()))
 	}
 	c.trace.End(outcome, failure, time.Now())
 }

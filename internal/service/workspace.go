@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
@@ -111,7 +112,7 @@ func (c *call) releaseWorkspace(ws *workspace, unused bool) {
 	defer cancel()
 	fields := map[string]any{"configmap": ws.name, "deleted": true}
 	if err := s.Workspaces.DeleteWorkspace(ctx, ws.name); err != nil {
-		fields["deleted"], fields["error"] = false, oneLine(scrub.String(err.Error()))
+		fields["deleted"], fields["error"] = false, oneline.Fold(scrub.String(err.Error()))
 		fields["note"] = "left for the webhook's pruner, which removes it when it expires"
 	}
 	c.audit(EventWorkspaceDeleted, fields)

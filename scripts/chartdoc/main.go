@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 )
 
 func main() {
@@ -248,7 +250,7 @@ func lookup(m map[string]any, path []string) (any, bool) {
 
 // cell makes text safe inside a Markdown table cell.
 func cell(s string) string {
-	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
+	return strings.ReplaceAll(oneline.Fold(s), "|", `\|`)
 }
 
 // undocumented lists the keys of values.yaml that the schema does not describe: every key must have a

@@ -51,11 +51,15 @@ func run(ctx context.Context, args []string) error {
 	o := &options{}
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	o.bind(fs)
+	list := fs.String("list-images", "", "print the images of the release in this folder (repository tag archive digest, one a line) and stop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))
+	}
+	if *list != "" {
+		return listImages(os.Stdout, *list)
 	}
 	if err := o.Complete(ctx); err != nil {
 		return err

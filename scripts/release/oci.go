@@ -15,6 +15,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 )
 
 // The release writes OCI image layouts (https://github.com/opencontainers/image-spec/blob/v1.1.1/image-layout.md)
@@ -224,11 +226,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, data, 0o644)
 }
 
 // sha256Hex is the hex SHA-256 of b.

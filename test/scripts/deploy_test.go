@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -33,11 +34,12 @@ type deployEnv struct {
 
 func newDeployEnv(t *testing.T) *deployEnv {
 	t.Helper()
-	for _, tool := range []string{"bash", "python3", "awk", "getent"} {
+	for _, tool := range []string{"bash", "awk", "getent"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
+	bin := agentSandboxBin(t)
 	dir := t.TempDir()
 	e := &deployEnv{dir: dir, state: filepath.Join(dir, "state"), cache: filepath.Join(dir, "cache"), home: filepath.Join(dir, "home"),
 		calls: filepath.Join(dir, "calls")}
@@ -59,6 +61,9 @@ func newDeployEnv(t *testing.T) *deployEnv {
 		"AGENT_SANDBOX_STATE=" + e.state,
 		"AGENT_SANDBOX_CACHE=" + e.cache,
 		"DEPLOY_DRY_RUN=1",
+		// The agent-sandbox command deploy reads the policy and the key sets with, built once by the test:
+		// deploy itself must build nothing here (go is a failing stub).
+		"AGENT_SANDBOX_BIN=" + bin,
 		// Anything that still tried the network would fail at once.
 		"http_proxy=http://127.0.0.1:1", "https_proxy=http://127.0.0.1:1", "HTTP_PROXY=http://127.0.0.1:1", "HTTPS_PROXY=http://127.0.0.1:1",
 		"GOPROXY=off",
@@ -192,7 +197,7 @@ func TestDeployNonLocalWithoutApprovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+private))
-	if code == 0 || !strings.Contains(stderr, "holds a PRIVATE key (k1)") {
+	if code == 0 || !strings.Contains(stderr, `holds a PRIVATE key (JWK set key 0: JWK "k1" carries private key material ("d")`) {
 		t.Errorf("a private key: exit %d, stderr %q", code, stderr)
 	}
 	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+filepath.Join(e.dir, "missing.json")))
@@ -319,5 +324,101 @@ func TestDeployPackagedChart(t *testing.T) {
 	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/no-such.tgz"))
 	if code == 0 || !strings.Contains(stderr, "CHART="+filepath.Join(e.dir, "dist/charts/no-such.tgz")+" does not exist") {
 		t.Errorf("a missing CHART: exit %d, %q", code, stderr)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// agentSandboxBin builds cmd/agent-sandbox once for all the tests (with the real go, before any stub is on
+// PATH) and returns its path.
+func agentSandboxBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "deploy-test-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "agent-sandbox")
+		cmd := exec.Command("go", "build", "-o", builtBin, "../../cmd/agent-sandbox")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = &buildError{err: err, out: out}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build agent-sandbox: %v", buildErr)
+	}
+	return builtBin
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// TestDeployRefusesWhatTheWebhookWouldRefuse: APPROVERS_JWKS is checked as the webhook loads it, so a set
+// the old Python check let through (one key ID twice, a key of another type, a key ID the token format
+// cannot carry) stops deploy before anything happens, with the reason and the how-to paragraph.
+func TestDeployRefusesWhatTheWebhookWouldRefuse(t *testing.T) {
+	e := newDeployEnv(t)
+	const x = `"x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"`
+	for name, c := range map[string]struct{ jwks, want string }{
+		"dupkid":  {`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"a",` + x + `},{"kty":"OKP","crv":"Ed25519","kid":"a",` + x + `}]}`, `duplicate kid "a"`},
+		"rsa":     {`{"keys":[{"kty":"RSA","kid":"r","n":"AQAB","e":"AQAB"}]}`, `kty "RSA"`},
+		"badkid":  {`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"a b",` + x + `}]}`, "JWK kid"},
+		"notjson": {`keys: [alice]`, "parse JWK set"},
+	} {
+		path := filepath.Join(e.dir, name+".jwks.json")
+		if err := os.WriteFile(path, []byte(c.jwks), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+path))
+		if code == 0 || stdout != "" || !strings.Contains(stderr, c.want) ||
+			!strings.Contains(stderr, "error: APPROVERS_JWKS="+path+" is not a JWK set of approver public keys. On a cluster other than the local one") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", name, code, stdout, stderr)
+		}
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("a refused run created %v", files)
+	}
+	e.noCalls(t)
+}
+
+// TestDeployReadsThePolicyWithTheCommand: the sandbox namespace in the plan is the policy's, read by
+// agent-sandbox policy get (no awk over YAML); without AGENT_SANDBOX_BIN deploy builds the command from this
+// checkout (here the go stub, which fails) and stops with a clear error.
+func TestDeployReadsThePolicyWithTheCommand(t *testing.T) {
+	e := newDeployEnv(t)
+	code, _, stderr := e.run(t, e.dir, e.env)
+	if code != 0 || !strings.Contains(stderr, "  sandbox namespace:  agent-sandbox (spec.sandbox.namespace of policy/policy.yaml)\n") {
+		t.Errorf("exit %d, the plan does not name the policy's sandbox namespace", code)
+	}
+	var env []string
+	for _, v := range e.env {
+		if !strings.HasPrefix(v, "AGENT_SANDBOX_BIN=") {
+			env = append(env, v)
+		}
+	}
+	code, _, stderr = e.run(t, e.dir, env)
+	calls, _ := os.ReadFile(e.calls)
+	if code == 0 || !strings.Contains(stderr, "error: cannot build the agent-sandbox command") ||
+		!strings.Contains(string(calls), "go build -trimpath -o "+filepath.Join(e.cache, "agent-sandbox-bin")+" ./cmd/agent-sandbox") {
+		t.Errorf("without AGENT_SANDBOX_BIN: exit %d, stderr %q, calls %q", code, stderr, calls)
 	}
 }

@@ -51,3 +51,49 @@ func TestPolicyCheck(t *testing.T) {
 		t.Errorf("not a clean error:\n%s", errOut)
 	}
 }
+
+// TestPolicyGet: a field of the shipped policy prints as deploy.sh reads it (a string bare, anything else as
+// JSON, defaults applied); a bad path, a field not in the policy, a bad policy and a missing file fail with
+// nothing on stdout.
+func TestPolicyGet(t *testing.T) {
+	good := "../../../policy/policy.yaml"
+	for field, want := range map[string]string{
+		"spec.sandbox.namespace": "agent-sandbox\n",
+		"spec.clusterID":         "agent-sandbox-local\n",
+		"spec.sandbox.runAsUser": "65532\n",
+		"spec.tools[0].name":     "k8s_get_pod_status\n",
+	} {
+		code, out, errOut := runCLI(t, "policy", "get", field, "--policy", good)
+		if code != 0 || out != want {
+			t.Errorf("%s: exit %d, %q (want %q) %s", field, code, out, want, errOut)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: agent-sandbox.dev/v1alpha1\nkind: SandboxPolicy\nspec: {sandboxx: {}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"spec.nope"}, 1, "spec.nope: no such field in the policy"},
+		{[]string{"spec.tools[999].name"}, 1, "spec.tools[999]: the list has"},
+		{[]string{"spec.clusterID.x"}, 1, "spec.clusterID.x: not an object"},
+		{[]string{"spec..x"}, exitUsage, "an empty name"},
+		{[]string{"spec.tools[x]"}, exitUsage, "an index is [N]"},
+		{[]string{"spec.tools[0]x"}, exitUsage, "an index is [N]"},
+		{[]string{"spec.clusterID", "--policy", ""}, exitUsage, "--policy is required"},
+		{[]string{"spec.clusterID", "--policy", bad}, 1, `unknown field "spec.sandboxx"`},
+		{[]string{"spec.clusterID", "--policy", bad + ".missing"}, exitNotFound, "no such file"},
+	} {
+		args := append([]string{"policy", "get"}, c.args...)
+		if len(c.args) == 1 {
+			args = append(args, "--policy", good)
+		}
+		code, out, errOut := runCLI(t, args...)
+		if code != c.code || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "goroutine") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out, errOut, c.code, c.want)
+		}
+	}
+}

@@ -125,6 +125,7 @@ for a human to approve them with a signed token.`,
 	root.AddCommand(
 		newPolicyCommand(streams),
 		newKeygenCommand(streams),
+		newKeysCommand(streams),
 		newApprovalsCommand(streams),
 		newApproveCommand(streams),
 		newDenyCommand(streams),

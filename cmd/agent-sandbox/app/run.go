@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
@@ -210,6 +211,8 @@ type runTerraformOptions struct {
 	Kubeconfig string
 	// PlanRules is the policy's plan rules as JSON (terraform-plan only).
 	PlanRules string
+	// SavePlan is where terraform-plan also writes the saved plan (terraform-plan only, outside a sandbox).
+	SavePlan string
 
 	planRules *policy.PlanRuleSet
 	streams   IO
@@ -280,6 +283,7 @@ never saved; the result says how many distinct approvers the policy's two-person
 	}
 	o.bind(cmd)
 	cmd.Flags().StringVar(&o.PlanRules, "plan-rules", "", "the policy's plan rules as JSON: a plan they refuse is not saved")
+	cmd.Flags().StringVar(&o.SavePlan, "save-plan", "", "also write the saved plan to this file (mode 0600), for terraform-apply --plan-file outside a sandbox; its SHA-256 is the plan ID")
 	return cmd
 }
 
@@ -293,6 +297,12 @@ func (o *runTerraformOptions) RunPlan(ctx context.Context) error {
 	res, err := toolrun.Plan(ctx, client, o.runnerOptions())
 	if err != nil {
 		return runFail(o.streams, o.log, err)
+	}
+	// Outside a sandbox (scripts/demo-setup.sh) the caller applies the plan itself, from a file.
+	if o.SavePlan != "" && len(res.Plan) > 0 {
+		if err := atomicfile.Write(o.SavePlan, res.Plan, 0o600); err != nil {
+			return runFail(o.streams, o.log, err)
+		}
 	}
 	return runSucceed(o.streams, o.log, res)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
+	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
@@ -204,11 +205,8 @@ func (o *runWarmOptions) finish(err error) error {
 	case err != nil:
 		code = 1
 	}
-	// Written to a temporary name and renamed: the agent never reads a half-written marker.
-	tmp := o.DoneFile + ".tmp"
-	if werr := os.WriteFile(tmp, []byte(strconv.Itoa(code)), 0o644); werr == nil {
-		_ = os.Rename(tmp, o.DoneFile)
-	}
+	// Written atomically: the agent never reads a half-written marker.
+	_ = atomicfile.Write(o.DoneFile, []byte(strconv.Itoa(code)), 0o644)
 	return err
 }
 
