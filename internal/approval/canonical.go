@@ -221,9 +221,9 @@ func compareUTF16(a, b string) int {
 	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
 }
 
-// decodeCanonicalParams reads parameters stored in canonical form back into the value types CanonicalParams
+// DecodeCanonicalParams reads parameters stored in canonical form back into the value types CanonicalParams
 // accepts: strings, booleans and int64.
-func decodeCanonicalParams(data []byte) (map[string]any, error) {
+func DecodeCanonicalParams(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var raw map[string]any

@@ -157,7 +157,7 @@ func TestDecodeCanonicalParamsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := decodeCanonicalParams(canon)
+	out, err := DecodeCanonicalParams(canon)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func FuzzCanonicalParams(f *testing.F) {
 			t.Fatalf("ParamsHash fails where CanonicalParams succeeded: %v", err)
 		}
 		// Decoded as json.Number.
-		m2, err := decodeCanonicalParams(c1)
+		m2, err := DecodeCanonicalParams(c1)
 		if err != nil {
 			t.Fatalf("decode %q: %v", c1, err)
 		}

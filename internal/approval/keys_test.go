@@ -262,25 +262,12 @@ func TestLoadKeySetRejects(t *testing.T) {
 
 func TestDefaultPaths(t *testing.T) {
 	t.Setenv(EnvApproverKey, "/k/approver.key")
-	t.Setenv(EnvDB, "/d/approvals.db")
 	if p, _ := DefaultKeyPath(); p != "/k/approver.key" {
 		t.Errorf("DefaultKeyPath = %q", p)
 	}
-	if p, _ := DefaultDBPath(); p != "/d/approvals.db" {
-		t.Errorf("DefaultDBPath = %q", p)
-	}
 	t.Setenv(EnvApproverKey, "")
-	t.Setenv(EnvDB, "")
 	t.Setenv("HOME", "/home/u")
-	t.Setenv("XDG_STATE_HOME", "/state")
 	if p, _ := DefaultKeyPath(); p != "/home/u/.config/agent-sandbox/approver.key" {
 		t.Errorf("DefaultKeyPath = %q", p)
-	}
-	if p, _ := DefaultDBPath(); p != "/state/agent-sandbox/approvals.db" {
-		t.Errorf("DefaultDBPath = %q", p)
-	}
-	t.Setenv("XDG_STATE_HOME", "")
-	if p, _ := DefaultDBPath(); p != "/home/u/.local/state/agent-sandbox/approvals.db" {
-		t.Errorf("DefaultDBPath = %q", p)
 	}
 }

@@ -60,8 +60,8 @@ type Claims struct {
 	ApprovalsRequired int
 }
 
-// approvalsRequired is ApprovalsRequired, with 0 (the claim absent) read as 1.
-func (c *Claims) approvalsRequired() int { return max(c.ApprovalsRequired, 1) }
+// RequiredApprovals is ApprovalsRequired, with 0 (the claim absent) read as 1.
+func (c *Claims) RequiredApprovals() int { return max(c.ApprovalsRequired, 1) }
 
 // privateClaims are the non-registered claims of an approval token.
 type privateClaims struct {
@@ -185,7 +185,7 @@ func Sign(key *PrivateKey, c Claims) (string, error) {
 		ID:        c.ID,
 	}
 	priv := privateClaims{Tool: c.Tool, ParamsHash: c.ParamsHash, Namespace: c.Namespace, PlanDigest: c.PlanDigest}
-	if n := c.approvalsRequired(); n > 1 {
+	if n := c.RequiredApprovals(); n > 1 {
 		priv.ApprovalsRequired = n
 	}
 	token, err := jwt.Signed(signer).Claims(reg).Claims(priv).Serialize()
@@ -390,7 +390,7 @@ func (v *Verifier) verifyAll(tokens []string, want Expectation) (*Approvals, err
 			}
 		}
 		a.Claims = append(a.Claims, c)
-		a.Required = max(a.Required, c.approvalsRequired())
+		a.Required = max(a.Required, c.RequiredApprovals())
 		if seen[c.Issuer] {
 			repeated = true
 			continue
@@ -561,7 +561,7 @@ func (v *Verifier) verify(token string, want Expectation) (*Claims, error) {
 	return c, nil
 }
 
-// unverifiedClaims decodes a token's claims without checking its signature. Store.Grant uses it only to check
+// UnverifiedClaims decodes a token's claims without checking its signature. Store.Grant uses it only to check
 // that a token it is given matches the claims it is told, never to trust anything.
 // ClaimedApprovers are the sorted, distinct approver key IDs that tokens claim to be signed by, read
 // without verifying them: what a Job's rendering says of its approvers ({{approvers}}). It decides nothing:
@@ -570,7 +570,7 @@ func (v *Verifier) verify(token string, want Expectation) (*Claims, error) {
 func ClaimedApprovers(tokens []string) []string {
 	var ids []string
 	for _, t := range tokens {
-		if c, err := unverifiedClaims(t); err == nil && c.Issuer != "" {
+		if c, err := UnverifiedClaims(t); err == nil && c.Issuer != "" {
 			ids = append(ids, c.Issuer)
 		}
 	}
@@ -578,7 +578,9 @@ func ClaimedApprovers(tokens []string) []string {
 	return slices.Compact(ids)
 }
 
-func unverifiedClaims(token string) (*Claims, error) {
+// UnverifiedClaims reads a token's claims WITHOUT checking its signature: for bookkeeping of a token that
+// the admission webhook verifies (the approvals store records which approver granted what). Never decide on them.
+func UnverifiedClaims(token string) (*Claims, error) {
 	if _, err := splitCompact(token); err != nil {
 		return nil, err
 	}
@@ -589,10 +591,10 @@ func unverifiedClaims(token string) (*Claims, error) {
 	return decodeClaims(jws.UnsafePayloadWithoutVerification())
 }
 
-// equalWire reports whether two claims are equal at the precision they travel with.
-func (c *Claims) equalWire(o *Claims) bool {
+// EqualWire reports whether two claims are equal at the precision they travel with.
+func (c *Claims) EqualWire(o *Claims) bool {
 	return c.Issuer == o.Issuer && c.Audience == o.Audience && c.Subject == o.Subject && c.ID == o.ID &&
 		c.IssuedAt.Unix() == o.IssuedAt.Unix() && c.NotBefore.Unix() == o.NotBefore.Unix() &&
 		c.Expiry.Unix() == o.Expiry.Unix() && c.Tool == o.Tool && c.ParamsHash == o.ParamsHash &&
-		c.Namespace == o.Namespace && c.PlanDigest == o.PlanDigest && c.approvalsRequired() == o.approvalsRequired()
+		c.Namespace == o.Namespace && c.PlanDigest == o.PlanDigest && c.RequiredApprovals() == o.RequiredApprovals()
 }

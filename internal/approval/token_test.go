@@ -221,7 +221,7 @@ func TestVerifierConsume(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Consume: %v", err)
 				}
-				if !c.equalWire(&f.claims) {
+				if !c.EqualWire(&f.claims) {
 					t.Errorf("claims = %+v, want %+v", c, f.claims)
 				}
 				if ledger.len() != 1 {
@@ -449,7 +449,7 @@ func FuzzConsume(f *testing.F) {
 			t.Fatal("nil claims without error")
 		}
 		// Decoding without verification may succeed for well-formed strings; it must just not panic.
-		_, _ = unverifiedClaims(token)
+		_, _ = UnverifiedClaims(token)
 	})
 }
 
@@ -664,7 +664,7 @@ func TestVerifierConsumeAllReplay(t *testing.T) {
 	if _, err := a.v.ConsumeAll(ctx, []string{alice, fresh}, a.want, ledger); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("alice's used token with bob's fresh one: %v, want ErrReplayed", err)
 	}
-	if c, _ := unverifiedClaims(fresh); ledger.seen[c.ID] != (time.Time{}) {
+	if c, _ := UnverifiedClaims(fresh); ledger.seen[c.ID] != (time.Time{}) {
 		t.Fatal("the refused set burnt bob's fresh token")
 	}
 	if _, err := a.v.ConsumeAll(ctx, []string{a.token(t, a.carol, 2, nil), bob}, a.want, ledger); !errors.Is(err, ErrReplayed) {
@@ -746,13 +746,13 @@ func TestApprovalsRequiredClaim(t *testing.T) {
 	}
 	c := f.claims
 	c.ApprovalsRequired = 2
-	back, err := unverifiedClaims(mustSign(t, f.key, c))
-	if err != nil || back.ApprovalsRequired != 2 || !back.equalWire(&c) {
+	back, err := UnverifiedClaims(mustSign(t, f.key, c))
+	if err != nil || back.ApprovalsRequired != 2 || !back.EqualWire(&c) {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
 	one := f.claims
 	one.ApprovalsRequired = 1
-	if !one.equalWire(&f.claims) {
+	if !one.EqualWire(&f.claims) {
 		t.Error("approvals_required 1 and absent differ on the wire")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -49,7 +50,7 @@ type Progress func(stage string, n, total int)
 // Service executes tool calls.
 type Service struct {
 	Policy     *policy.Compiled
-	Approvals  *approval.Store
+	Approvals  *approvalstore.Store
 	Audit      *audit.Log
 	Runner     Runner
 	Workspaces WorkspaceStore

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -139,7 +140,7 @@ func (f *fakeWorkspaces) PlanExists(_ context.Context, id string) error {
 type fixture struct {
 	svc   *Service
 	run   *fakeRunner
-	store *approval.Store
+	store *approvalstore.Store
 	log   string
 	key   *approval.PrivateKey
 }
@@ -151,7 +152,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	store, err := approval.OpenStore(filepath.Join(dir, "approvals.db"))
+	store, err := approvalstore.Open(filepath.Join(dir, "approvals.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

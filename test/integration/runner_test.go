@@ -29,6 +29,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
@@ -724,7 +725,7 @@ func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
 	if err := key.WriteFile(keyPath, []byte("correct horse battery"), approval.WithScryptWorkFactor(10)); err != nil {
 		t.Fatal(err)
 	}
-	store, err := approval.OpenStore(db)
+	store, err := approvalstore.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}

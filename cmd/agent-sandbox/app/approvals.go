@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 )
 
@@ -154,7 +155,7 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.DBPath, "db", "", "approvals database (default $"+approval.EnvDB+
+	cmd.Flags().StringVar(&f.DBPath, "db", "", "approvals database (default $"+approvalstore.EnvDB+
 		", else $XDG_STATE_HOME/agent-sandbox/approvals.db, else ~/.local/state/agent-sandbox/approvals.db)")
 }
 
@@ -162,7 +163,7 @@ func (f *storeFlags) complete() error {
 	if f.DBPath != "" {
 		return nil
 	}
-	p, err := approval.DefaultDBPath()
+	p, err := approvalstore.DefaultDBPath()
 	if err != nil {
 		return err
 	}
@@ -172,10 +173,10 @@ func (f *storeFlags) complete() error {
 
 // openExisting opens the approvals database without creating it: only the MCP server files requests, so
 // a missing database means a wrong --db or $AGENT_SANDBOX_DB (or no request yet), never an empty list.
-func (f *storeFlags) openExisting(now func() time.Time) (*approval.Store, error) {
-	store, err := approval.OpenStore(f.DBPath, approval.WithStoreClock(now), approval.WithoutCreate())
+func (f *storeFlags) openExisting(now func() time.Time) (*approvalstore.Store, error) {
+	store, err := approvalstore.Open(f.DBPath, approvalstore.WithClock(now), approvalstore.WithoutCreate())
 	if errors.Is(err, approval.ErrNoDatabase) {
-		return nil, fmt.Errorf("%w (the MCP server creates it with the first request; check --db or $%s)", err, approval.EnvDB)
+		return nil, fmt.Errorf("%w (the MCP server creates it with the first request; check --db or $%s)", err, approvalstore.EnvDB)
 	}
 	return store, err
 }

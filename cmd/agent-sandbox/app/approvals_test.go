@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 )
 
 const (
@@ -31,7 +32,7 @@ type approvalEnv struct {
 	db      string
 	keyPath string
 	key     *approval.PrivateKey
-	store   *approval.Store
+	store   *approvalstore.Store
 }
 
 func newApprovalEnv(t *testing.T) *approvalEnv {
@@ -39,7 +40,7 @@ func newApprovalEnv(t *testing.T) *approvalEnv {
 	dir := t.TempDir()
 	// Keep the defaults away from the real home directory.
 	t.Setenv("HOME", dir)
-	t.Setenv(approval.EnvDB, "")
+	t.Setenv(approvalstore.EnvDB, "")
 	t.Setenv(approval.EnvApproverKey, "")
 	t.Setenv("XDG_STATE_HOME", "")
 	e := &approvalEnv{dir: dir, db: filepath.Join(dir, "approvals.db"), keyPath: filepath.Join(dir, "approver.key")}
@@ -50,7 +51,7 @@ func newApprovalEnv(t *testing.T) *approvalEnv {
 	if err := e.key.WriteFile(e.keyPath, []byte(approvePassphrase), approval.WithScryptWorkFactor(10)); err != nil {
 		t.Fatal(err)
 	}
-	if e.store, err = approval.OpenStore(e.db); err != nil {
+	if e.store, err = approvalstore.Open(e.db); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.store.Close() })

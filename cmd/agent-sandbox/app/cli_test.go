@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 )
 
 // TestApprovalsJSON: approvals list and show -o json print the requests for scripts: an array (empty
@@ -71,7 +72,7 @@ func TestCommandsDoNotCreateTheDatabase(t *testing.T) {
 	} {
 		code, out, stderr := runApprovalCLI(t, none, args...)
 		if code != exitNotFound || out != "" || stderr != "error: approvals database does not exist: "+db+
-			" (the MCP server creates it with the first request; check --db or $"+approval.EnvDB+")\n" {
+			" (the MCP server creates it with the first request; check --db or $"+approvalstore.EnvDB+")\n" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/instance"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -165,7 +165,7 @@ func (o *mcpOptions) Complete() error {
 		return notFoundError{err}
 	}
 	if o.DB == "" {
-		if o.DB, err = approval.DefaultDBPath(); err != nil {
+		if o.DB, err = approvalstore.DefaultDBPath(); err != nil {
 			return err
 		}
 	}
@@ -310,7 +310,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	store, err := approval.OpenStore(o.DB)
+	store, err := approvalstore.Open(o.DB)
 	if err != nil {
 		return err
 	}

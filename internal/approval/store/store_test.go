@@ -1,9 +1,10 @@
-package approval
+package store
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,9 +38,9 @@ func (c *testClock) Add(d time.Duration) {
 
 func openTestStore(t testing.TB, path string, clock *testClock) *Store {
 	t.Helper()
-	s, err := OpenStore(path, WithStoreClock(clock.Now))
+	s, err := Open(path, WithClock(clock.Now))
 	if err != nil {
-		t.Fatalf("OpenStore: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -50,7 +51,7 @@ type storeFixture struct {
 	path  string
 	clock *testClock
 	store *Store
-	key   *PrivateKey
+	key   *approval.PrivateKey
 }
 
 func newStoreFixture(t testing.TB) *storeFixture {
@@ -60,18 +61,18 @@ func newStoreFixture(t testing.TB) *storeFixture {
 	return &storeFixture{path: path, clock: clock, store: openTestStore(t, path, clock), key: mustKey(t, "alice")}
 }
 
-func testRequest() Request {
-	return Request{
+func testRequest() approval.Request {
+	return approval.Request{
 		Tool:        "terraform_apply",
 		Params:      map[string]any{"dir": "infra", "replicas": 2, "force": true},
 		Namespace:   "demo",
 		PlanDigest:  "sha256:abc",
 		PlanSummary: "1 to destroy",
-		Signals:     []Signal{{Name: "resource_delete", Match: "aws_db_instance.main will be destroyed"}},
+		Signals:     []approval.Signal{{Name: "resource_delete", Match: "aws_db_instance.main will be destroyed"}},
 	}
 }
 
-func (f *storeFixture) create(t testing.TB) *Request {
+func (f *storeFixture) create(t testing.TB) *approval.Request {
 	t.Helper()
 	r, err := f.store.CreateRequest(context.Background(), testRequest())
 	if err != nil {
@@ -81,13 +82,13 @@ func (f *storeFixture) create(t testing.TB) *Request {
 }
 
 // grant signs a token for r and stores it, returning the token and its claims.
-func (f *storeFixture) grant(t testing.TB, r *Request, ttl time.Duration) (string, *Claims) {
+func (f *storeFixture) grant(t testing.TB, r *approval.Request, ttl time.Duration) (string, *approval.Claims) {
 	t.Helper()
-	c, err := NewClaims(r, f.key.KeyID(), testAudience, f.clock.Now(), ttl)
+	c, err := approval.NewClaims(r, f.key.KeyID(), testAudience, f.clock.Now(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := Sign(f.key, c)
+	tok, err := approval.Sign(f.key, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func (f *storeFixture) grant(t testing.TB, r *Request, ttl time.Duration) (strin
 	return tok, &c
 }
 
-func TestOpenStore(t *testing.T) {
+func TestOpen(t *testing.T) {
 	f := newStoreFixture(t)
 	st, err := os.Stat(f.path)
 	if err != nil {
@@ -140,8 +141,8 @@ func TestOpenStore(t *testing.T) {
 	if _, err := again.db.ExecContext(ctx, "INSERT INTO schema_migrations VALUES (999, 'future', 0)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenStore(f.path); err == nil {
-		t.Error("OpenStore accepted a database from a newer schema")
+	if _, err := Open(f.path); err == nil {
+		t.Error("Open accepted a database from a newer schema")
 	}
 }
 
@@ -149,14 +150,14 @@ func TestCreateRequest(t *testing.T) {
 	f := newStoreFixture(t)
 	ctx := context.Background()
 	r := f.create(t)
-	if !ValidRequestID(r.ID) {
+	if !approval.ValidRequestID(r.ID) {
 		t.Errorf("ID %q is not req- and 12 base32 characters", r.ID)
 	}
-	wantHash, _ := ParamsHash("terraform_apply", testRequest().Params)
+	wantHash, _ := approval.ParamsHash("terraform_apply", testRequest().Params)
 	if r.ParamsHash != wantHash {
-		t.Errorf("ParamsHash = %s, want %s", r.ParamsHash, wantHash)
+		t.Errorf("approval.ParamsHash = %s, want %s", r.ParamsHash, wantHash)
 	}
-	if r.Status != StatusPending || !r.CreatedAt.Equal(f.clock.Now()) || !r.ExpiresAt.Equal(f.clock.Now().Add(DefaultRequestTTL)) {
+	if r.Status != approval.StatusPending || !r.CreatedAt.Equal(f.clock.Now()) || !r.ExpiresAt.Equal(f.clock.Now().Add(approval.DefaultRequestTTL)) {
 		t.Errorf("request = %+v", *r)
 	}
 	if r.Params["replicas"] != int64(2) || r.Params["dir"] != "infra" || r.Params["force"] != true {
@@ -165,21 +166,21 @@ func TestCreateRequest(t *testing.T) {
 	if len(r.Signals) != 1 || r.Signals[0].Name != "resource_delete" || r.PlanSummary != "1 to destroy" || r.PlanDigest != "sha256:abc" {
 		t.Errorf("request = %+v", *r)
 	}
-	if h, _ := ParamsHash(r.Tool, r.Params); h != r.ParamsHash {
+	if h, _ := approval.ParamsHash(r.Tool, r.Params); h != r.ParamsHash {
 		t.Errorf("params read back hash to %s, stored %s", h, r.ParamsHash)
 	}
 
 	bad := []struct {
 		name   string
-		mutate func(*Request)
+		mutate func(*approval.Request)
 		err    error
 	}{
-		{"no tool", func(r *Request) { r.Tool = "" }, ErrInvalidParams},
-		{"nested params", func(r *Request) { r.Params = map[string]any{"a": map[string]any{}} }, ErrInvalidParams},
-		{"wrong given hash", func(r *Request) { r.ParamsHash = strings.Repeat("0", 64) }, ErrParamsMismatch},
-		{"not pending", func(r *Request) { r.Status = StatusGranted }, nil},
-		{"bad ID", func(r *Request) { r.ID = "req-X" }, nil},
-		{"expiry before creation", func(r *Request) { r.ExpiresAt = f.clock.Now().Add(-time.Hour) }, nil},
+		{"no tool", func(r *approval.Request) { r.Tool = "" }, approval.ErrInvalidParams},
+		{"nested params", func(r *approval.Request) { r.Params = map[string]any{"a": map[string]any{}} }, approval.ErrInvalidParams},
+		{"wrong given hash", func(r *approval.Request) { r.ParamsHash = strings.Repeat("0", 64) }, approval.ErrParamsMismatch},
+		{"not pending", func(r *approval.Request) { r.Status = approval.StatusGranted }, nil},
+		{"bad ID", func(r *approval.Request) { r.ID = "req-X" }, nil},
+		{"expiry before creation", func(r *approval.Request) { r.ExpiresAt = f.clock.Now().Add(-time.Hour) }, nil},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,8 +200,8 @@ func TestCreateRequest(t *testing.T) {
 	if _, err := f.store.CreateRequest(ctx, given); err == nil {
 		t.Error("duplicate ID accepted")
 	}
-	if _, err := f.store.Get(ctx, "req-nothinghere"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get(unknown) error = %v, want ErrNotFound", err)
+	if _, err := f.store.Get(ctx, "req-nothinghere"); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("Get(unknown) error = %v, want approval.ErrNotFound", err)
 	}
 }
 
@@ -220,18 +221,18 @@ func TestRequestStatusLifecycle(t *testing.T) {
 		t.Fatalf("Consume: %v", err)
 	}
 
-	statuses := func() map[string]Status {
-		all, err := f.store.List(ctx, ListFilter{})
+	statuses := func() map[string]approval.Status {
+		all, err := f.store.List(ctx, approval.ListFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[string]Status{}
+		m := map[string]approval.Status{}
 		for _, r := range all {
 			m[r.ID] = r.Status
 		}
 		return m
 	}
-	want := map[string]Status{pending.ID: StatusPending, granted.ID: StatusGranted, denied.ID: StatusDenied, consumed.ID: StatusConsumed}
+	want := map[string]approval.Status{pending.ID: approval.StatusPending, granted.ID: approval.StatusGranted, denied.ID: approval.StatusDenied, consumed.ID: approval.StatusConsumed}
 	if got := statuses(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("statuses = %v, want %v", got, want)
 	}
@@ -246,25 +247,25 @@ func TestRequestStatusLifecycle(t *testing.T) {
 
 	// Past the token expiry the grant reads as expired; past the request expiry so does the pending one.
 	f.clock.Add(11 * time.Minute)
-	want[granted.ID] = StatusExpired
+	want[granted.ID] = approval.StatusExpired
 	if got := statuses(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after 11m: statuses = %v, want %v", got, want)
 	}
-	f.clock.Add(DefaultRequestTTL)
-	want[pending.ID] = StatusExpired
+	f.clock.Add(approval.DefaultRequestTTL)
+	want[pending.ID] = approval.StatusExpired
 	if got := statuses(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after a day: statuses = %v, want %v", got, want)
 	}
-	for st, n := range map[Status]int{StatusExpired: 2, StatusDenied: 1, StatusConsumed: 1, StatusPending: 0, StatusGranted: 0} {
-		got, err := f.store.List(ctx, ListFilter{Status: st})
+	for st, n := range map[approval.Status]int{approval.StatusExpired: 2, approval.StatusDenied: 1, approval.StatusConsumed: 1, approval.StatusPending: 0, approval.StatusGranted: 0} {
+		got, err := f.store.List(ctx, approval.ListFilter{Status: st})
 		if err != nil || len(got) != n {
 			t.Errorf("List(%s) = %d requests, %v; want %d", st, len(got), err, n)
 		}
 	}
-	if got, _ := f.store.List(ctx, ListFilter{Limit: 3}); len(got) != 3 {
+	if got, _ := f.store.List(ctx, approval.ListFilter{Limit: 3}); len(got) != 3 {
 		t.Errorf("List(limit 3) = %d requests", len(got))
 	}
-	if _, err := f.store.List(ctx, ListFilter{Status: "bogus"}); err == nil {
+	if _, err := f.store.List(ctx, approval.ListFilter{Status: "bogus"}); err == nil {
 		t.Error("List accepted an unknown status")
 	}
 }
@@ -278,36 +279,36 @@ func TestFindPendingAndGranted(t *testing.T) {
 	if got, err := f.store.FindPending(ctx, first.Tool, first.ParamsHash); err != nil || got.ID != second.ID {
 		t.Errorf("FindPending = %v, %v; want the newest, %s", got, err, second.ID)
 	}
-	if _, err := f.store.FindGranted(ctx, first.Tool, first.ParamsHash); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FindGranted before a grant: err = %v, want ErrNotFound", err)
+	if _, err := f.store.FindGranted(ctx, first.Tool, first.ParamsHash); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("FindGranted before a grant: err = %v, want approval.ErrNotFound", err)
 	}
 	f.grant(t, first, 5*time.Minute)
 	if got, err := f.store.FindGranted(ctx, first.Tool, first.ParamsHash); err != nil || got.ID != first.ID {
 		t.Errorf("FindGranted = %v, %v; want %s", got, err, first.ID)
 	}
-	if _, err := f.store.FindPending(ctx, "other_tool", first.ParamsHash); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FindPending(other tool): err = %v, want ErrNotFound", err)
+	if _, err := f.store.FindPending(ctx, "other_tool", first.ParamsHash); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("FindPending(other tool): err = %v, want approval.ErrNotFound", err)
 	}
 	f.clock.Add(5 * time.Minute)
-	if _, err := f.store.FindGranted(ctx, first.Tool, first.ParamsHash); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FindGranted after token expiry: err = %v, want ErrNotFound", err)
+	if _, err := f.store.FindGranted(ctx, first.Tool, first.ParamsHash); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("FindGranted after token expiry: err = %v, want approval.ErrNotFound", err)
 	}
-	f.clock.Add(DefaultRequestTTL)
-	if _, err := f.store.FindPending(ctx, first.Tool, first.ParamsHash); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FindPending after request expiry: err = %v, want ErrNotFound", err)
+	f.clock.Add(approval.DefaultRequestTTL)
+	if _, err := f.store.FindPending(ctx, first.Tool, first.ParamsHash); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("FindPending after request expiry: err = %v, want approval.ErrNotFound", err)
 	}
 }
 
 func TestGrantChecks(t *testing.T) {
 	f := newStoreFixture(t)
 	ctx := context.Background()
-	sign := func(r *Request, mutate func(*Claims)) (string, *Claims) {
-		c, err := NewClaims(r, "alice", testAudience, f.clock.Now(), 10*time.Minute)
+	sign := func(r *approval.Request, mutate func(*approval.Claims)) (string, *approval.Claims) {
+		c, err := approval.NewClaims(r, "alice", testAudience, f.clock.Now(), 10*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mutate(&c)
-		tok, err := Sign(f.key, c)
+		tok, err := approval.Sign(f.key, c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,76 +317,76 @@ func TestGrantChecks(t *testing.T) {
 	r := f.create(t)
 	tests := []struct {
 		name   string
-		mutate func(*Claims)
+		mutate func(*approval.Claims)
 		err    error
 	}{
-		{"wrong tool", func(c *Claims) { c.Tool = "kubectl_delete" }, ErrWrongTool},
-		{"wrong params", func(c *Claims) { c.ParamsHash = strings.Repeat("0", 64) }, ErrParamsMismatch},
-		{"wrong namespace", func(c *Claims) { c.Namespace = "kube-system" }, ErrWrongNamespace},
-		{"wrong plan", func(c *Claims) { c.PlanDigest = "sha256:other" }, ErrPlanMismatch},
-		{"other request", func(c *Claims) { c.Subject = "req-aaaaaaaaaaaa" }, nil},
+		{"wrong tool", func(c *approval.Claims) { c.Tool = "kubectl_delete" }, approval.ErrWrongTool},
+		{"wrong params", func(c *approval.Claims) { c.ParamsHash = strings.Repeat("0", 64) }, approval.ErrParamsMismatch},
+		{"wrong namespace", func(c *approval.Claims) { c.Namespace = "kube-system" }, approval.ErrWrongNamespace},
+		{"wrong plan", func(c *approval.Claims) { c.PlanDigest = "sha256:other" }, approval.ErrPlanMismatch},
+		{"other request", func(c *approval.Claims) { c.Subject = "req-aaaaaaaaaaaa" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tok, c := sign(r, tt.mutate)
 			err := f.store.Grant(ctx, r.ID, tok, c)
 			if err == nil || (tt.err != nil && !errors.Is(err, tt.err)) {
-				t.Fatalf("Grant error = %v, want %v", err, tt.err)
+				t.Fatalf("approval.Grant error = %v, want %v", err, tt.err)
 			}
 		})
 	}
 	// A token that does not carry the claims it comes with.
-	tokA, _ := sign(r, func(*Claims) {})
-	_, cB := sign(r, func(*Claims) {})
+	tokA, _ := sign(r, func(*approval.Claims) {})
+	_, cB := sign(r, func(*approval.Claims) {})
 	if err := f.store.Grant(ctx, r.ID, tokA, cB); err == nil {
-		t.Error("Grant accepted a token with other claims")
+		t.Error("approval.Grant accepted a token with other claims")
 	}
-	if err := f.store.Grant(ctx, r.ID, "garbage", cB); !errors.Is(err, ErrMalformed) {
-		t.Errorf("Grant(garbage token) error = %v, want ErrMalformed", err)
+	if err := f.store.Grant(ctx, r.ID, "garbage", cB); !errors.Is(err, approval.ErrMalformed) {
+		t.Errorf("approval.Grant(garbage token) error = %v, want approval.ErrMalformed", err)
 	}
 	if err := f.store.Grant(ctx, r.ID, tokA, nil); err == nil {
-		t.Error("Grant accepted nil claims")
+		t.Error("approval.Grant accepted nil claims")
 	}
-	if got, _ := f.store.Get(ctx, r.ID); got.Status != StatusPending {
+	if got, _ := f.store.Get(ctx, r.ID); got.Status != approval.StatusPending {
 		t.Fatalf("failed grants changed the status to %s", got.Status)
 	}
 
 	f.grant(t, r, 0)
-	tok2, c2 := sign(r, func(*Claims) {})
-	if err := f.store.Grant(ctx, r.ID, tok2, c2); !errors.Is(err, ErrNotPending) {
-		t.Errorf("second Grant error = %v, want ErrNotPending", err)
+	tok2, c2 := sign(r, func(*approval.Claims) {})
+	if err := f.store.Grant(ctx, r.ID, tok2, c2); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("second approval.Grant error = %v, want approval.ErrNotPending", err)
 	}
-	if err := f.store.Deny(ctx, r.ID, "bob", ""); !errors.Is(err, ErrNotPending) {
-		t.Errorf("Deny of a granted request: err = %v, want ErrNotPending", err)
+	if err := f.store.Deny(ctx, r.ID, "bob", ""); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("Deny of a granted request: err = %v, want approval.ErrNotPending", err)
 	}
 
 	denied := f.create(t)
 	if err := f.store.Deny(ctx, denied.ID, "bob", "no"); err != nil {
 		t.Fatal(err)
 	}
-	tok3, c3 := sign(denied, func(*Claims) {})
-	if err := f.store.Grant(ctx, denied.ID, tok3, c3); !errors.Is(err, ErrNotPending) {
-		t.Errorf("Grant of a denied request: err = %v, want ErrNotPending", err)
+	tok3, c3 := sign(denied, func(*approval.Claims) {})
+	if err := f.store.Grant(ctx, denied.ID, tok3, c3); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("approval.Grant of a denied request: err = %v, want approval.ErrNotPending", err)
 	}
-	if err := f.store.Deny(ctx, "req-nothinghere", "bob", ""); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Deny(unknown) error = %v, want ErrNotFound", err)
+	if err := f.store.Deny(ctx, "req-nothinghere", "bob", ""); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("Deny(unknown) error = %v, want approval.ErrNotFound", err)
 	}
 
 	old := f.create(t)
-	f.clock.Add(DefaultRequestTTL + time.Minute)
-	tok4, c4 := sign(old, func(*Claims) {})
-	if err := f.store.Grant(ctx, old.ID, tok4, c4); !errors.Is(err, ErrNotPending) || !errors.Is(err, ErrExpired) {
-		t.Errorf("Grant of an expired request: err = %v, want ErrNotPending and ErrExpired", err)
+	f.clock.Add(approval.DefaultRequestTTL + time.Minute)
+	tok4, c4 := sign(old, func(*approval.Claims) {})
+	if err := f.store.Grant(ctx, old.ID, tok4, c4); !errors.Is(err, approval.ErrNotPending) || !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("approval.Grant of an expired request: err = %v, want approval.ErrNotPending and approval.ErrExpired", err)
 	}
-	if err := f.store.Deny(ctx, old.ID, "bob", ""); !errors.Is(err, ErrExpired) {
-		t.Errorf("Deny of an expired request: err = %v, want ErrExpired", err)
+	if err := f.store.Deny(ctx, old.ID, "bob", ""); !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("Deny of an expired request: err = %v, want approval.ErrExpired", err)
 	}
 
 	fresh := f.create(t)
-	expiredTok, expiredClaims := sign(fresh, func(*Claims) {})
+	expiredTok, expiredClaims := sign(fresh, func(*approval.Claims) {})
 	f.clock.Add(11 * time.Minute)
-	if err := f.store.Grant(ctx, fresh.ID, expiredTok, expiredClaims); !errors.Is(err, ErrExpired) {
-		t.Errorf("Grant with an expired token: err = %v, want ErrExpired", err)
+	if err := f.store.Grant(ctx, fresh.ID, expiredTok, expiredClaims); !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("approval.Grant with an expired token: err = %v, want approval.ErrExpired", err)
 	}
 }
 
@@ -401,9 +402,9 @@ func TestConsume(t *testing.T) {
 		paramsHash string
 		err        error
 	}{
-		{"unknown request", "req-nothinghere", r.Tool, r.ParamsHash, ErrNotFound},
-		{"wrong tool", r.ID, "kubectl_delete", r.ParamsHash, ErrWrongTool},
-		{"wrong params", r.ID, r.Tool, strings.Repeat("0", 64), ErrParamsMismatch},
+		{"unknown request", "req-nothinghere", r.Tool, r.ParamsHash, approval.ErrNotFound},
+		{"wrong tool", r.ID, "kubectl_delete", r.ParamsHash, approval.ErrWrongTool},
+		{"wrong params", r.ID, r.Tool, strings.Repeat("0", 64), approval.ErrParamsMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -417,37 +418,37 @@ func TestConsume(t *testing.T) {
 		t.Fatalf("Consume = %d tokens, %v; want the granted token", len(tokens), err)
 	}
 	got := tokens[0]
-	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, ErrConsumed) {
-		t.Errorf("second Consume error = %v, want ErrConsumed", err)
+	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, approval.ErrConsumed) {
+		t.Errorf("second Consume error = %v, want approval.ErrConsumed", err)
 	}
 	after, _ := f.store.Get(ctx, r.ID)
-	if after.Status != StatusConsumed || after.ConsumedAt.IsZero() {
+	if after.Status != approval.StatusConsumed || after.ConsumedAt.IsZero() {
 		t.Errorf("after Consume: %+v", *after)
 	}
 
 	// The consumed token is what the webhook accepts, once.
-	v := NewVerifier(f.key.KeySet(), testAudience, f.clock.Now)
-	want := Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
+	v := approval.NewVerifier(f.key.KeySet(), testAudience, f.clock.Now)
+	want := approval.Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
 	if claims, err := v.Consume(ctx, got, want, newMemLedger()); err != nil || claims.ID != c.ID || claims.Subject != r.ID {
-		t.Errorf("Verifier.Consume(stored token) = %+v, %v", claims, err)
+		t.Errorf("approval.Verifier.Consume(stored token) = %+v, %v", claims, err)
 	}
 
 	pending := f.create(t)
-	if _, err := f.store.Consume(ctx, pending.ID, pending.Tool, pending.ParamsHash); !errors.Is(err, ErrNotGranted) {
-		t.Errorf("Consume of a pending request: err = %v, want ErrNotGranted", err)
+	if _, err := f.store.Consume(ctx, pending.ID, pending.Tool, pending.ParamsHash); !errors.Is(err, approval.ErrNotGranted) {
+		t.Errorf("Consume of a pending request: err = %v, want approval.ErrNotGranted", err)
 	}
 	denied := f.create(t)
 	_ = f.store.Deny(ctx, denied.ID, "bob", "")
-	if _, err := f.store.Consume(ctx, denied.ID, denied.Tool, denied.ParamsHash); !errors.Is(err, ErrNotGranted) {
-		t.Errorf("Consume of a denied request: err = %v, want ErrNotGranted", err)
+	if _, err := f.store.Consume(ctx, denied.ID, denied.Tool, denied.ParamsHash); !errors.Is(err, approval.ErrNotGranted) {
+		t.Errorf("Consume of a denied request: err = %v, want approval.ErrNotGranted", err)
 	}
 	expiring := f.create(t)
 	f.grant(t, expiring, time.Minute)
 	f.clock.Add(time.Minute)
-	if _, err := f.store.Consume(ctx, expiring.ID, expiring.Tool, expiring.ParamsHash); !errors.Is(err, ErrExpired) {
-		t.Errorf("Consume of an expired grant: err = %v, want ErrExpired", err)
+	if _, err := f.store.Consume(ctx, expiring.ID, expiring.Tool, expiring.ParamsHash); !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("Consume of an expired grant: err = %v, want approval.ErrExpired", err)
 	}
-	if got, _ := f.store.Get(ctx, expiring.ID); got.Status != StatusExpired {
+	if got, _ := f.store.Get(ctx, expiring.ID); got.Status != approval.StatusExpired {
 		t.Errorf("expired grant reads as %s", got.Status)
 	}
 }
@@ -493,14 +494,14 @@ func TestConsumeConcurrent(t *testing.T) {
 					if len(res.tokens) != 1 || res.tokens[0] != tok {
 						t.Errorf("winner got other tokens")
 					}
-				case errors.Is(res.err, ErrConsumed):
+				case errors.Is(res.err, approval.ErrConsumed):
 					consumed++
 				default:
 					t.Errorf("unexpected error: %v", res.err)
 				}
 			}
 			if wins != 1 || consumed != consumers-1 {
-				t.Errorf("%d successes and %d ErrConsumed, want 1 and %d", wins, consumed, consumers-1)
+				t.Errorf("%d successes and %d approval.ErrConsumed, want 1 and %d", wins, consumed, consumers-1)
 			}
 		})
 	}
@@ -524,7 +525,7 @@ func TestRequestPrintsNoToken(t *testing.T) {
 			t.Errorf("%s does not identify the request: %s", format, out)
 		}
 	}
-	list, _ := f.store.List(context.Background(), ListFilter{})
+	list, _ := f.store.List(context.Background(), approval.ListFilter{})
 	if out := fmt.Sprintf("%+v", list); strings.Contains(out, sig) {
 		t.Errorf("list prints the token: %s", out)
 	}
@@ -532,12 +533,12 @@ func TestRequestPrintsNoToken(t *testing.T) {
 
 func TestParseStatus(t *testing.T) {
 	for _, s := range []string{"pending", "granted", "denied", "consumed", "expired"} {
-		if got, err := ParseStatus(s); err != nil || string(got) != s {
-			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
+		if got, err := approval.ParseStatus(s); err != nil || string(got) != s {
+			t.Errorf("approval.ParseStatus(%q) = %q, %v", s, got, err)
 		}
 	}
-	if _, err := ParseStatus("approved"); err == nil {
-		t.Error("ParseStatus accepted an unknown status")
+	if _, err := approval.ParseStatus("approved"); err == nil {
+		t.Error("approval.ParseStatus accepted an unknown status")
 	}
 }
 
@@ -546,7 +547,7 @@ func TestParseStatus(t *testing.T) {
 func BenchmarkConsume(b *testing.B) {
 	f := newStoreFixture(b)
 	ctx := context.Background()
-	reqs := make([]*Request, b.N)
+	reqs := make([]*approval.Request, b.N)
 	for i := range reqs {
 		reqs[i] = f.create(b)
 		f.grant(b, reqs[i], 0)
@@ -565,10 +566,10 @@ func TestRecordPlan(t *testing.T) {
 	f := newStoreFixture(t)
 	ctx := context.Background()
 	id := strings.Repeat("ab", 32)
-	if _, err := f.store.GetPlan(ctx, id); !errors.Is(err, ErrNotFound) {
+	if _, err := f.store.GetPlan(ctx, id); !errors.Is(err, approval.ErrNotFound) {
 		t.Fatalf("unknown plan: %v", err)
 	}
-	p := Plan{ID: id, Workspace: "k8s-demo", Description: "plan abababababab: 1 to add", Signals: []Signal{{Name: "forces-replacement", Match: "x"}}}
+	p := approval.Plan{ID: id, Workspace: "k8s-demo", Description: "plan abababababab: 1 to add", Signals: []approval.Signal{{Name: "forces-replacement", Match: "x"}}}
 	if err := f.store.RecordPlan(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +581,7 @@ func TestRecordPlan(t *testing.T) {
 	if err := f.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := OpenStore(f.path)
+	again, err := Open(f.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,27 +591,27 @@ func TestRecordPlan(t *testing.T) {
 	}
 }
 
-// TestOpenStoreWithoutCreate: the read-only commands' open creates neither the file nor its folder, says
+// TestOpenWithoutCreate: the read-only commands' open creates neither the file nor its folder, says
 // ErrNoDatabase, and opens an existing database as usual.
-func TestOpenStoreWithoutCreate(t *testing.T) {
+func TestOpenWithoutCreate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	path := filepath.Join(dir, "approvals.db")
-	if _, err := OpenStore(path, WithoutCreate()); !errors.Is(err, ErrNoDatabase) || !strings.Contains(err.Error(), path) {
-		t.Fatalf("open a missing database: %v, want ErrNoDatabase naming %s", err, path)
+	if _, err := Open(path, WithoutCreate()); !errors.Is(err, approval.ErrNoDatabase) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("open a missing database: %v, want approval.ErrNoDatabase naming %s", err, path)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the folder was created: %v", err)
 	}
-	s, err := OpenStore(path)
+	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.CreateRequest(context.Background(), Request{Tool: "terraform_apply", Params: map[string]any{"workspace": "w"}, Namespace: "demo"})
+	r, err := s.CreateRequest(context.Background(), approval.Request{Tool: "terraform_apply", Params: map[string]any{"workspace": "w"}, Namespace: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = OpenStore(path, WithoutCreate())
+	s, err = Open(path, WithoutCreate())
 	if err != nil {
 		t.Fatalf("open an existing database: %v", err)
 	}
@@ -621,20 +622,20 @@ func TestOpenStoreWithoutCreate(t *testing.T) {
 }
 
 // grantAs signs a token for r as key, for ttl, and stores it, returning the token and Grant's error.
-func (f *storeFixture) grantAs(t testing.TB, key *PrivateKey, r *Request, ttl time.Duration) (string, error) {
+func (f *storeFixture) grantAs(t testing.TB, key *approval.PrivateKey, r *approval.Request, ttl time.Duration) (string, error) {
 	t.Helper()
-	c, err := NewClaims(r, key.KeyID(), testAudience, f.clock.Now(), ttl)
+	c, err := approval.NewClaims(r, key.KeyID(), testAudience, f.clock.Now(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := Sign(key, c)
+	tok, err := approval.Sign(key, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok, f.store.Grant(context.Background(), r.ID, tok, &c)
 }
 
-func (f *storeFixture) createNeeding(t testing.TB, n int) *Request {
+func (f *storeFixture) createNeeding(t testing.TB, n int) *approval.Request {
 	t.Helper()
 	req := testRequest()
 	req.ApprovalsRequired = n
@@ -645,7 +646,7 @@ func (f *storeFixture) createNeeding(t testing.TB, n int) *Request {
 	return r
 }
 
-func (f *storeFixture) get(t testing.TB, id string) *Request {
+func (f *storeFixture) get(t testing.TB, id string) *approval.Request {
 	t.Helper()
 	r, err := f.store.Get(context.Background(), id)
 	if err != nil {
@@ -670,7 +671,7 @@ func TestTwoPersonGrant(t *testing.T) {
 		t.Fatalf("alice: %v", err)
 	}
 	got := f.get(t, r.ID)
-	if got.Status != StatusPending || got.Progress() != "1 of 2 approvals" || fmt.Sprint(got.Approvers()) != "[alice]" ||
+	if got.Status != approval.StatusPending || got.Progress() != "1 of 2 approvals" || fmt.Sprint(got.Approvers()) != "[alice]" ||
 		!got.HasApprover("alice") || got.HasApprover("bob") || got.TokenID != "" || !got.TokenExpiry.IsZero() || got.Approver != "" {
 		t.Fatalf("after alice: %+v (%s)", *got, got.Progress())
 	}
@@ -680,20 +681,20 @@ func TestTwoPersonGrant(t *testing.T) {
 	if !strings.Contains(got.String(), "1 of 2 approvals") {
 		t.Errorf("String() = %s", got)
 	}
-	if _, err := f.store.FindGranted(ctx, r.Tool, r.ParamsHash); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FindGranted with 1 of 2: %v, want ErrNotFound", err)
+	if _, err := f.store.FindGranted(ctx, r.Tool, r.ParamsHash); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("FindGranted with 1 of 2: %v, want approval.ErrNotFound", err)
 	}
 	if p, err := f.store.FindPending(ctx, r.Tool, r.ParamsHash); err != nil || p.ID != r.ID || p.Approvals() != 1 {
 		t.Errorf("FindPending with 1 of 2: %v, %v", p, err)
 	}
-	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, ErrNotGranted) {
-		t.Errorf("Consume with 1 of 2: %v, want ErrNotGranted", err)
+	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, approval.ErrNotGranted) {
+		t.Errorf("Consume with 1 of 2: %v, want approval.ErrNotGranted", err)
 	}
 	f.clock.Add(time.Minute)
-	if _, err := f.grantAs(t, f.key, r, 10*time.Minute); !errors.Is(err, ErrAlreadyApproved) || errors.Is(err, ErrNotPending) {
-		t.Fatalf("alice again: %v, want ErrAlreadyApproved", err)
+	if _, err := f.grantAs(t, f.key, r, 10*time.Minute); !errors.Is(err, approval.ErrAlreadyApproved) || errors.Is(err, approval.ErrNotPending) {
+		t.Fatalf("alice again: %v, want approval.ErrAlreadyApproved", err)
 	}
-	if got := f.get(t, r.ID); got.Approvals() != 1 || got.Status != StatusPending {
+	if got := f.get(t, r.ID); got.Approvals() != 1 || got.Status != approval.StatusPending {
 		t.Fatalf("alice twice counts %d (%s)", got.Approvals(), got.Status)
 	}
 	bobTok, err := f.grantAs(t, bob, r, 10*time.Minute)
@@ -701,7 +702,7 @@ func TestTwoPersonGrant(t *testing.T) {
 		t.Fatalf("bob: %v", err)
 	}
 	got = f.get(t, r.ID)
-	if got.Status != StatusGranted || got.Progress() != "2 of 2 approvals" || fmt.Sprint(got.Approvers()) != "[alice bob]" || got.Approver != "bob" ||
+	if got.Status != approval.StatusGranted || got.Progress() != "2 of 2 approvals" || fmt.Sprint(got.Approvers()) != "[alice bob]" || got.Approver != "bob" ||
 		!got.DecidedAt.Equal(f.clock.Now()) || got.TokenID != got.Grants[0].TokenID {
 		t.Fatalf("after bob: %+v", *got)
 	}
@@ -709,30 +710,30 @@ func TestTwoPersonGrant(t *testing.T) {
 	if !got.TokenExpiry.Equal(got.Grants[0].TokenExpiry) || !got.TokenExpiry.Before(got.Grants[1].TokenExpiry) {
 		t.Errorf("token expiry %v, grants %+v", got.TokenExpiry, got.Grants)
 	}
-	if _, err := f.grantAs(t, carol, r, 10*time.Minute); !errors.Is(err, ErrNotPending) {
-		t.Errorf("carol after the set is complete: %v, want ErrNotPending", err)
+	if _, err := f.grantAs(t, carol, r, 10*time.Minute); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("carol after the set is complete: %v, want approval.ErrNotPending", err)
 	}
 	tokens, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash)
 	if err != nil || fmt.Sprint(tokens) != fmt.Sprint([]string{aliceTok, bobTok}) {
 		t.Fatalf("Consume = %d tokens, %v; want alice's and bob's", len(tokens), err)
 	}
-	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, ErrConsumed) {
-		t.Errorf("second Consume: %v, want ErrConsumed", err)
+	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); !errors.Is(err, approval.ErrConsumed) {
+		t.Errorf("second Consume: %v, want approval.ErrConsumed", err)
 	}
 	set := f.key.KeySet()
 	if err := set.Merge(bob.KeySet()); err != nil {
 		t.Fatal(err)
 	}
-	v := NewVerifier(set, testAudience, f.clock.Now)
-	want := Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
+	v := approval.NewVerifier(set, testAudience, f.clock.Now)
+	want := approval.Expectation{Tool: r.Tool, ParamsHash: r.ParamsHash, Namespace: r.Namespace, PlanDigest: r.PlanDigest}
 	a, err := v.ConsumeAll(ctx, tokens, want, newMemLedger())
 	if err != nil || a.Required != 2 || fmt.Sprint(a.Approvers) != "[alice bob]" {
 		t.Fatalf("the webhook's verifier on the consumed tokens: %+v, %v", a, err)
 	}
-	if _, err := v.ConsumeAll(ctx, tokens[:1], want, newMemLedger()); !errors.Is(err, ErrNotEnoughApprovals) {
-		t.Errorf("alice's token alone: %v, want ErrNotEnoughApprovals", err)
+	if _, err := v.ConsumeAll(ctx, tokens[:1], want, newMemLedger()); !errors.Is(err, approval.ErrNotEnoughApprovals) {
+		t.Errorf("alice's token alone: %v, want approval.ErrNotEnoughApprovals", err)
 	}
-	if got := f.get(t, r.ID); got.Status != StatusConsumed || len(got.Grants) != 2 {
+	if got := f.get(t, r.ID); got.Status != approval.StatusConsumed || len(got.Grants) != 2 {
 		t.Errorf("consumed request: %+v", *got)
 	}
 }
@@ -752,15 +753,15 @@ func TestGrantExpiryWithSeveralApprovers(t *testing.T) {
 	if _, err := f.grantAs(t, bob, early, 30*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.get(t, early.ID); got.Status != StatusGranted {
+	if got := f.get(t, early.ID); got.Status != approval.StatusGranted {
 		t.Fatalf("after both: %s", got.Status)
 	}
 	f.clock.Add(4 * time.Minute) // alice's token expires now; bob's has 26 minutes left
-	if got := f.get(t, early.ID); got.Status != StatusExpired || got.Approvals() != 2 {
+	if got := f.get(t, early.ID); got.Status != approval.StatusExpired || got.Approvals() != 2 {
 		t.Errorf("past the first token's expiry: %s, %d grants", got.Status, got.Approvals())
 	}
-	if _, err := f.store.Consume(ctx, early.ID, early.Tool, early.ParamsHash); !errors.Is(err, ErrExpired) {
-		t.Errorf("Consume past the first token's expiry: %v, want ErrExpired", err)
+	if _, err := f.store.Consume(ctx, early.ID, early.Tool, early.ParamsHash); !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("Consume past the first token's expiry: %v, want approval.ErrExpired", err)
 	}
 
 	lapsed := f.createNeeding(t, 2)
@@ -768,20 +769,20 @@ func TestGrantExpiryWithSeveralApprovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Add(6 * time.Minute)
-	if got := f.get(t, lapsed.ID); got.Status != StatusPending || got.Progress() != "0 of 2 approvals" {
+	if got := f.get(t, lapsed.ID); got.Status != approval.StatusPending || got.Progress() != "0 of 2 approvals" {
 		t.Errorf("after alice's token expired: %s, %s", got.Status, got.Progress())
 	}
 	if _, err := f.grantAs(t, bob, lapsed, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.get(t, lapsed.ID); got.Status != StatusPending || fmt.Sprint(got.Approvers()) != "[bob]" {
+	if got := f.get(t, lapsed.ID); got.Status != approval.StatusPending || fmt.Sprint(got.Approvers()) != "[bob]" {
 		t.Fatalf("bob after alice's lapsed: %s, %v", got.Status, got.Approvers())
 	}
 	f.clock.Add(time.Second)
 	if _, err := f.grantAs(t, f.key, lapsed, 10*time.Minute); err != nil {
 		t.Fatalf("alice approving again after her approval lapsed: %v", err)
 	}
-	if got := f.get(t, lapsed.ID); got.Status != StatusGranted || fmt.Sprint(got.Approvers()) != "[bob alice]" {
+	if got := f.get(t, lapsed.ID); got.Status != approval.StatusGranted || fmt.Sprint(got.Approvers()) != "[bob alice]" {
 		t.Fatalf("after alice again: %s, %v", got.Status, got.Approvers())
 	}
 	if tokens, err := f.store.Consume(ctx, lapsed.ID, lapsed.Tool, lapsed.ParamsHash); err != nil || len(tokens) != 2 {
@@ -797,7 +798,7 @@ func TestRaiseApprovalsRequired(t *testing.T) {
 	if r := f.create(t); r.ApprovalsRequired != 1 || r.Progress() != "0 of 1 approval" {
 		t.Errorf("default: %d, %q", r.ApprovalsRequired, r.Progress())
 	}
-	for _, n := range []int{-1, MaxApprovers + 1} {
+	for _, n := range []int{-1, approval.MaxApprovers + 1} {
 		req := testRequest()
 		req.ApprovalsRequired = n
 		if _, err := f.store.CreateRequest(ctx, req); err == nil {
@@ -813,7 +814,7 @@ func TestRaiseApprovalsRequired(t *testing.T) {
 		{1, 3, nil}, // never lowers
 		{3, 3, nil},
 		{0, 3, errors.New("out of range")},
-		{MaxApprovers + 1, 3, errors.New("out of range")},
+		{approval.MaxApprovers + 1, 3, errors.New("out of range")},
 	}
 	for _, tt := range tests {
 		err := f.store.RaiseApprovalsRequired(ctx, r.ID, tt.n)
@@ -824,13 +825,13 @@ func TestRaiseApprovalsRequired(t *testing.T) {
 			t.Errorf("after raise to %d: %d required, want %d", tt.n, got, tt.want)
 		}
 	}
-	if err := f.store.RaiseApprovalsRequired(ctx, "req-nothinghere", 2); !errors.Is(err, ErrNotFound) {
-		t.Errorf("raise unknown: %v, want ErrNotFound", err)
+	if err := f.store.RaiseApprovalsRequired(ctx, "req-nothinghere", 2); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("raise unknown: %v, want approval.ErrNotFound", err)
 	}
 
 	// A token that asks for more raises the request.
 	more := f.createNeeding(t, 2)
-	c, err := NewClaims(more, f.key.KeyID(), testAudience, f.clock.Now(), 0)
+	c, err := approval.NewClaims(more, f.key.KeyID(), testAudience, f.clock.Now(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -845,8 +846,8 @@ func TestRaiseApprovalsRequired(t *testing.T) {
 	// A granted request cannot be raised (it would be granted with fewer approvers than it needs).
 	one := f.create(t)
 	f.grant(t, one, 0)
-	if err := f.store.RaiseApprovalsRequired(ctx, one.ID, 2); !errors.Is(err, ErrNotPending) {
-		t.Errorf("raise a granted request: %v, want ErrNotPending", err)
+	if err := f.store.RaiseApprovalsRequired(ctx, one.ID, 2); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("raise a granted request: %v, want approval.ErrNotPending", err)
 	}
 	if err := f.store.RaiseApprovalsRequired(ctx, one.ID, 1); err != nil {
 		t.Errorf("raise a granted request to what it has: %v", err)
@@ -858,16 +859,16 @@ func TestRaiseApprovalsRequired(t *testing.T) {
 // needs two, exactly two succeed and the third finds it no longer pending.
 func TestGrantConcurrent(t *testing.T) {
 	f := newStoreFixture(t)
-	keys := []*PrivateKey{f.key, mustKey(t, "bob"), mustKey(t, "carol")}
-	race := func(r *Request, signers []*PrivateKey) []error {
+	keys := []*approval.PrivateKey{f.key, mustKey(t, "bob"), mustKey(t, "carol")}
+	race := func(r *approval.Request, signers []*approval.PrivateKey) []error {
 		t.Helper()
 		type signed struct {
 			tok string
-			c   Claims
+			c   approval.Claims
 		}
 		in := make([]signed, len(signers))
 		for i, k := range signers {
-			c, err := NewClaims(r, k.KeyID(), testAudience, f.clock.Now(), 0)
+			c, err := approval.NewClaims(r, k.KeyID(), testAudience, f.clock.Now(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -898,20 +899,20 @@ func TestGrantConcurrent(t *testing.T) {
 	}
 
 	r := f.createNeeding(t, 3)
-	errs := race(r, []*PrivateKey{keys[0], keys[0], keys[0], keys[0], keys[0], keys[0], keys[0], keys[0]})
-	if count(errs, nil) != 1 || count(errs, ErrAlreadyApproved) != 7 {
+	errs := race(r, []*approval.PrivateKey{keys[0], keys[0], keys[0], keys[0], keys[0], keys[0], keys[0], keys[0]})
+	if count(errs, nil) != 1 || count(errs, approval.ErrAlreadyApproved) != 7 {
 		t.Errorf("one approver eight times: %v", errs)
 	}
-	if got := f.get(t, r.ID); got.Approvals() != 1 || got.Status != StatusPending {
+	if got := f.get(t, r.ID); got.Approvals() != 1 || got.Status != approval.StatusPending {
 		t.Errorf("one approver eight times counts %d (%s)", got.Approvals(), got.Status)
 	}
 
 	r = f.createNeeding(t, 2)
 	errs = race(r, keys)
-	if count(errs, nil) != 2 || count(errs, ErrNotPending) != 1 {
+	if count(errs, nil) != 2 || count(errs, approval.ErrNotPending) != 1 {
 		t.Errorf("three approvers for two: %v", errs)
 	}
-	if got := f.get(t, r.ID); got.Approvals() != 2 || got.Status != StatusGranted {
+	if got := f.get(t, r.ID); got.Approvals() != 2 || got.Status != approval.StatusGranted {
 		t.Errorf("three approvers for two: %d grants (%s)", got.Approvals(), got.Status)
 	}
 }
@@ -925,7 +926,7 @@ func TestConsumeConcurrentSeveralApprovers(t *testing.T) {
 			f := newStoreFixture(t)
 			r := f.createNeeding(t, 3)
 			var want []string
-			for _, k := range []*PrivateKey{f.key, mustKey(t, "bob"), mustKey(t, "carol")} {
+			for _, k := range []*approval.PrivateKey{f.key, mustKey(t, "bob"), mustKey(t, "carol")} {
 				tok, err := f.grantAs(t, k, r, 0)
 				if err != nil {
 					t.Fatal(err)
@@ -955,7 +956,7 @@ func TestConsumeConcurrentSeveralApprovers(t *testing.T) {
 						if fmt.Sprint(tokens) != fmt.Sprint(want) {
 							t.Errorf("the winner got %d tokens, not the three granted", len(tokens))
 						}
-					case errors.Is(err, ErrConsumed):
+					case errors.Is(err, approval.ErrConsumed):
 						consumed++
 					default:
 						t.Errorf("unexpected error: %v", err)
@@ -965,7 +966,7 @@ func TestConsumeConcurrentSeveralApprovers(t *testing.T) {
 			close(start)
 			wg.Wait()
 			if wins != 1 || consumed != consumers-1 {
-				t.Errorf("%d successes and %d ErrConsumed, want 1 and %d", wins, consumed, consumers-1)
+				t.Errorf("%d successes and %d approval.ErrConsumed, want 1 and %d", wins, consumed, consumers-1)
 			}
 		})
 	}
@@ -976,7 +977,7 @@ func TestConsumeConcurrentSeveralApprovers(t *testing.T) {
 func TestMigrateGrantsOutOfRequests(t *testing.T) {
 	clock := newTestClock()
 	path := filepath.Join(t.TempDir(), "approvals.db")
-	s, err := OpenStore(path, WithStoreClock(clock.Now))
+	s, err := Open(path, WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1000,13 +1001,13 @@ func TestMigrateGrantsOutOfRequests(t *testing.T) {
 	key := mustKey(t, "alice")
 	req := testRequest()
 	req.ID = "req-0123456789ab"
-	req.ParamsHash, _ = ParamsHash(req.Tool, req.Params)
-	c, err := NewClaims(&req, key.KeyID(), testAudience, clock.Now(), 0)
+	req.ParamsHash, _ = approval.ParamsHash(req.Tool, req.Params)
+	c, err := approval.NewClaims(&req, key.KeyID(), testAudience, clock.Now(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tok := mustSign(t, key, c)
-	canon, _ := CanonicalParams(req.Params)
+	canon, _ := approval.CanonicalParams(req.Params)
 	n := clock.Now().UnixNano()
 	for _, row := range []struct{ id, status, token, tokenID string }{
 		{"req-0123456789ab", "granted", tok, c.ID},
@@ -1031,14 +1032,14 @@ func TestMigrateGrantsOutOfRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if granted.Status != StatusGranted || granted.ApprovalsRequired != 1 || fmt.Sprint(granted.Approvers()) != "[alice]" ||
+	if granted.Status != approval.StatusGranted || granted.ApprovalsRequired != 1 || fmt.Sprint(granted.Approvers()) != "[alice]" ||
 		granted.TokenID != c.ID || !granted.TokenExpiry.Equal(time.Unix(0, c.Expiry.UnixNano())) || granted.Approver != "alice" {
 		t.Fatalf("migrated granted request: %+v", *granted)
 	}
-	if consumed, _ := s.Get(ctx, "req-0123456789ac"); consumed.Status != StatusConsumed || consumed.Approvals() != 1 {
+	if consumed, _ := s.Get(ctx, "req-0123456789ac"); consumed.Status != approval.StatusConsumed || consumed.Approvals() != 1 {
 		t.Errorf("migrated consumed request: %+v", *consumed)
 	}
-	if pending, _ := s.Get(ctx, "req-0123456789ad"); pending.Status != StatusPending || pending.Approvals() != 0 || pending.ApprovalsRequired != 1 {
+	if pending, _ := s.Get(ctx, "req-0123456789ad"); pending.Status != approval.StatusPending || pending.Approvals() != 0 || pending.ApprovalsRequired != 1 {
 		t.Errorf("migrated pending request: %+v", *pending)
 	}
 	if tokens, err := s.Consume(ctx, granted.ID, granted.Tool, granted.ParamsHash); err != nil || len(tokens) != 1 || tokens[0] != tok {
@@ -1052,4 +1053,66 @@ func TestMigrateGrantsOutOfRequests(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != 3 {
 		t.Errorf("schema version %d, %v", version, err)
 	}
+}
+
+const testAudience = "cluster-a"
+
+func TestDefaultDBPath(t *testing.T) {
+	t.Setenv(EnvDB, "/d/approvals.db")
+	if p, _ := DefaultDBPath(); p != "/d/approvals.db" {
+		t.Errorf("DefaultDBPath = %q", p)
+	}
+	t.Setenv(EnvDB, "")
+	t.Setenv("HOME", "/home/u")
+	t.Setenv("XDG_STATE_HOME", "/state")
+	if p, _ := DefaultDBPath(); p != "/state/agent-sandbox/approvals.db" {
+		t.Errorf("DefaultDBPath = %q", p)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	if p, _ := DefaultDBPath(); p != "/home/u/.local/state/agent-sandbox/approvals.db" {
+		t.Errorf("DefaultDBPath = %q", p)
+	}
+}
+
+func mustKey(t testing.TB, id string) *approval.PrivateKey {
+	t.Helper()
+	k, err := approval.GenerateKey(id)
+	if err != nil {
+		t.Fatalf("GenerateKey: %v", err)
+	}
+	return k
+}
+
+func mustSign(t testing.TB, k *approval.PrivateKey, c approval.Claims) string {
+	t.Helper()
+	tok, err := approval.Sign(k, c)
+	if err != nil {
+		t.Fatalf("Sign: %v", err)
+	}
+	return tok
+}
+
+// memLedger is an in-memory approval.Ledger for tests.
+type memLedger struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func newMemLedger() *memLedger { return &memLedger{seen: map[string]time.Time{}} }
+
+func (l *memLedger) Record(_ context.Context, id string, expires time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[id]; ok {
+		return fmt.Errorf("token %s: %w", id, approval.ErrReplayed)
+	}
+	l.seen[id] = expires
+	return nil
+}
+
+func (l *memLedger) Seen(_ context.Context, id string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.seen[id]
+	return ok, nil
 }

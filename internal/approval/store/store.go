@@ -1,11 +1,12 @@
-package approval
+// Package store keeps approval requests, their grants and saved-plan descriptions in a SQLite file, on the
+// MCP server's side and the approver's: the admission webhook never imports it (a test over `go list -deps`
+// keeps SQLite out of the webhook).
+package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,135 +20,21 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 )
 
 const (
-	// DefaultRequestTTL is how long a request waits for a decision before it expires.
-	DefaultRequestTTL = 24 * time.Hour
 	// EnvDB names the environment variable that overrides DefaultDBPath.
 	EnvDB = "AGENT_SANDBOX_DB"
 	// busyTimeout is how long a statement waits for another connection's write lock before failing.
 	busyTimeout = 5 * time.Second
-	// requestIDPrefix starts every request ID.
-	requestIDPrefix = "req-"
-	// requestIDRandomLength is the number of random base32 characters after the prefix (60 bits).
-	requestIDRandomLength = 12
 )
 
-// migrations holds the numbered schema migrations, applied in order by OpenStore.
+// migrations holds the numbered schema migrations, applied in order by Open.
 //
 //go:embed migrations/*.sql
 var migrations embed.FS
-
-// requestIDEncoding spells request IDs: lower-case base32 (extended hex alphabet, 0-9a-v), easy to type.
-var requestIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
-
-// Status is the state of an approval request.
-type Status string
-
-// The states of a request. Pending requests become granted (once ApprovalsRequired distinct approvers have
-// approved) or denied; granted ones become consumed. A pending request may already hold some grants: it reads
-// as, say, "1 of 2 approvals" (Request.Progress). Expired is never stored: it is what a pending request reads
-// as past its ExpiresAt, and a granted one past its TokenExpiry.
-const (
-	StatusPending  Status = "pending"
-	StatusGranted  Status = "granted"
-	StatusDenied   Status = "denied"
-	StatusConsumed Status = "consumed"
-	StatusExpired  Status = "expired"
-)
-
-// ParseStatus checks a status name given by a user.
-func ParseStatus(s string) (Status, error) {
-	switch st := Status(s); st {
-	case StatusPending, StatusGranted, StatusDenied, StatusConsumed, StatusExpired:
-		return st, nil
-	}
-	return "", fmt.Errorf("unknown status %q (want pending, granted, denied, consumed or expired)", s)
-}
-
-// Signal is one reason a request is destructive, found by the MCP server in its parameters or plan: Name says
-// what kind (say "resource_delete") and Match what matched (say "aws_db_instance.main will be destroyed").
-type Signal struct {
-	Name  string `json:"name"`
-	Match string `json:"match"`
-}
-
-// Request is a tool call waiting for, or carrying, people's decisions.
-//
-// The signed tokens of its grants are deliberately not fields: the only way to read them is Store.Consume,
-// which also uses them up, so a Request can be printed, logged or returned anywhere.
-type Request struct {
-	ID          string         // "req-" and 12 lower-case base32 characters
-	Tool        string         // tool name
-	Params      map[string]any // tool parameters (strings, booleans, int64 once read back)
-	ParamsHash  string         // ParamsHash(Tool, Params)
-	Namespace   string         // target namespace
-	PlanDigest  string         // digest of the saved plan (terraform_apply), or empty
-	PlanSummary string         // human-readable summary of what the call will do
-	Signals     []Signal       // why the call is destructive
-	CreatedAt   time.Time
-	ExpiresAt   time.Time // the request expires unless decided before this
-	Status      Status    // as of the store's clock when read
-	// ApprovalsRequired is how many distinct approvers must approve before the request is granted: 1 unless
-	// CreateRequest was given more, RaiseApprovalsRequired raised it, or an approver's token asked for more.
-	ApprovalsRequired int
-	// Grants are the approvals given so far, in the order given. Those of a pending request whose tokens
-	// have expired no longer count and are left out.
-	Grants      []Grant
-	Approver    string // who denied; for a granted request the key ID of the approver who completed the set
-	DecidedAt   time.Time
-	Reason      string    // why it was denied
-	TokenID     string    // jti of the first grant's token, once granted (Grants has every grant's)
-	TokenExpiry time.Time // once granted: when the earliest of its grants' tokens expires, and with it the grant
-	ConsumedAt  time.Time
-}
-
-// Grant is one approver's approval of a request, as stored. Its signed token is not a field (see Request).
-type Grant struct {
-	Approver    string    // the approver's key ID
-	TokenID     string    // jti of the approver's token
-	TokenExpiry time.Time // when the approver's token expires
-	DecidedAt   time.Time // when the approver approved
-}
-
-// Approvals is the number of distinct approvers whose grants count.
-func (r *Request) Approvals() int { return len(r.Grants) }
-
-// Approvers are the key IDs of the approvers whose grants count, in the order they approved.
-func (r *Request) Approvers() []string {
-	out := make([]string, 0, len(r.Grants))
-	for _, g := range r.Grants {
-		out = append(out, g.Approver)
-	}
-	return out
-}
-
-// HasApprover reports whether the approver with key ID keyID has approved r (and that approval counts).
-func (r *Request) HasApprover(keyID string) bool { return slices.Contains(r.Approvers(), keyID) }
-
-// Progress says how far r is, as "1 of 2 approvals".
-func (r *Request) Progress() string { return Progress(r.Approvals(), r.required()) }
-
-// required is ApprovalsRequired, at least 1.
-func (r *Request) required() int { return max(r.ApprovalsRequired, 1) }
-
-// String summarises the request for logs and messages.
-func (r *Request) String() string {
-	return fmt.Sprintf("%s (tool %s, namespace %s, status %s, %s)", r.ID, r.Tool, r.Namespace, r.Status, r.Progress())
-}
-
-// GoString prints the identifying fields only, also under %#v.
-func (r *Request) GoString() string {
-	return fmt.Sprintf("approval.Request{ID: %q, Tool: %q, Namespace: %q, ParamsHash: %q, Status: %q, TokenID: %q}",
-		r.ID, r.Tool, r.Namespace, r.ParamsHash, r.Status, r.TokenID)
-}
-
-// ListFilter selects requests for List. Zero values select everything.
-type ListFilter struct {
-	Status Status // only requests with this (effective) status
-	Limit  int    // at most this many, newest first; 0 means no limit
-}
 
 // Store keeps approval requests in a SQLite database file. It is safe for concurrent use, also by several
 // processes sharing one file: every state change is a single conditional UPDATE, or one transaction that
@@ -158,18 +45,18 @@ type Store struct {
 	noCreate bool
 }
 
-// StoreOption configures OpenStore.
-type StoreOption func(*Store)
+// Option configures Open.
+type Option func(*Store)
 
-// WithStoreClock sets the clock used for creation times and expiry (time.Now by default).
-func WithStoreClock(now func() time.Time) StoreOption {
+// WithClock sets the clock used for creation times and expiry (time.Now by default).
+func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
-// WithoutCreate makes OpenStore fail with ErrNoDatabase instead of creating a missing database (or its
+// WithoutCreate makes Open fail with ErrNoDatabase instead of creating a missing database (or its
 // folder). The commands that only read or decide on existing requests use it, so that a mistyped --db or
 // an unset $AGENT_SANDBOX_DB is reported instead of answered with an empty database left behind.
-func WithoutCreate() StoreOption {
+func WithoutCreate() Option {
 	return func(s *Store) { s.noCreate = true }
 }
 
@@ -189,7 +76,7 @@ func DefaultDBPath() (string, error) {
 	return filepath.Join(home, ".local", "state", "agent-sandbox", "approvals.db"), nil
 }
 
-// OpenStore opens (creating if needed, with mode 0600 in a 0700 directory) the SQLite database at path and
+// Open opens (creating if needed, with mode 0600 in a 0700 directory) the SQLite database at path and
 // brings its schema up to date. Connections use WAL journaling, a 5 s busy timeout, foreign keys, and BEGIN
 // IMMEDIATE for transactions.
 //
@@ -197,7 +84,7 @@ func DefaultDBPath() (string, error) {
 // and only risks the last commits on power loss or an OS crash, for some 30 times the throughput of FULL. A
 // consumption lost that way cannot be replayed against the cluster: the admission webhook's ledger, not this
 // file, is the authority on whether a token was used.
-func OpenStore(path string, opts ...StoreOption) (*Store, error) {
+func Open(path string, opts ...Option) (*Store, error) {
 	s := &Store{now: time.Now}
 	for _, o := range opts {
 		o(s)
@@ -217,7 +104,7 @@ func OpenStore(path string, opts ...StoreOption) (*Store, error) {
 	// same mode.
 	f, err := os.OpenFile(abs, flags, 0o600)
 	if s.noCreate && errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrNoDatabase, path)
+		return nil, fmt.Errorf("%w: %s", approval.ErrNoDatabase, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open approvals database: %w", err)
@@ -310,70 +197,47 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// NewRequestID returns a fresh request ID: "req-" and 12 random lower-case base32 characters.
-func NewRequestID() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("request ID: %w", err)
-	}
-	return requestIDPrefix + requestIDEncoding.EncodeToString(b[:])[:requestIDRandomLength], nil
-}
-
-// ValidRequestID reports whether id has the form NewRequestID produces.
-func ValidRequestID(id string) bool {
-	rest, ok := strings.CutPrefix(id, requestIDPrefix)
-	if !ok || len(rest) != requestIDRandomLength {
-		return false
-	}
-	for _, c := range []byte(rest) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'v') {
-			return false
-		}
-	}
-	return true
-}
-
 // CreateRequest stores a new pending request. Tool and Params are required and are validated by computing
 // ParamsHash (a ParamsHash already set must match it, else ErrParamsMismatch). An empty ID, CreatedAt or
 // ExpiresAt is filled in (ExpiresAt = CreatedAt + DefaultRequestTTL), and a zero ApprovalsRequired is 1;
 // decision fields and Grants are ignored. It returns the request as stored.
-func (s *Store) CreateRequest(ctx context.Context, r Request) (*Request, error) {
-	canon, err := CanonicalParams(r.Params)
+func (s *Store) CreateRequest(ctx context.Context, r approval.Request) (*approval.Request, error) {
+	canon, err := approval.CanonicalParams(r.Params)
 	if err != nil {
 		return nil, fmt.Errorf("create request: %w", err)
 	}
-	hash, err := ParamsHash(r.Tool, r.Params)
+	hash, err := approval.ParamsHash(r.Tool, r.Params)
 	if err != nil {
 		return nil, fmt.Errorf("create request: %w", err)
 	}
 	if r.ParamsHash != "" && r.ParamsHash != hash {
-		return nil, fmt.Errorf("create request: given params hash: %w", ErrParamsMismatch)
+		return nil, fmt.Errorf("create request: given params hash: %w", approval.ErrParamsMismatch)
 	}
-	if r.Status != "" && r.Status != StatusPending {
+	if r.Status != "" && r.Status != approval.StatusPending {
 		return nil, fmt.Errorf("create request: a new request is pending, not %s", r.Status)
 	}
 	if r.ID == "" {
-		if r.ID, err = NewRequestID(); err != nil {
+		if r.ID, err = approval.NewRequestID(); err != nil {
 			return nil, fmt.Errorf("create request: %w", err)
 		}
-	} else if !ValidRequestID(r.ID) {
+	} else if !approval.ValidRequestID(r.ID) {
 		return nil, fmt.Errorf("create request: invalid ID %q", r.ID)
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.now()
 	}
 	if r.ExpiresAt.IsZero() {
-		r.ExpiresAt = r.CreatedAt.Add(DefaultRequestTTL)
+		r.ExpiresAt = r.CreatedAt.Add(approval.DefaultRequestTTL)
 	}
 	if !r.ExpiresAt.After(r.CreatedAt) {
 		return nil, fmt.Errorf("create request: expiry %s is not after creation %s", r.ExpiresAt, r.CreatedAt)
 	}
-	if r.ApprovalsRequired < 0 || r.ApprovalsRequired > MaxApprovers {
-		return nil, fmt.Errorf("create request: %d approvals required is outside [1, %d]", r.ApprovalsRequired, MaxApprovers)
+	if r.ApprovalsRequired < 0 || r.ApprovalsRequired > approval.MaxApprovers {
+		return nil, fmt.Errorf("create request: %d approvals required is outside [1, %d]", r.ApprovalsRequired, approval.MaxApprovers)
 	}
 	signals := r.Signals
 	if signals == nil {
-		signals = []Signal{}
+		signals = []approval.Signal{}
 	}
 	sig, err := json.Marshal(signals)
 	if err != nil {
@@ -384,7 +248,7 @@ func (s *Store) CreateRequest(ctx context.Context, r Request) (*Request, error) 
 		 approvals_required)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
 		r.ID, r.Tool, string(canon), hash, r.Namespace, r.PlanDigest, r.PlanSummary, string(sig),
-		r.CreatedAt.UnixNano(), r.ExpiresAt.UnixNano(), r.required())
+		r.CreatedAt.UnixNano(), r.ExpiresAt.UnixNano(), r.Required())
 	if err != nil {
 		return nil, fmt.Errorf("create request %s: %w", r.ID, err)
 	}
@@ -403,9 +267,9 @@ const effectiveStatus = `CASE
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func (s *Store) scanRequest(row rowScanner, now time.Time) (*Request, error) {
+func (s *Store) scanRequest(row rowScanner, now time.Time) (*approval.Request, error) {
 	var (
-		r                                                     Request
+		r                                                     approval.Request
 		params, signals, status                               string
 		created, expires, decided, tokenExpiry, consumedAtInt int64
 	)
@@ -415,7 +279,7 @@ func (s *Store) scanRequest(row rowScanner, now time.Time) (*Request, error) {
 		return nil, err
 	}
 	var err error
-	if r.Params, err = decodeCanonicalParams([]byte(params)); err != nil {
+	if r.Params, err = approval.DecodeCanonicalParams([]byte(params)); err != nil {
 		return nil, fmt.Errorf("request %s: %w", r.ID, err)
 	}
 	if err := json.Unmarshal([]byte(signals), &r.Signals); err != nil {
@@ -423,18 +287,18 @@ func (s *Store) scanRequest(row rowScanner, now time.Time) (*Request, error) {
 	}
 	r.CreatedAt, r.ExpiresAt = fromNanos(created), fromNanos(expires)
 	r.DecidedAt, r.TokenExpiry, r.ConsumedAt = fromNanos(decided), fromNanos(tokenExpiry), fromNanos(consumedAtInt)
-	r.Status = effective(Status(status), expires, tokenExpiry, now)
+	r.Status = effective(approval.Status(status), expires, tokenExpiry, now)
 	return &r, nil
 }
 
 // effective computes the status a request has at now (see effectiveStatus).
-func effective(stored Status, expires, tokenExpiry int64, now time.Time) Status {
+func effective(stored approval.Status, expires, tokenExpiry int64, now time.Time) approval.Status {
 	n := now.UnixNano()
 	switch {
-	case stored == StatusPending && expires <= n:
-		return StatusExpired
-	case stored == StatusGranted && tokenExpiry <= n:
-		return StatusExpired
+	case stored == approval.StatusPending && expires <= n:
+		return approval.StatusExpired
+	case stored == approval.StatusGranted && tokenExpiry <= n:
+		return approval.StatusExpired
 	}
 	return stored
 }
@@ -452,8 +316,8 @@ const grantsBatch = 500
 // withGrants reads the grants of reqs (scanned at now) into them: all of them, except that a pending
 // request's grants whose tokens have expired are left out, because they no longer count. TokenID is the
 // first grant's once the request was granted.
-func (s *Store) withGrants(ctx context.Context, now time.Time, reqs ...*Request) error {
-	byID := make(map[string]*Request, len(reqs))
+func (s *Store) withGrants(ctx context.Context, now time.Time, reqs ...*approval.Request) error {
+	byID := make(map[string]*approval.Request, len(reqs))
 	for _, r := range reqs {
 		byID[r.ID] = r
 	}
@@ -471,7 +335,7 @@ func (s *Store) withGrants(ctx context.Context, now time.Time, reqs ...*Request)
 		for rows.Next() {
 			var (
 				id               string
-				g                Grant
+				g                approval.Grant
 				expiry, decision int64
 			)
 			if err := rows.Scan(&id, &g.Approver, &g.TokenID, &expiry, &decision); err != nil {
@@ -480,7 +344,7 @@ func (s *Store) withGrants(ctx context.Context, now time.Time, reqs ...*Request)
 			}
 			g.TokenExpiry, g.DecidedAt = fromNanos(expiry), fromNanos(decision)
 			r := byID[id]
-			if r.Status == StatusPending && expiry <= now.UnixNano() {
+			if r.Status == approval.StatusPending && expiry <= now.UnixNano() {
 				continue
 			}
 			r.Grants = append(r.Grants, g)
@@ -500,11 +364,11 @@ func (s *Store) withGrants(ctx context.Context, now time.Time, reqs ...*Request)
 }
 
 // Get returns the request with the given ID, or an error wrapping ErrNotFound.
-func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
+func (s *Store) Get(ctx context.Context, id string) (*approval.Request, error) {
 	now := s.now()
 	r, err := s.scanRequest(s.db.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`, id), now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("request %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("request %q: %w", id, approval.ErrNotFound)
 	}
 	if err == nil {
 		err = s.withGrants(ctx, now, r)
@@ -516,9 +380,9 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 }
 
 // List returns requests, newest first, selected by f.
-func (s *Store) List(ctx context.Context, f ListFilter) ([]*Request, error) {
+func (s *Store) List(ctx context.Context, f approval.ListFilter) ([]*approval.Request, error) {
 	if f.Status != "" {
-		if _, err := ParseStatus(string(f.Status)); err != nil {
+		if _, err := approval.ParseStatus(string(f.Status)); err != nil {
 			return nil, fmt.Errorf("list requests: %w", err)
 		}
 	}
@@ -534,7 +398,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Request, error) {
 		return nil, fmt.Errorf("list requests: %w", err)
 	}
 	defer rows.Close()
-	var out []*Request
+	var out []*approval.Request
 	for rows.Next() {
 		r, err := s.scanRequest(rows, now)
 		if err != nil {
@@ -554,23 +418,23 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Request, error) {
 
 // FindPending returns the newest unexpired pending request for this exact call, or an error wrapping
 // ErrNotFound. The MCP server uses it to avoid queueing the same call twice.
-func (s *Store) FindPending(ctx context.Context, tool, paramsHash string) (*Request, error) {
+func (s *Store) FindPending(ctx context.Context, tool, paramsHash string) (*approval.Request, error) {
 	return s.find(ctx, `status = 'pending' AND expires_at > ?1`, tool, paramsHash)
 }
 
 // FindGranted returns the newest granted request for this exact call whose token has not expired, or an error
 // wrapping ErrNotFound. The MCP server then calls Consume with its ID.
-func (s *Store) FindGranted(ctx context.Context, tool, paramsHash string) (*Request, error) {
+func (s *Store) FindGranted(ctx context.Context, tool, paramsHash string) (*approval.Request, error) {
 	return s.find(ctx, `status = 'granted' AND token_expiry > ?1`, tool, paramsHash)
 }
 
-func (s *Store) find(ctx context.Context, cond, tool, paramsHash string) (*Request, error) {
+func (s *Store) find(ctx context.Context, cond, tool, paramsHash string) (*approval.Request, error) {
 	now := s.now()
 	r, err := s.scanRequest(s.db.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests
 		WHERE tool = ?2 AND params_hash = ?3 AND `+cond+`
 		ORDER BY created_at DESC, id DESC LIMIT 1`, now.UnixNano(), tool, paramsHash), now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("request for %s %s: %w", tool, paramsHash, ErrNotFound)
+		return nil, fmt.Errorf("request for %s %s: %w", tool, paramsHash, approval.ErrNotFound)
 	}
 	if err == nil {
 		err = s.withGrants(ctx, now, r)
@@ -596,23 +460,23 @@ func (s *Store) find(ctx context.Context, cond, tool, paramsHash string) (*Reque
 // transaction, so concurrent approvers are counted exactly.
 //
 // Grant does not verify the signature: the store holds no keys. The admission webhook does.
-func (s *Store) Grant(ctx context.Context, id, token string, claims *Claims) error {
+func (s *Store) Grant(ctx context.Context, id, token string, claims *approval.Claims) error {
 	if claims == nil {
 		return fmt.Errorf("grant %s: no claims", id)
 	}
 	if claims.Subject != id {
 		return fmt.Errorf("grant %s: the token is for request %q", id, claims.Subject)
 	}
-	inToken, err := unverifiedClaims(token)
+	inToken, err := approval.UnverifiedClaims(token)
 	if err != nil {
 		return fmt.Errorf("grant %s: %w", id, err)
 	}
-	if !inToken.equalWire(claims) {
+	if !inToken.EqualWire(claims) {
 		return fmt.Errorf("grant %s: the token does not carry the given claims", id)
 	}
 	now := s.now()
 	if !now.Before(claims.Expiry) {
-		return fmt.Errorf("grant %s: token %w", id, ErrExpired)
+		return fmt.Errorf("grant %s: token %w", id, approval.ErrExpired)
 	}
 	if err := s.grant(ctx, id, token, claims, now); err != nil {
 		return fmt.Errorf("grant %s: %w", id, err)
@@ -620,7 +484,7 @@ func (s *Store) Grant(ctx context.Context, id, token string, claims *Claims) err
 	return nil
 }
 
-func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now time.Time) error {
+func (s *Store) grant(ctx context.Context, id, token string, claims *approval.Claims, now time.Time) error {
 	n := now.UnixNano()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -628,7 +492,7 @@ func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	var (
-		r                    Request
+		r                    approval.Request
 		status               string
 		expires, tokenExpiry int64
 	)
@@ -637,19 +501,19 @@ func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now
 		Scan(&r.Tool, &r.ParamsHash, &r.Namespace, &r.PlanDigest, &status, &expires, &tokenExpiry, &r.ApprovalsRequired)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("request %q: %w", id, ErrNotFound)
+		return fmt.Errorf("request %q: %w", id, approval.ErrNotFound)
 	case err != nil:
 		return err
 	case r.Tool != claims.Tool:
-		return fmt.Errorf("request is for %q: %w", r.Tool, ErrWrongTool)
+		return fmt.Errorf("request is for %q: %w", r.Tool, approval.ErrWrongTool)
 	case r.ParamsHash != claims.ParamsHash:
-		return ErrParamsMismatch
+		return approval.ErrParamsMismatch
 	case r.Namespace != claims.Namespace:
-		return fmt.Errorf("request is for %q: %w", r.Namespace, ErrWrongNamespace)
+		return fmt.Errorf("request is for %q: %w", r.Namespace, approval.ErrWrongNamespace)
 	case r.PlanDigest != claims.PlanDigest:
-		return ErrPlanMismatch
+		return approval.ErrPlanMismatch
 	}
-	if r.Status = effective(Status(status), expires, tokenExpiry, now); r.Status != StatusPending {
+	if r.Status = effective(approval.Status(status), expires, tokenExpiry, now); r.Status != approval.StatusPending {
 		return notPending(&r)
 	}
 	// Approvals whose tokens have expired no longer count: their approvers may approve afresh.
@@ -660,7 +524,7 @@ func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now
 	err = tx.QueryRowContext(ctx, `SELECT 1 FROM grants WHERE request_id = ? AND approver = ?`, id, claims.Issuer).Scan(&one)
 	switch {
 	case err == nil:
-		return fmt.Errorf("key %s: %w", claims.Issuer, ErrAlreadyApproved)
+		return fmt.Errorf("key %s: %w", claims.Issuer, approval.ErrAlreadyApproved)
 	case !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
@@ -668,7 +532,7 @@ func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now
 		VALUES (?, ?, ?, ?, ?, ?)`, id, claims.Issuer, token, claims.ID, claims.Expiry.UnixNano(), n); err != nil {
 		return err
 	}
-	if need := claims.approvalsRequired(); need > r.ApprovalsRequired {
+	if need := claims.RequiredApprovals(); need > r.ApprovalsRequired {
 		if _, err := tx.ExecContext(ctx, `UPDATE requests SET approvals_required = ? WHERE id = ?`, need, id); err != nil {
 			return err
 		}
@@ -694,8 +558,8 @@ func (s *Store) grant(ctx context.Context, id, token string, claims *Claims, now
 // request's state). Raising a request that is no longer pending fails with ErrNotPending; an unknown one
 // with ErrNotFound.
 func (s *Store) RaiseApprovalsRequired(ctx context.Context, id string, n int) error {
-	if n < 1 || n > MaxApprovers {
-		return fmt.Errorf("raise approvals of %s: %d is outside [1, %d]", id, n, MaxApprovers)
+	if n < 1 || n > approval.MaxApprovers {
+		return fmt.Errorf("raise approvals of %s: %d is outside [1, %d]", id, n, approval.MaxApprovers)
 	}
 	now := s.now()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -712,14 +576,14 @@ func (s *Store) RaiseApprovalsRequired(ctx context.Context, id string, n int) er
 		Scan(&status, &expires, &tokenExpiry, &need)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("raise approvals: request %q: %w", id, ErrNotFound)
+		return fmt.Errorf("raise approvals: request %q: %w", id, approval.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("raise approvals of %s: %w", id, err)
 	case n <= need:
 		return nil
 	}
-	if st := effective(Status(status), expires, tokenExpiry, now); st != StatusPending {
-		return fmt.Errorf("raise approvals of %s: %w", id, notPending(&Request{Status: st}))
+	if st := effective(approval.Status(status), expires, tokenExpiry, now); st != approval.StatusPending {
+		return fmt.Errorf("raise approvals of %s: %w", id, notPending(&approval.Request{Status: st}))
 	}
 	// A pending request has fewer grants than it needs, and needing more keeps it so: the status stays.
 	if _, err := tx.ExecContext(ctx, `UPDATE requests SET approvals_required = ? WHERE id = ?`, n, id); err != nil {
@@ -756,17 +620,17 @@ func (s *Store) Deny(ctx context.Context, id, approver, reason string) error {
 }
 
 // notPending explains why r could not be decided.
-func notPending(r *Request) error {
+func notPending(r *approval.Request) error {
 	switch r.Status {
-	case StatusExpired:
-		return fmt.Errorf("%w (%w)", ErrNotPending, ErrExpired)
-	case StatusConsumed:
-		return fmt.Errorf("%w (%w)", ErrNotPending, ErrConsumed)
-	case StatusPending:
+	case approval.StatusExpired:
+		return fmt.Errorf("%w (%w)", approval.ErrNotPending, approval.ErrExpired)
+	case approval.StatusConsumed:
+		return fmt.Errorf("%w (%w)", approval.ErrNotPending, approval.ErrConsumed)
+	case approval.StatusPending:
 		// Lost a race with a change that has since been undone; there is none today, but say so honestly.
-		return fmt.Errorf("%w: concurrent update", ErrNotPending)
+		return fmt.Errorf("%w: concurrent update", approval.ErrNotPending)
 	}
-	return fmt.Errorf("%w: it is %s", ErrNotPending, r.Status)
+	return fmt.Errorf("%w: it is %s", approval.ErrNotPending, r.Status)
 }
 
 // Consume uses up the grants of request id for the call (tool, paramsHash) and returns their tokens, one per
@@ -818,7 +682,7 @@ func (s *Store) consume(ctx context.Context, id, tool, paramsHash string, now in
 	}
 	if len(tokens) < need {
 		// Grant only grants a complete set; a request that claims otherwise is refused, not half used.
-		return nil, fmt.Errorf("%s: %w", Progress(len(tokens), need), ErrNotGranted)
+		return nil, fmt.Errorf("%s: %w", approval.Progress(len(tokens), need), approval.ErrNotGranted)
 	}
 	rows.Close()
 	if err := tx.Commit(); err != nil {
@@ -837,43 +701,34 @@ func whyNotConsumed(ctx context.Context, tx *sql.Tx, id, tool, paramsHash string
 		Scan(&gotTool, &gotHash, &status, &tokenExpiry)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("request %q: %w", id, ErrNotFound)
+		return fmt.Errorf("request %q: %w", id, approval.ErrNotFound)
 	case err != nil:
 		return err
 	case gotTool != tool:
-		return fmt.Errorf("approved for %q: %w", gotTool, ErrWrongTool)
+		return fmt.Errorf("approved for %q: %w", gotTool, approval.ErrWrongTool)
 	case gotHash != paramsHash:
-		return ErrParamsMismatch
+		return approval.ErrParamsMismatch
 	}
-	switch Status(status) {
-	case StatusConsumed:
-		return ErrConsumed
-	case StatusGranted:
+	switch approval.Status(status) {
+	case approval.StatusConsumed:
+		return approval.ErrConsumed
+	case approval.StatusGranted:
 		if tokenExpiry <= now {
-			return ErrExpired
+			return approval.ErrExpired
 		}
 		// The grant was there a moment ago and is now neither consumed nor expired: impossible with the
 		// current state machine, so refuse rather than retry.
-		return fmt.Errorf("concurrent update: %w", ErrNotGranted)
+		return fmt.Errorf("concurrent update: %w", approval.ErrNotGranted)
 	default:
-		return fmt.Errorf("request is %s: %w", status, ErrNotGranted)
+		return fmt.Errorf("request is %s: %w", status, approval.ErrNotGranted)
 	}
-}
-
-// Plan is a saved plan's description, as the MCP server recorded it when the plan ran.
-type Plan struct {
-	ID          string
-	Workspace   string
-	Description string
-	Signals     []Signal
-	CreatedAt   time.Time
 }
 
 // maxPlanDescription bounds a stored plan description.
 const maxPlanDescription = 64 << 10
 
 // RecordPlan stores (or replaces) a saved plan's description.
-func (s *Store) RecordPlan(ctx context.Context, p Plan) error {
+func (s *Store) RecordPlan(ctx context.Context, p approval.Plan) error {
 	if len(p.Description) > maxPlanDescription {
 		p.Description = p.Description[:maxPlanDescription] + "\n  ... (cut)"
 	}
@@ -891,14 +746,14 @@ func (s *Store) RecordPlan(ctx context.Context, p Plan) error {
 }
 
 // GetPlan returns a saved plan's description, or an error wrapping ErrNotFound.
-func (s *Store) GetPlan(ctx context.Context, id string) (*Plan, error) {
-	var p Plan
+func (s *Store) GetPlan(ctx context.Context, id string) (*approval.Plan, error) {
+	var p approval.Plan
 	var sig string
 	var created int64
 	err := s.db.QueryRowContext(ctx, `SELECT plan_id, workspace, description, signals, created_at FROM plans WHERE plan_id = ?`, id).
 		Scan(&p.ID, &p.Workspace, &p.Description, &sig, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("plan %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("plan %q: %w", id, approval.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get plan %s: %w", id, err)
@@ -910,9 +765,9 @@ func (s *Store) GetPlan(ctx context.Context, id string) (*Plan, error) {
 	return &p, nil
 }
 
-func nonNilSignals(s []Signal) []Signal {
+func nonNilSignals(s []approval.Signal) []approval.Signal {
 	if s == nil {
-		return []Signal{}
+		return []approval.Signal{}
 	}
 	return s
 }

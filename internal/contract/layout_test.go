@@ -1,0 +1,103 @@
+package contract_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The layout by trust role (docs/architecture.md), checked over `go list`: what the admission webhook
+// trusts cannot pull in what runs beside the agent, and each outside dependency has one importer.
+
+const module = "github.com/agent-sandbox/agent-sandbox/"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) map[string]pkg {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps=false", "-json", module+"...").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	all := map[string]pkg{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		all[strings.TrimPrefix(p.ImportPath, module)] = p
+	}
+	return all
+}
+
+// TestTrustedCodeStaysTrusted: the webhook and what it decides with (the rendering, the CEL rules, tokens)
+// never depend on the MCP server's side — its SQLite approvals store, the MCP SDK, the server package.
+func TestTrustedCodeStaysTrusted(t *testing.T) {
+	all := listPackages(t)
+	forbidden := []string{"modernc.org/sqlite", "github.com/modelcontextprotocol/go-sdk", module + "mcp", module + "internal/service", module + "internal/approval/store"}
+	for _, trusted := range []string{"webhook", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
+		p, ok := all[trusted]
+		if !ok {
+			t.Fatalf("package %s is gone: update the layout test", trusted)
+		}
+		for _, d := range p.Deps {
+			for _, f := range forbidden {
+				if d == f || strings.HasPrefix(d, f+"/") {
+					t.Errorf("trusted package %s depends on %s (the MCP server's side)", trusted, d)
+				}
+			}
+		}
+	}
+}
+
+// TestUntrustedCodeDoesNotDecide: the MCP server and its runner never import the webhook's decision
+// package or the Vault configuration: what admission decides, the server cannot call around.
+func TestUntrustedCodeDoesNotDecide(t *testing.T) {
+	all := listPackages(t)
+	for _, untrusted := range []string{"mcp", "internal/service", "internal/toolrun"} {
+		for _, d := range all[untrusted].Deps {
+			if d == module+"webhook" || d == module+"broker" {
+				t.Errorf("untrusted package %s depends on %s", untrusted, d)
+			}
+		}
+	}
+}
+
+// TestOneImporterEach: cel-go only in cel/, the MCP SDK only in mcp/, Vault's API only in broker/, SQLite
+// only in the approvals store (and the demo that reads it).
+func TestOneImporterEach(t *testing.T) {
+	all := listPackages(t)
+	owners := map[string][]string{
+		"github.com/google/cel-go/":               {"cel"},
+		"github.com/modelcontextprotocol/go-sdk/": {"mcp"},
+		"github.com/hashicorp/vault/api":          {"broker"},
+		"modernc.org/sqlite":                      {"internal/approval/store", "test/demo"},
+	}
+	for name, p := range all {
+		for _, imp := range p.Imports {
+			for prefix, allowed := range owners {
+				if strings.HasPrefix(imp, prefix) && !slices.Contains(allowed, name) {
+					t.Errorf("%s imports %s; only %v may", name, imp, allowed)
+				}
+			}
+		}
+	}
+}
