@@ -1,5 +1,6 @@
 // Command mutate-exactness proves that the webhook's unit tests notice when a comparison of the exactness
-// check (webhook/expect.go, diff.go, fast.go), or a check of the decision around it (job.go, pod.go), is
+// check (webhook/expect.go, diff.go), a check of the decision around it (job.go, pod.go), or a condition of
+// the caches that make that decision fast (rendering.go, cel/reads.go), is
 // removed or weakened. Each mutation below edits one comparison so that the check accepts more; the mutated
 // file is handed to `go test -overlay`, which builds with it instead of the file on disk, so the tree is
 // never modified, not even for a moment; on Ctrl-C only the temporary directory is left, and it is removed.
@@ -63,11 +64,13 @@ func equiv(name, file, desc, reason string, edits ...edit) mutation {
 func e(old, new string) edit { return edit{old, new} }
 
 const (
-	expectGo = "webhook/expect.go"
-	diffGo   = "webhook/diff.go"
-	fastGo   = "webhook/fast.go"
-	jobGo    = "webhook/job.go"
-	podGo    = "webhook/pod.go"
+	expectGo    = "webhook/expect.go"
+	diffGo      = "webhook/diff.go"
+	checkerGo   = "webhook/checker.go"
+	renderingGo = "webhook/rendering.go"
+	celReadsGo  = "cel/reads.go"
+	jobGo       = "webhook/job.go"
+	podGo       = "webhook/pod.go"
 )
 
 // helperFileInTree is where the overlay puts helpers; no such file exists in the tree.
@@ -229,113 +232,79 @@ var mutations = []mutation{
 	mut("diff/empty-map-of-one", diffGo, "an object with one field counts as empty",
 		e("case map[string]any:\n\t\treturn len(x) == 0", "case map[string]any:\n\t\treturn len(x) <= 1")),
 
-	// fastJob: every condition under which the fast path may admit without the full comparison.
-	mut("fast/rules-read-only", fastGo, "the cached CEL verdict is reused even when the rules read per-Job fields",
-		e(`if !p.Rules.ReadsOnlyRenderedFields() {`, `if false {`)),
-	mut("fast/top-level", fastGo, "a Job whose top level has other members may take the fast path",
-		e(`if !ok || !bytes.Equal(parts.apiVersion`, `if !bytes.Equal(parts.apiVersion`)),
-	mut("fast/top-level-unknown", fastGo, "a Job with a top-level member other than a Job's may take the fast path (the member is ignored)",
-		e("default:\n\t\t\treturn t, false", "default:\n\t\t\tcontinue")),
-	mut("fast/top-level-trailing", fastGo, "bytes after the Job's closing brace are ignored on the fast path",
-		e(`return t, s.i == len(s.b) && t.metadata != nil`, `return t, t.metadata != nil`)),
-	equiv("fast/top-level-duplicate", fastGo, "a member given twice may take the fast path (the last one counts)",
-		"the slow path's decoder keeps the last of duplicate members too, so both paths look at the same object",
-		e("if *dst != nil {\n\t\t\treturn t, false\n\t\t}\n", "")),
-	mut("fast/api-version", fastGo, "any apiVersion may take the fast path",
-		e("!bytes.Equal(parts.apiVersion, []byte(`\"batch/v1\"`))", "false")),
-	mut("fast/kind", fastGo, "any kind may take the fast path",
-		e("!bytes.Equal(parts.kind, []byte(`\"Job\"`))", "false")),
-	mut("fast/status", fastGo, "a Job with a status may take the fast path",
-		e("(parts.status != nil && !bytes.Equal(parts.status, []byte(`{}`)))", "false")),
-	mut("fast/metadata-decodes", fastGo, "metadata that does not decode into ObjectMeta may take the fast path",
-		e(`err != nil || len(strict) > 0 {`, `(err != nil && false) || len(strict) > 0 {`)),
-	mut("fast/metadata-strict", fastGo, "metadata with unknown or duplicate fields may take the fast path",
-		e(`err != nil || len(strict) > 0 {`, `err != nil || (len(strict) > 0 && false) {`)),
-	equiv("fast/has-params", fastGo, "a Job without the parameters annotation may take the fast path",
-		`without the annotation params is "", which expect cannot decode, so the Job leaves the fast path anyway`,
-		e(`if !hasParams || `, `if (!hasParams && false) || `)),
-	mut("fast/request-id", fastGo, "a Job whose request ID is not one may take the fast path",
-		e(`!approval.ValidRequestID(requestID) ||`, `(!approval.ValidRequestID(requestID) && false) ||`)),
-	mut("fast/uid", fastGo, "a Job without a UID may take the fast path",
-		e(`|| meta.UID == "" {`, `|| (meta.UID == "" && false) {`)),
-	mut("fast/meta-name", fastGo, "the Job's name is not compared",
-		e(`if m.Name != name || `, `if `)),
-	mut("fast/meta-namespace", fastGo, "the Job's namespace is not compared",
-		e(`m.Namespace != namespace || `, ``)),
-	// The fields below are checked twice: by name, and again by the comparison of everything else with
-	// the zero ObjectMeta (which catches a field a future ObjectMeta adds). Each mutation removes both, as
-	// removing either alone changes nothing.
-	mut("fast/meta-generate-name", fastGo, "generateName is not compared",
-		e(`m.GenerateName != "" || `, ``),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.GenerateName = "", "", nil, nil, ""`)),
-	mut("fast/meta-deletion-timestamp", fastGo, "deletionTimestamp is not compared",
-		e(`m.DeletionTimestamp != nil || `, ``),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.DeletionTimestamp = "", "", nil, nil, nil`)),
-	mut("fast/meta-deletion-grace-period", fastGo, "deletionGracePeriodSeconds is not compared",
-		e(` || m.DeletionGracePeriodSeconds != nil ||`, ` ||`),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.DeletionGracePeriodSeconds = "", "", nil, nil, nil`)),
-	mut("fast/meta-owner-references", fastGo, "ownerReferences are not compared",
-		e("\t\tlen(m.OwnerReferences) != 0 || ", "\t\t"),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.OwnerReferences = "", "", nil, nil, nil`)),
-	mut("fast/meta-finalizers", fastGo, "finalizers are not compared",
-		e(`len(m.Finalizers) != 0 || `, ``),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.Finalizers = "", "", nil, nil, nil`)),
-	equiv("fast/meta-label-values", fastGo, "the tool and request-ID labels are not compared by value",
-		"tool and request ID were read from these very labels, so the comparison is always true",
-		e(`len(m.Labels) != 2 || m.Labels[contract.LabelTool] != tool || m.Labels[contract.LabelRequestID] != requestID {`, `len(m.Labels) != 2 {`)),
-	equiv("fast/meta-annotation-values", fastGo, "the parameters and token annotations are not compared by value",
-		"params and token were read from these very annotations, so the comparison is always true",
-		e(`m.Annotations[contract.AnnotationParams] != params || m.Annotations[contract.AnnotationApprovalToken] != token {`, `false {`)),
-	mut("fast/meta-label-count", fastGo, "the Job may carry other labels",
-		e(`len(m.Labels) != 2 || `, ``)),
-	mut("fast/meta-annotation-count", fastGo, "the Job may carry other annotations",
-		e(`len(m.Annotations) != wantAnn || `, `wantAnn < 0 || `)),
-	mut("fast/spec-bytes", fastGo, "the spec is not compared with the cached rendering",
-		e(`if !matchSlots(parts.spec,`, `if false && !matchSlots(parts.spec,`)),
-	mut("fast/slot-values", fastGo, "a slot (UID, name, request ID) may hold any value of the same length",
-		e(`if err != nil || !bytes.HasPrefix(got, q) {`, `if err != nil || len(got) < len(q) {`)),
-	equiv("fast/slots-end", fastGo, "bytes may follow the last fragment of the spec",
-		"the spec is one JSON value (topLevel found its end) and the last fragment ends with the rendering's closing brace at the same depth, so nothing can follow it",
-		e(`return len(got) == 0`, `return true`)),
-	mut("fast/params-slot-marker", fastGo, "a parameter may put a slot marker into the cached spec",
-		e("if strings.Contains(params, `\\u0001`) {", `if false {`)),
-	mut("fast/verdict", fastGo, "the cached CEL verdict is ignored",
-		e(`if exp.verdict != nil {`, `if false {`)),
-	mut("fast/cache-key-policy", fastGo, "an expectation cached under an older policy is reused",
-		e(`expectationKey{policy: p, tool: tool,`, `expectationKey{tool: tool,`)),
-	mut("fast/token-on-read-tool", fastGo, "a tool that takes no approval may carry a token on the fast path",
-		e(`if token != "" && !inv.Tool.RequiresApproval {`, `if false {`)),
-	mut("fast/admit", fastGo, "a Job on the fast path is admitted without its approval being consumed or its audit anchor recorded",
-		e(`if err := c.admitCall(ctx, req, d, p, exp.inv, token, requestID, head, name); err != nil {`, `if err := error(nil); err != nil {`)),
-	mut("fast/meta-audit-head", fastGo, "the Job's audit chain head need not be 64 lowercase hex digits",
-		e(`if !audit.ValidHead(head) || m.Annotations[contract.AnnotationAuditHead] != head {`, `if audit.ValidHead("") || m.Annotations[contract.AnnotationAuditHead] != head {`)),
-	equiv("fast/meta-rest", fastGo, "the rest of ObjectMeta is not compared with the zero value",
-		"every field of today's ObjectMeta is compared by name above or is the API server's; this catches a field a future ObjectMeta adds",
-		e(`return equality.Semantic.DeepEqual(rest, metav1.ObjectMeta{})`, `return equality.Semantic.DeepEqual(rest, rest)`)),
-	equiv("fast/meta-self-link", fastGo, "selfLink is not compared",
-		"the slow path does not compare selfLink either (serverMetadata), so the fast path admits nothing more",
-		e(` || m.SelfLink != "" {`, ` {`),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.SelfLink = "", "", nil, nil, ""`)),
+	// The rendering cache (rendering.go, job.go) and the verdict cache (cel.SameRenderedFields): what a
+	// cached rendering or verdict is keyed by, and when it may be reused. A mutation here must change a
+	// decision that TestCacheNeverChangesADecision and its neighbours hold.
+	mut("cache/key-params", jobGo, "renderings are cached per tool and tokens, not per parameters",
+		e(`key := renderKey{tool: labels[contract.LabelTool], params: annotations[contract.AnnotationParams], tokens:`, `key := renderKey{tool: labels[contract.LabelTool], tokens:`)),
+	mut("cache/key-tokens", jobGo, "renderings are cached per tool and parameters, not per approval tokens",
+		e(`tokens: annotations[contract.AnnotationApprovalToken]}`, `}`)),
+	mut("cache/reload", checkerGo, "a policy reload keeps the renderings of the old policy",
+		e(`c.renderings.policy, c.renderings.lru = p, lru.New(maxRenderings)`, `c.renderings.policy = p
+	if c.renderings.lru == nil {
+		c.renderings.lru = lru.New(maxRenderings)
+	}`)),
+	mut("cache/get-policy", renderingGo, "a decision under an older policy reads the new policy's renderings",
+		e(`if r.policy != p || r.lru == nil {`, `if r.lru == nil {`)),
+	mut("cache/put-policy", renderingGo, "a decision under an older policy puts its rendering in the new policy's cache",
+		e(`if r.policy == p && r.lru != nil {`, `if r.lru != nil {`)),
+	mut("cache/put-only-cacheable", jobGo, "a rendering whose request-free part is not shown exact is cached all the same",
+		e(`renderErr = newRendering(p, inv, requestID, token, head); cacheable {`, `renderErr = newRendering(p, inv, requestID, token, head); cacheable || r != nil {`)),
+	equiv("cache/self-check", renderingGo, "a rendering is cached without checking forRequest against a second rendering",
+		"forRequest puts in every field the request ID and audit head reach in today's rendering (TestForRequestIsTheRendering); the check guards against a rendering that one day puts them elsewhere",
+		e(`return r, reflect.DeepEqual(r.forRequest(otherID, otherHead), other), nil`, `return r, other != nil, nil`)),
+	mut("cache/name", renderingGo, "a cached rendering keeps the name of the request it was rendered for",
+		e(`meta["name"] = sandbox.JobName(r.inv.Tool.Name, requestID)`, `_ = sandbox.JobName`)),
+	mut("cache/name-from-request", renderingGo, "a Job named after its approval tokens is renamed after its request ID",
+		e(`nameFromRequest: tokens == ""}`, `nameFromRequest: true}`)),
+	mut("cache/request-label", renderingGo, "a cached rendering keeps the request-ID label of the request it was rendered for",
+		e(`cloneMember(meta, "labels")[contract.LabelRequestID] = requestID`, `cloneMember(meta, "labels")`)),
+	mut("cache/template-request-label", renderingGo, "a cached rendering keeps the pod template's request-ID label of the request it was rendered for",
+		e(`cloneMember(tmeta, "labels")[contract.LabelRequestID] = requestID`, `cloneMember(tmeta, "labels")`)),
+	mut("cache/audit-head", renderingGo, "a cached rendering keeps the audit head of the request it was rendered for",
+		e(`ann[contract.AnnotationAuditHead] = head`, `_ = ann`)),
+	mut("cache/same-request", renderingGo, "a cached rendering is reused as is when only the audit head differs",
+		e(`if requestID == r.requestID && head == r.head {`, `if requestID == r.requestID {`)),
+	mut("cache/verdict-rules-read-only", jobGo, "the cached verdict is reused even when the rules read per-Job fields",
+		e(`op == "CREATE" && p.Rules.ReadsOnlyRenderedFields() &&`, `op == "CREATE" &&`)),
+	mut("cache/verdict-same-fields", jobGo, "the cached verdict is reused for a Job that differs from the rendering in what the rules read",
+		e(`&& cel.SameRenderedFields(obj, want)`, ``)),
+	mut("cache/verdict-pure", jobGo, "a verdict from an evaluation that was stopped is kept for the rendering",
+		e(`if reuse && pure(vs) {`, `if reuse {`)),
+	mut("cache/same-spec", celReadsGo, "the verdict cache ignores the Job's spec",
+		e(`if !sameExcept(as, bs, "selector", "template") {`, `if false {`)),
+	mut("cache/same-template-spec", celReadsGo, "the verdict cache ignores the pod spec",
+		e(`return sameMember(at, bt, "spec") && sameMember(am, bm, "annotations")`, `return sameMember(am, bm, "annotations")`)),
+	mut("cache/same-annotations", celReadsGo, "the verdict cache ignores the pod template's annotations",
+		e(`return sameMember(at, bt, "spec") && sameMember(am, bm, "annotations")`, `return sameMember(at, bt, "spec")`)),
+	mut("cache/same-presence", celReadsGo, "the verdict cache takes a member set to null for one left out",
+		e(`return aok == bok && same(av, bv)`, `return same(av, bv)`)),
+	mut("cache/same-number-type", celReadsGo, "the verdict cache takes a double for the int of the same value",
+		e("case float64:\n\t\ty, ok := b.(float64)\n\t\treturn ok && x == y", "case float64:\n\t\ty, ok := b.(int64)\n\t\treturn ok && x == float64(y)")),
+	mut("cache/same-empty-list", celReadsGo, "the verdict cache takes an empty list for null",
+		e("case nil:\n\t\treturn b == nil", "case nil:\n\t\tl, _ := b.([]any)\n\t\treturn b == nil || len(l) == 0")),
 
 	// CheckJob and checkUpdate (job.go): the decisions around the comparison.
 	mut("decide/job-update", jobGo, "an UPDATE of a Job is not checked",
-		e(`return checkUpdate("Job", obj, old)`, `return &Decision{}, nil`)),
+		e(`return checkUpdate("Job", obj, old, false)`, `return &Decision{}, nil`)),
 	mut("decide/job-request-id", jobGo, "a Job's request-ID label need not hold a request ID",
 		e(`if !approval.ValidRequestID(requestID) {`, `if !approval.ValidRequestID(requestID) && false {`)),
 	mut("decide/job-rules", jobGo, "the policy's CEL rules are not evaluated on a Job",
-		e(`if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil {`, `if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil && false {`)),
+		e(`if err := c.jobRules(ctx, p, obj, req.Operation, r, full); err != nil {`, `if err := c.jobRules(ctx, p, obj, req.Operation, r, full); err != nil && false {`)),
 	mut("decide/job-token-on-read-tool", jobGo, "a tool that takes no approval may carry a token",
 		e(`if token != "" && !inv.Tool.RequiresApproval {`, `if false {`)),
 	mut("decide/job-exact", jobGo, "the Job is not compared with its rendering",
-		e(`if err := exactJob(obj, want); err != nil {`, `if err := exactJob(obj, want); err != nil && false {`)),
+		e(`if err := compareJob(obj, full); err != nil {`, `if err := compareJob(obj, full); err != nil && false {`)),
+	// Not listed: ignoring exactErr or renderErr (both leave no expected tree, and the comparison with none
+	// refuses every Job).
 	mut("decide/job-approval", jobGo, "a Job that needs approval is admitted without checking its token",
 		e(`if inv.Tool.RequiresApproval {`, `if false {`)),
 	mut("decide/job-audit-head", jobGo, "a Job's audit chain head is not checked",
 		e(`if err := checkHead("exact-metadata", "annotation "+contract.AnnotationAuditHead, head); err != nil {`, `if err := error(nil); err != nil {`)),
 	mut("decide/job-anchor", jobGo, "an admitted Job's audit anchor is not recorded",
 		e(`return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job)`, `return nil`)),
-	mut("decide/job-admit", jobGo, "a Job on the slow path is admitted without its approval being consumed or its audit anchor recorded",
-		e(`if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, want.Name); err != nil {`, `if err := error(nil); err != nil {`)),
+	mut("decide/job-admit", jobGo, "a Job is admitted without its approval being consumed or its audit anchor recorded",
+		e(`if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, jobName(want)); err != nil {`, `if err := error(nil); err != nil {`)),
 	mut("decide/update-without-old", jobGo, "an UPDATE without the old object is admitted",
 		e(`return nil, deny("immutable", "an UPDATE without the old object cannot be checked")`, `return &Decision{}, nil`)),
 	mut("decide/update-diff", jobGo, "an UPDATE may change anything but finalizers",
@@ -350,7 +319,7 @@ var mutations = []mutation{
 
 	// CheckPod (pod.go): one admitted Job makes one Pod, once.
 	mut("decide/pod-update", podGo, "an UPDATE of a Pod is not checked",
-		e(`return checkUpdate("Pod", obj, old)`, `return &Decision{}, nil`)),
+		e(`return checkUpdate("Pod", obj, old, contains(orDefault(c.Identities.GCUsers, DefaultGCUsers), req.User))`, `return &Decision{}, nil`)),
 	mut("decide/pod-creator", podGo, "anyone, not only the Job controller, may create a sandbox Pod",
 		e(`if !contains(users, req.User) {`, `if false {`)),
 	mut("decide/pod-owner-uid", podGo, "the owner reference's UID need not be the owner Job's",
