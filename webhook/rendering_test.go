@@ -177,9 +177,10 @@ func TestCacheNeverChangesADecision(t *testing.T) {
 			t.Fatalf("warming the cache with %s: %v", w.Name, err)
 		}
 	}
+	cold := newFixture(t)
 	for _, tc := range decisionCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			cold := newFixture(t)
+			cold.c.SetPolicy(cold.p) // empties its cache
 			coldOut := outcome(cold.c.CheckJobRaw(context.Background(), req, cold.raw(t, tc.job(t, cold)), nil))
 			for i := range 2 {
 				d, err := warm.c.CheckJobRaw(context.Background(), req, warm.raw(t, tc.job(t, warm)), nil)
