@@ -108,6 +108,12 @@ func TestRenderingIsCached(t *testing.T) {
 			t.Errorf("%s: the rules' verdict on the rendering is not cached", tc.tool)
 		}
 	}
+	// Another call's parameters are another rendering: rendered afresh, and admitted.
+	selector := map[string]any{"namespace": "demo-app", "label_selector": "app=web"}
+	d, err := f.c.CheckJobRaw(context.Background(), Request{Operation: "CREATE", DryRun: true}, f.raw(t, f.job(t, "k8s_get_pod_status", selector, "")), nil)
+	if err != nil || d.Cached {
+		t.Fatalf("a Job with other parameters: decision %+v, err %v; want admitted, rendered afresh", d, err)
+	}
 }
 
 // decisionCase is one Job to decide with a cold and with a warm cache.
