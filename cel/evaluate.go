@@ -158,7 +158,7 @@ func (p *Program) Evaluate(ctx context.Context, in Input) []Violation {
 	for i := range p.rules {
 		r := &p.rules[i]
 		if ok, err := r.eval(ctx, act); err != nil {
-			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the object is denied: " + truncate(oneline.Fold(err.Error()), maxReasonBytes)})
+			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: "rule could not be evaluated, so the object is denied: " + truncate(oneline.Fold(err.Error()), maxReasonBytes), Unevaluated: true})
 		} else if !ok {
 			out = append(out, Violation{Rule: r.Name, Path: r.Path, Message: r.Message})
 		}

@@ -1,6 +1,8 @@
 package cel
 
 import (
+	"slices"
+
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 )
@@ -123,6 +125,107 @@ func allowedPath(root string, path []string) bool {
 			return false
 		case "template":
 			return len(path) >= 3 && path[2] == "spec"
+		}
+		return true
+	}
+	return false
+}
+
+// SameRenderedFields reports whether two Jobs agree exactly — the same members, the same values of the same
+// Go types — in every field a rule may read when the rules read only rendered fields
+// (Program.ReadsOnlyRenderedFields): apiVersion, kind, the spec except its selector and pod template, the
+// pod template's spec and its metadata's annotations. Rules that read nothing else see the same input for
+// both, so they give both the same verdict. The objects are JSON-like trees (map[string]any, []any, string,
+// bool, int64, float64, nil); a value of any other type is never the same as anything.
+func SameRenderedFields(a, b map[string]any) bool {
+	if !sameMember(a, b, "apiVersion") || !sameMember(a, b, "kind") {
+		return false
+	}
+	as, aok := a["spec"].(map[string]any)
+	bs, bok := b["spec"].(map[string]any)
+	if !aok || !bok {
+		return !aok && !bok && sameMember(a, b, "spec")
+	}
+	if !sameExcept(as, bs, "selector", "template") {
+		return false
+	}
+	at, aok := as["template"].(map[string]any)
+	bt, bok := bs["template"].(map[string]any)
+	if !aok || !bok {
+		return !aok && !bok && sameMember(as, bs, "template")
+	}
+	// podMetadata is the template's metadata when it is an object, and empty otherwise.
+	am, _ := at["metadata"].(map[string]any)
+	bm, _ := bt["metadata"].(map[string]any)
+	return sameMember(at, bt, "spec") && sameMember(am, bm, "annotations")
+}
+
+// sameMember reports whether a and b both lack key or both have the same value there.
+func sameMember(a, b map[string]any, key string) bool {
+	av, aok := a[key]
+	bv, bok := b[key]
+	return aok == bok && same(av, bv)
+}
+
+// sameExcept compares two objects member by member, leaving out the members named.
+func sameExcept(a, b map[string]any, except ...string) bool {
+	skipped := 0
+	for k, av := range a {
+		if slices.Contains(except, k) {
+			skipped++
+			continue
+		}
+		bv, ok := b[k]
+		if !ok || !same(av, bv) {
+			return false
+		}
+	}
+	for _, k := range except {
+		if _, ok := b[k]; ok {
+			skipped--
+		}
+	}
+	return len(a) == len(b)+skipped
+}
+
+// same compares two JSON-like values exactly: numbers of different Go types differ (CEL tells an int from a
+// double), and so do null, an empty object and an empty list.
+func same(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && x == y
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			if yv, ok := y[k]; !ok || !same(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !same(x[i], y[i]) {
+				return false
+			}
 		}
 		return true
 	}

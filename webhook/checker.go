@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
@@ -113,12 +114,18 @@ type Checker struct {
 	// Now is the clock; tests inject one.
 	Now func() time.Time
 
-	cache expectations
+	renderings renderings
 }
 
 // SetPolicy swaps in a compiled policy. Callers compile first: a policy that does not compile never
-// reaches the checker, so the last good one keeps serving.
-func (c *Checker) SetPolicy(p *policy.Compiled) { c.policy.Store(p) }
+// reaches the checker, so the last good one keeps serving. The renderings cached under the previous
+// policy are dropped.
+func (c *Checker) SetPolicy(p *policy.Compiled) {
+	c.renderings.mu.Lock()
+	defer c.renderings.mu.Unlock()
+	c.policy.Store(p)
+	c.renderings.policy, c.renderings.lru = p, lru.New(maxRenderings)
+}
 
 // Policy returns the policy in force, or nil before the first one is set.
 func (c *Checker) Policy() *policy.Compiled { return c.policy.Load() }
@@ -147,8 +154,8 @@ type Decision struct {
 	// ApprovalTokenIDs are the IDs of the approval tokens a Job consumed (checked, for a dry run), one per
 	// approver.
 	ApprovalTokenIDs []string
-	// Fast is set when the Job was decided on the fast path (it was exactly its rendering).
-	Fast bool
+	// Cached is set when the Job's rendering was reused from the cache (rendering.go); for metrics only.
+	Cached bool
 }
 
 func (c *Checker) now() time.Time {

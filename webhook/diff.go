@@ -31,30 +31,80 @@ func (m *Mismatch) String() string {
 // deterministic order, or nil when they are equal. It is an allowlist comparison: every key of got must
 // exist in want with an equal value, so a field the policy does not render — including one that a future
 // Kubernetes version adds and this program has never heard of — is a difference.
+//
+// Nearly every object the webhook compares is equal to its rendering, so the comparison runs first in the
+// maps' own order, spelling out no path; only when that finds a difference does it run again, in sorted
+// order, to name the first one. Both runs are the one comparison below: the order does not change whether
+// a difference exists.
 func diff(path string, got, want any) *Mismatch {
+	var steps [16]step
+	d := differ{root: path, path: steps[:0]}
+	if d.diff(got, want) == nil {
+		return nil
+	}
+	d = differ{ordered: true, root: path, path: steps[:0]}
+	return d.diff(got, want)
+}
+
+// differ is one run of the comparison: unordered, to find whether there is a difference, or ordered, to
+// find the first. path is where it is below root; it is spelled out only for a difference.
+type differ struct {
+	ordered bool
+	root    string
+	path    []step
+}
+
+// step is a key of an object, or an index of a list when key is "" and list is set.
+type step struct {
+	key   string
+	index int
+	list  bool
+}
+
+// at spells out the path where the comparison is, followed by the key k (if not "").
+func (d *differ) at(k string) string {
+	p := d.root
+	for _, s := range d.path {
+		if s.list {
+			p += "[" + strconv.Itoa(s.index) + "]"
+		} else {
+			p = join(p, s.key)
+		}
+	}
+	if k != "" {
+		p = join(p, k)
+	}
+	return p
+}
+
+func (d *differ) diff(got, want any) *Mismatch {
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
-			return &Mismatch{Path: path, Got: describe(got), Want: describe(want)}
+			return &Mismatch{Path: d.at(""), Got: describe(got), Want: describe(want)}
+		}
+		if !d.ordered {
+			for k, gv := range g {
+				if m := d.gotMember(k, gv, w); m != nil {
+					return m
+				}
+			}
+			for k, wv := range w {
+				if m := d.wantMember(k, wv, g); m != nil {
+					return m
+				}
+			}
+			return nil
 		}
 		for _, k := range sortedKeys(g) {
-			wv, ok := w[k]
-			if !ok {
-				if isEmpty(g[k]) {
-					// An empty object, list or null carries nothing: {"securityContext": {}} and no
-					// securityContext are the same to every consumer of the spec.
-					continue
-				}
-				return &Mismatch{Path: join(path, k), Got: describe(g[k])}
-			}
-			if m := diff(join(path, k), g[k], wv); m != nil {
+			if m := d.gotMember(k, g[k], w); m != nil {
 				return m
 			}
 		}
 		for _, k := range sortedKeys(w) {
-			if _, ok := g[k]; !ok && !isEmpty(w[k]) {
-				return &Mismatch{Path: join(path, k), Want: describe(w[k])}
+			if m := d.wantMember(k, w[k], g); m != nil {
+				return m
 			}
 		}
 		return nil
@@ -64,19 +114,20 @@ func diff(path string, got, want any) *Mismatch {
 			if got == nil && len(w) == 0 {
 				return nil
 			}
-			return &Mismatch{Path: path, Got: describe(got), Want: describe(want)}
+			return &Mismatch{Path: d.at(""), Got: describe(got), Want: describe(want)}
 		}
 		for i := range max(len(g), len(w)) {
-			p := path + "[" + strconv.Itoa(i) + "]"
+			d.path = append(d.path, step{index: i, list: true})
 			switch {
 			case i >= len(w):
-				return &Mismatch{Path: p, Got: describe(g[i])}
+				return &Mismatch{Path: d.at(""), Got: describe(g[i])}
 			case i >= len(g):
-				return &Mismatch{Path: p, Want: describe(w[i])}
+				return &Mismatch{Path: d.at(""), Want: describe(w[i])}
 			}
-			if m := diff(p, g[i], w[i]); m != nil {
+			if m := d.diff(g[i], w[i]); m != nil {
 				return m
 			}
+			d.path = d.path[:len(d.path)-1]
 		}
 		return nil
 	default:
@@ -86,8 +137,36 @@ func diff(path string, got, want any) *Mismatch {
 		if want == nil && isEmpty(got) {
 			return nil
 		}
-		return &Mismatch{Path: path, Got: describe(got), Want: describe(want)}
+		return &Mismatch{Path: d.at(""), Got: describe(got), Want: describe(want)}
 	}
+}
+
+// gotMember compares the member k of an admitted object with the rendering w: every key of got must exist
+// in want with an equal value.
+func (d *differ) gotMember(k string, gv any, w map[string]any) *Mismatch {
+	wv, ok := w[k]
+	if !ok {
+		if isEmpty(gv) {
+			// An empty object, list or null carries nothing: {"securityContext": {}} and no
+			// securityContext are the same to every consumer of the spec.
+			return nil
+		}
+		return &Mismatch{Path: d.at(k), Got: describe(gv)}
+	}
+	d.path = append(d.path, step{key: k})
+	if m := d.diff(gv, wv); m != nil {
+		return m
+	}
+	d.path = d.path[:len(d.path)-1]
+	return nil
+}
+
+// wantMember reports a member k of the rendering that the admitted object g lacks.
+func (d *differ) wantMember(k string, wv any, g map[string]any) *Mismatch {
+	if _, ok := g[k]; !ok && !isEmpty(wv) {
+		return &Mismatch{Path: d.at(k), Want: describe(wv)}
+	}
+	return nil
 }
 
 // scalarEqual compares leaves; numbers compare by value whatever their Go type (int64 from the API

@@ -24,8 +24,7 @@ import (
 // otherUID is the UID of some other Job: as long as testJobUID, so that it fits the same bytes.
 const otherUID = "0f6b8a4e-1c2d-4e5f-8a9b-ffffffffffff"
 
-// rawJob is the good Job of tool k8s_get_pod_status as the API server sends it (compact JSON, the form the
-// fast path compares byte by byte).
+// rawJob is the good Job of tool k8s_get_pod_status as the API server sends it (compact JSON).
 func (f *fixture) rawJob(t *testing.T) string {
 	t.Helper()
 	return string(f.raw(t, f.job(t, "k8s_get_pod_status", podParams(), "")))
@@ -46,14 +45,14 @@ func replaceAll(t *testing.T, s, old, new string, n int) string {
 	return strings.ReplaceAll(s, old, new)
 }
 
-// TestFastPathSlotHoldsExactlyTheValue: the UID, name and request ID go into the cached spec as JSON
-// strings. A UID whose raw bytes close the string (the UID comes from the object's own metadata) must not
-// smuggle members into the spec: here the selector and the template's labels gain app=web, which the slow
-// path sees and refuses, so the fast path must not admit it either.
-func TestFastPathSlotHoldsExactlyTheValue(t *testing.T) {
+// TestUIDCannotSmuggleMembers: the selector and the template's labels are expected to hold the Job's UID as
+// a value. A UID whose raw bytes would close a JSON string (the UID comes from the object's own metadata)
+// must not smuggle members into them: here the selector and the template's labels gain app=web, which the
+// comparison sees and refuses, with a cold and with a warm cache. (A byte-level fast path once admitted it.)
+func TestUIDCannotSmuggleMembers(t *testing.T) {
 	f := newFixture(t)
 	good := f.rawJob(t)
-	if d, err := f.checkRaw(t, good); err != nil || !d.Fast {
+	if d, err := f.checkRaw(t, good); err != nil {
 		t.Fatalf("good Job: %+v %v", d, err)
 	}
 	uid := `x","app":"web`
@@ -71,7 +70,7 @@ func TestFastPathSlotHoldsExactlyTheValue(t *testing.T) {
 		t.Fatal("the slow path admitted a Job whose selector carries app=web")
 	}
 	if d, err := f.checkRaw(t, bad); err == nil {
-		t.Fatalf("admitted (fast %v) a Job whose selector and template labels carry app=web through its UID", d.Fast)
+		t.Fatalf("admitted a Job whose selector and template labels carry app=web through its UID: %+v", d)
 	}
 }
 
@@ -90,7 +89,7 @@ func TestJobWithoutUIDIsRefused(t *testing.T) {
 		t.Errorf("slow path: %v, want exact-metadata", err)
 	}
 	if d, err := f.checkRaw(t, raw); err == nil {
-		t.Errorf("a Job without a UID was admitted (fast %v)", d.Fast)
+		t.Errorf("a Job without a UID was admitted: %+v", d)
 	}
 }
 
@@ -175,19 +174,19 @@ func TestExactJobRefuses(t *testing.T) {
 				t.Error("CheckJob admitted it")
 			}
 			if d, err := f.checkRaw(t, string(raw)); err == nil {
-				t.Errorf("CheckJobRaw admitted it (fast %v)", d.Fast)
+				t.Errorf("CheckJobRaw admitted it: %+v", d)
 			}
 		})
 	}
 }
 
-// TestFastPathRefusesRawEdits changes the good Job's bytes so that its spec still matches the cached
-// rendering but something the fast path must look at differs: it must not admit, and the slow path must
-// refuse too.
-func TestFastPathRefusesRawEdits(t *testing.T) {
+// TestRawEditsAreRefused changes the good Job's bytes so that its spec still matches the cached
+// rendering but something else differs (its top level, metadata, name, labels, request ID or UID): neither
+// entry point may admit it.
+func TestRawEditsAreRefused(t *testing.T) {
 	f := newFixture(t)
 	good := f.rawJob(t)
-	if d, err := f.checkRaw(t, good); err != nil || !d.Fast {
+	if d, err := f.checkRaw(t, good); err != nil {
 		t.Fatalf("good Job: %+v %v", d, err)
 	}
 	name := sandbox.JobName("k8s_get_pod_status", testRequestID)
@@ -246,7 +245,7 @@ func TestFastPathRefusesRawEdits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := f.checkRaw(t, raw)
 			if err == nil {
-				t.Errorf("admitted (fast %v)", d.Fast)
+				t.Errorf("admitted: %+v", d)
 			}
 			t.Log(err)
 			if o, err := decodeObject([]byte(raw)); err == nil {
@@ -258,9 +257,9 @@ func TestFastPathRefusesRawEdits(t *testing.T) {
 	}
 }
 
-// TestFastPathTokenOnAReadTool: a Job of a tool that takes no approval, rendered whole with a token (so its
+// TestTokenOnAReadToolIsRefused: a Job of a tool that takes no approval, rendered whole with a token (so its
 // name, annotations and spec agree with one another), is refused on the raw path too.
-func TestFastPathTokenOnAReadTool(t *testing.T) {
+func TestTokenOnAReadToolIsRefused(t *testing.T) {
 	f := newFixture(t)
 	raw := string(f.raw(t, f.job(t, "k8s_get_pod_status", podParams(), "x.y.z")))
 	if d, err := f.checkRaw(t, raw); ruleOf(err) != "exact-metadata" {
@@ -268,15 +267,15 @@ func TestFastPathTokenOnAReadTool(t *testing.T) {
 	}
 }
 
-// TestFastPathChecksTheApproval: a Job that is exactly its rendering still needs a valid, unused token.
-func TestFastPathChecksTheApproval(t *testing.T) {
+// TestCachedRenderingChecksTheApproval: a Job that is exactly its rendering still needs a valid, unused token.
+func TestCachedRenderingChecksTheApproval(t *testing.T) {
 	f := newFixture(t)
 	forged := forge(t, f.token(t, f.key, "terraform_apply", applyParams(), nil))
 	if _, err := f.checkRaw(t, string(f.raw(t, f.job(t, "terraform_apply", applyParams(), forged)))); ruleOf(err) != "approval" {
 		t.Errorf("forged token: %v", err)
 	}
 	good := string(f.raw(t, f.job(t, "terraform_apply", applyParams(), f.token(t, f.key, "terraform_apply", applyParams(), nil))))
-	if d, err := f.checkRaw(t, good); err != nil || !d.Fast || len(d.ApprovalTokenIDs) != 1 {
+	if d, err := f.checkRaw(t, good); err != nil || len(d.ApprovalTokenIDs) != 1 {
 		t.Fatalf("good token: %+v %v", d, err)
 	}
 	if _, err := f.checkRaw(t, good); !strings.Contains(fmtErr(err), "already used") {
@@ -303,9 +302,9 @@ func policyWithRule(t *testing.T, name, expression string) *policy.Compiled {
 	return p
 }
 
-// TestFastPathEvaluatesRulesThatReadTheObject: a rule that reads a per-Job field (here the UID) gives a
-// verdict for each Job, so the fast path may not reuse one: the Job it refuses is refused.
-func TestFastPathEvaluatesRulesThatReadTheObject(t *testing.T) {
+// TestVerdictNotReusedWhenRulesReadTheObject: a rule that reads a per-Job field (here the UID) gives a
+// verdict for each Job, so the verdict cache may not reuse one: the Job it refuses is refused.
+func TestVerdictNotReusedWhenRulesReadTheObject(t *testing.T) {
 	f := newFixture(t)
 	p := policyWithRule(t, "not-this-uid", "object.metadata.?uid.orValue('') != '"+testJobUID+"'")
 	if p.Rules.ReadsOnlyRenderedFields() {
@@ -313,6 +312,11 @@ func TestFastPathEvaluatesRulesThatReadTheObject(t *testing.T) {
 	}
 	f.p = p
 	f.c.SetPolicy(p)
+	// Another Job of the same rendering, with another UID, passes the rule first.
+	other := replaceAll(t, f.rawJob(t), testJobUID, otherUID, -1)
+	if d, err := f.checkRaw(t, other); err != nil {
+		t.Fatalf("the Job with another UID: decision %+v, err %v", d, err)
+	}
 	if d, err := f.checkRaw(t, f.rawJob(t)); ruleOf(err) != "not-this-uid" {
 		t.Fatalf("decision %+v, err %v; want not-this-uid", d, err)
 	}
@@ -321,9 +325,9 @@ func TestFastPathEvaluatesRulesThatReadTheObject(t *testing.T) {
 // denyRenderings is a rule every rendering fails that reads only rendered fields: its verdict is cached.
 const denyRenderings = "podSpec.restartPolicy != 'Never'"
 
-// TestFastPathReturnsTheCachedVerdict: a rendering the rules refuse is refused on the fast path too, the
-// first time and from the cache.
-func TestFastPathReturnsTheCachedVerdict(t *testing.T) {
+// TestCachedVerdictIsReturned: a rendering the rules refuse is refused, the first time and from the
+// verdict cache.
+func TestCachedVerdictIsReturned(t *testing.T) {
 	f := newFixture(t)
 	p := policyWithRule(t, "deny-renderings", denyRenderings)
 	if !p.Rules.ReadsOnlyRenderedFields() {
@@ -338,11 +342,11 @@ func TestFastPathReturnsTheCachedVerdict(t *testing.T) {
 	}
 }
 
-// TestFastPathCacheIsPerPolicy: an expectation cached under one policy is not reused under the next one.
-func TestFastPathCacheIsPerPolicy(t *testing.T) {
+// TestRenderingCacheIsPerPolicy: an expectation cached under one policy is not reused under the next one.
+func TestRenderingCacheIsPerPolicy(t *testing.T) {
 	f := newFixture(t)
 	raw := f.rawJob(t)
-	if d, err := f.checkRaw(t, raw); err != nil || !d.Fast {
+	if d, err := f.checkRaw(t, raw); err != nil {
 		t.Fatalf("good Job under the shipped policy: %+v %v", d, err)
 	}
 	f.c.SetPolicy(policyWithRule(t, "deny-renderings", denyRenderings))
@@ -433,12 +437,12 @@ func TestExactPodRefuses(t *testing.T) {
 	}
 }
 
-// TestFastPathSlotMarkersInParameters: the fast path cuts the cached spec where the slot markers ("\x01name\x01"
-// and so on) occur. A parameter value is the caller's, limited only by the policy's pattern; with a pattern
-// that lets a marker through and an argument that is the value alone, the caller could place a slot in the
-// command, and the fast path would admit a Job whose command holds the Job's name where the rendering (and
-// the approval, and the audit) says "\x01name\x01". The slow path refuses that Job; the fast path must too.
-func TestFastPathSlotMarkersInParameters(t *testing.T) {
+// TestMarkersInParametersAreRendered: a parameter value is the caller's, limited only by the policy's
+// pattern. A byte-level fast path once cut its cached spec at markers ("\x01name\x01") where per-Job
+// values went, and a parameter holding a marker let the caller place the Job's name in the command where
+// the rendering (and the approval, and the audit) says "\x01name\x01". The comparison must refuse that Job,
+// and admit the rendering itself, marker and all.
+func TestMarkersInParametersAreRendered(t *testing.T) {
 	f := newFixture(t)
 	data, err := os.ReadFile(shippedPolicy)
 	if err != nil {
@@ -465,7 +469,7 @@ func TestFastPathSlotMarkersInParameters(t *testing.T) {
 		t.Errorf("slow path: %v, want exact-command", err)
 	}
 	if d, err := f.checkRaw(t, bad); err == nil {
-		t.Errorf("admitted (fast %v) a Job whose command differs from its parameters", d.Fast)
+		t.Errorf("admitted a Job whose command differs from its parameters: %+v", d)
 	}
 	// The rendering itself, marker and all, is still admitted (on the slow path).
 	if _, err := f.checkRaw(t, raw); err != nil {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -56,35 +57,62 @@ func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, tokens, 
 // server's own metadata, the selector it generates from the Job's UID and the matching labels on the pod
 // template.
 func exactJob(got map[string]any, want *batchv1.Job) error {
-	w, err := toUnstructured(want)
+	w, err := expectedTree(want)
 	if err != nil {
 		return deny("render", "%v", err)
 	}
+	return exactJobTree(got, w)
+}
+
+// expectedTree is an expected Job as the tree the comparison reads: converted as the API server's JSON
+// would decode, without what a new Job leaves empty (its status and the creation timestamps). It is pure,
+// so one tree serves every Job of one rendering (rendering.go).
+func expectedTree(want *batchv1.Job) (map[string]any, error) {
+	w, err := toUnstructured(want)
+	if err != nil {
+		return nil, err
+	}
+	delete(w["metadata"].(map[string]any), "creationTimestamp")
+	delete(w["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any), "creationTimestamp")
+	delete(w, "status")
+	return w, nil
+}
+
+// exactJobTree is exactJob on an expected tree, which it does not modify (it may be a cached rendering's).
+func exactJobTree(got, want map[string]any) error {
+	w, err := withServerFields(got, want)
+	if err != nil {
+		return err
+	}
+	return compareJob(got, w)
+}
+
+// withServerFields returns the expected tree with what the API server adds to a new Job: the selector it
+// generates from the Job's UID and the matching labels on the pod template. The maps it adds them to are
+// copies; want is not modified.
+func withServerFields(got, want map[string]any) (map[string]any, error) {
 	meta, _ := got["metadata"].(map[string]any)
 	uid, _ := meta["uid"].(string)
 	name, _ := meta["name"].(string)
 	if uid == "" {
 		// The API server gives every new object its UID before validating admission, and the selector
 		// and the template's labels are compared with values derived from it.
-		return deny("exact-metadata", "the Job has no UID; a Job the API server is creating always has one")
+		return nil, deny("exact-metadata", "the Job has no UID; a Job the API server is creating always has one")
 	}
 
-	wantMeta := w["metadata"].(map[string]any)
-	delete(wantMeta, "creationTimestamp")
-	spec := w["spec"].(map[string]any)
+	w := maps.Clone(want)
+	spec := cloneMember(w, "spec")
 	spec["selector"] = map[string]any{"matchLabels": map[string]any{labelControllerUID: uid}}
 	spec["manualSelector"] = false
-	tmeta := spec["template"].(map[string]any)["metadata"].(map[string]any)
-	delete(tmeta, "creationTimestamp")
-	labels, _ := tmeta["labels"].(map[string]any)
-	if labels == nil {
-		labels = map[string]any{}
-		tmeta["labels"] = labels
-	}
+	labels := cloneMember(cloneMember(cloneMember(spec, "template"), "metadata"), "labels")
 	labels[labelControllerUID], labels[labelJobName] = uid, name
 	labels[labelLegacyControllerUID], labels[labelLegacyJobName] = uid, name
-	delete(w, "status")
+	return w, nil
+}
 
+// compareJob compares a new Job with its expected tree, the API server's fields included
+// (withServerFields).
+func compareJob(got, w map[string]any) error {
 	g := withoutServerFields(got)
 	if st, ok := g["status"]; ok && !isEmpty(st) {
 		return deny("exact", "a new Job must not carry a status")

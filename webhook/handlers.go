@@ -86,7 +86,7 @@ func rawHandler(m *Metrics, kind string, check func(context.Context, Request, ob
 	}
 }
 
-// jobHandler hands the Job's bytes to CheckJobRaw, which decodes them only when the fast path cannot decide.
+// jobHandler hands the Job's bytes to CheckJobRaw, which decodes them once and decides.
 func jobHandler(c *Checker, m *Metrics) admission.HandlerFunc {
 	return func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
@@ -179,8 +179,8 @@ func record(ctx context.Context, m *Metrics, kind string, r Request, start time.
 		return nil, err
 	}
 	m.decisions.WithLabelValues(kind, r.Operation, decisionAllowed, "").Inc()
-	if d.Fast {
-		m.fastPath.Inc()
+	if d.Cached {
+		m.cachedRenderings.Inc()
 	}
 	if len(d.ApprovalTokenIDs) > 0 {
 		m.approvals.WithLabelValues(map[bool]string{true: "dry-run", false: "consumed"}[r.DryRun]).Inc()

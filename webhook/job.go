@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,20 +13,10 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
-// CheckJobRaw decides on a Job as the API server sent it: a new Job that is exactly its rendering takes the
-// fast path (fast.go); every other Job, and every UPDATE, is decoded and checked field by field.
+// CheckJobRaw decides on a Job as the API server sent it: decoded once, then checked by CheckJob.
 func (c *Checker) CheckJobRaw(ctx context.Context, req Request, raw, oldRaw []byte) (*Decision, error) {
-	p, err := c.loaded()
-	if err != nil {
+	if _, err := c.loaded(); err != nil {
 		return nil, err
-	}
-	if req.Operation == "CREATE" {
-		if d, err := c.fastJob(ctx, p, req, raw); err != errNotFast {
-			if d != nil {
-				d.Fast = true
-			}
-			return d, err
-		}
 	}
 	obj, err := decodeObject(raw)
 	if err != nil {
@@ -56,8 +47,13 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 	if isWarm(labels) {
 		return c.checkWarmJob(ctx, p, req, obj)
 	}
-	inv, err := invocation(p, labels, annotations)
-	if err != nil {
+	key := renderKey{tool: labels[contract.LabelTool], params: annotations[contract.AnnotationParams], tokens: annotations[contract.AnnotationApprovalToken]}
+	cached, hit := c.renderings.get(p, key)
+	var inv *policy.Invocation
+	if hit {
+		// Only an invocation that succeeded is cached, and it depends on nothing but the key.
+		inv = cached.inv
+	} else if inv, err = invocation(p, labels, annotations); err != nil {
 		return nil, err
 	}
 	requestID := labels[contract.LabelRequestID]
@@ -68,25 +64,78 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 	if err := checkHead("exact-metadata", "annotation "+contract.AnnotationAuditHead, head); err != nil {
 		return nil, err
 	}
-	d := &Decision{Tool: inv.Tool.Name}
-	if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil {
+	d := &Decision{Tool: inv.Tool.Name, Cached: hit}
+	token := key.tokens
+	// The comparison is computed here, and reported in its turn below: the rules' verdict comes first.
+	var r *rendering
+	var want map[string]any
+	var renderErr error
+	if hit {
+		r, want = cached, cached.forRequest(requestID, head)
+	} else if token == "" || inv.Tool.RequiresApproval {
+		var cacheable bool
+		if r, cacheable, renderErr = newRendering(p, inv, requestID, token, head); cacheable {
+			c.renderings.put(p, key, r)
+		}
+		if r != nil {
+			want = r.tree
+		}
+	}
+	var full map[string]any
+	var exactErr error
+	if want != nil {
+		full, exactErr = withServerFields(obj, want)
+	}
+	if err := c.jobRules(ctx, p, obj, req.Operation, r, full); err != nil {
 		return nil, err
 	}
-	token := annotations[contract.AnnotationApprovalToken]
 	if token != "" && !inv.Tool.RequiresApproval {
 		return nil, deny("exact-metadata", "tool %s takes no approval token", inv.Tool.Name)
 	}
-	want, err := expectedJob(p, inv, requestID, token, head)
-	if err != nil {
-		return nil, deny("render", "%v", err)
+	if renderErr != nil {
+		return nil, deny("render", "%v", renderErr)
 	}
-	if err := exactJob(obj, want); err != nil {
+	if exactErr != nil {
+		return nil, exactErr
+	}
+	if err := compareJob(obj, full); err != nil {
 		return nil, err
 	}
-	if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, want.Name); err != nil {
+	if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, jobName(want)); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// jobRules evaluates the policy's rules on a new Job. When the rules read only rendered fields and the Job
+// agrees exactly with its expected tree (want, the API server's fields included) in all of them, their
+// verdict is the rendering's: it is computed once and reused. Any other Job is evaluated on its own.
+func (c *Checker) jobRules(ctx context.Context, p *policy.Compiled, obj object, op string, r *rendering, want map[string]any) error {
+	reuse := r != nil && want != nil && op == "CREATE" && p.Rules.ReadsOnlyRenderedFields() && cel.SameRenderedFields(obj, want)
+	if reuse {
+		if vs := r.verdict.Load(); vs != nil {
+			return violationsDenial(*vs)
+		}
+	}
+	vs, err := c.violations(ctx, p, obj, "Job", op)
+	if err != nil {
+		return err
+	}
+	if reuse && pure(vs) {
+		r.verdict.Store(&vs)
+	}
+	return violationsDenial(vs)
+}
+
+// pure reports whether a verdict depends on the object alone: a rule that could not be evaluated may have
+// been stopped by its request's context.
+func pure(vs []cel.Violation) bool {
+	for _, v := range vs {
+		if v.Unevaluated {
+			return false
+		}
+	}
+	return true
 }
 
 // admitCall ends the admission of a call's Job that is exactly its rendering, on either path: it consumes
@@ -105,14 +154,36 @@ func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *po
 }
 
 func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, kind, op string) error {
+	vs, err := c.violations(ctx, p, obj, kind, op)
+	if err != nil {
+		return err
+	}
+	return violationsDenial(vs)
+}
+
+// violations evaluates the policy's rules on an object.
+func (c *Checker) violations(ctx context.Context, p *policy.Compiled, obj object, kind, op string) ([]cel.Violation, error) {
 	in, err := cel.NewInput(&unstructured.Unstructured{Object: obj.withoutManagedFields()}, p.Settings(), op)
 	if err != nil {
-		return deny("decode", "cannot read the %s: %v", kind, err)
+		return nil, deny("decode", "cannot read the %s: %v", kind, err)
 	}
-	if vs := p.Rules.Evaluate(ctx, in); len(vs) > 0 {
-		return violationsDenial(vs)
+	return p.Rules.Evaluate(ctx, in), nil
+}
+
+// violationsDenial turns CEL violations into one denial, or nil when there are none.
+func violationsDenial(vs []cel.Violation) error {
+	switch len(vs) {
+	case 0:
+		return nil
+	case 1:
+		return deny(vs[0].Rule, "%s", vs[0].Message)
 	}
-	return nil
+	names := make([]string, len(vs))
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		names[i], parts[i] = v.Rule, v.Rule+": "+v.Message
+	}
+	return &Denial{Rule: strings.Join(names, ","), Reason: fmt.Sprintf("%d rules failed: %s", len(vs), strings.Join(parts, "; "))}
 }
 
 // checkUpdate admits only the bookkeeping that Kubernetes itself does on a sandbox Job or Pod once it

@@ -4,14 +4,14 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the webhook's Prometheus series, registered on the manager's registry.
 type Metrics struct {
-	decisions  *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	approvals  *prometheus.CounterVec
-	injections prometheus.Counter
-	fastPath   prometheus.Counter
-	reloads    *prometheus.CounterVec
-	policyInfo *prometheus.GaugeVec
-	warm       *prometheus.GaugeVec
+	decisions        *prometheus.CounterVec
+	latency          *prometheus.HistogramVec
+	approvals        *prometheus.CounterVec
+	injections       prometheus.Counter
+	cachedRenderings prometheus.Counter
+	reloads          *prometheus.CounterVec
+	policyInfo       *prometheus.GaugeVec
+	warm             *prometheus.GaugeVec
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -30,9 +30,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "agent_sandbox_approvals_total",
 			Help: "Approval tokens accepted at admission: consumed (recorded in the ledger) or checked for a dry run.",
 		}, []string{"result"}),
-		fastPath: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agent_sandbox_admission_fast_path_total",
-			Help: "Sandbox Jobs admitted on the fast path: byte for byte their policy rendering, decided from a cached expectation.",
+		cachedRenderings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agent_sandbox_admission_cached_renderings_total",
+			Help: "Sandbox Jobs admitted whose policy rendering was reused from the webhook's cache (the decision is the same either way).",
 		}),
 		injections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agent_sandbox_credential_agent_injections_total",
@@ -51,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Warm Pods of each tool's pool by state: idle (ready to claim), starting, claimed (serving a call).",
 		}, []string{"tool", "state"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.approvals, m.injections, m.fastPath, m.reloads, m.policyInfo, m.warm} {
+	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.approvals, m.injections, m.cachedRenderings, m.reloads, m.policyInfo, m.warm} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -1,5 +1,6 @@
 // Command mutate-exactness proves that the webhook's unit tests notice when a comparison of the exactness
-// check (webhook/expect.go, diff.go, fast.go), or a check of the decision around it (job.go, pod.go), is
+// check (webhook/expect.go, diff.go), a check of the decision around it (job.go, pod.go), or a condition of
+// the caches that make that decision fast (rendering.go, cel/reads.go), is
 // removed or weakened. Each mutation below edits one comparison so that the check accepts more; the mutated
 // file is handed to `go test -overlay`, which builds with it instead of the file on disk, so the tree is
 // never modified, not even for a moment; on Ctrl-C only the temporary directory is left, and it is removed.
@@ -8,8 +9,13 @@
 //
 // Usage (from anywhere in the module):
 //
-//	go run ./scripts/mutate-exactness [-run regexp] [-v] [-list]
-//	make mutate-exactness MUTATE_FLAGS='-run ^fast/ -v'
+//	go run ./scripts/mutate-exactness [-run regexp] [-v] [-list] [-sample N [-seed S]] [-budget 150s]
+//	make mutate-exactness MUTATE_FLAGS='-run ^cache/ -v'
+//
+// The whole table takes most of an hour on two cores. CI (scripts/test.sh) runs a bounded sample:
+// -sample draws N mutations with -seed (by default today's date, so that successive days cover the table;
+// the seed is printed, and -seed reproduces the draw), and -budget starts no mutation once the time is
+// spent, naming the ones it left out. Within the sample and the budget every mutation must be killed.
 //
 // Before mutating, every snippet must occur exactly once in its file (a stale table is an error, not a
 // pass), and the unmutated tests must pass. The mutations run one after another (one go test at a time,
@@ -28,11 +34,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -63,11 +71,13 @@ func equiv(name, file, desc, reason string, edits ...edit) mutation {
 func e(old, new string) edit { return edit{old, new} }
 
 const (
-	expectGo = "webhook/expect.go"
-	diffGo   = "webhook/diff.go"
-	fastGo   = "webhook/fast.go"
-	jobGo    = "webhook/job.go"
-	podGo    = "webhook/pod.go"
+	expectGo    = "webhook/expect.go"
+	diffGo      = "webhook/diff.go"
+	checkerGo   = "webhook/checker.go"
+	renderingGo = "webhook/rendering.go"
+	celReadsGo  = "cel/reads.go"
+	jobGo       = "webhook/job.go"
+	podGo       = "webhook/pod.go"
 )
 
 // helperFileInTree is where the overlay puts helpers; no such file exists in the tree.
@@ -197,21 +207,26 @@ var mutations = []mutation{
 
 	// diff: every branch.
 	mut("diff/extra-key", diffGo, "a field the rendering does not have is accepted",
-		e(`return &Mismatch{Path: join(path, k), Got: describe(g[k])}`, `continue`)),
+		e(`return &Mismatch{Path: d.at(k), Got: describe(gv)}`, `return nil`)),
 	mut("diff/map-values", diffGo, "the values under an object's keys are not compared, only which keys there are",
-		e(`if m := diff(join(path, k), g[k], wv); m != nil {`, `if m := diff(join(path, k), g[k], wv); m != nil && false {`)),
+		e(`if m := d.diff(gv, wv); m != nil {`, `if m := d.diff(gv, wv); m != nil && false {`)),
 	mut("diff/missing-key", diffGo, "a field the rendering has may be left out",
-		e(`if _, ok := g[k]; !ok && !isEmpty(w[k]) {`, `if _, ok := g[k]; !ok && !isEmpty(w[k]) && false {`)),
+		e(`if _, ok := g[k]; !ok && !isEmpty(wv) {`, `if _, ok := g[k]; !ok && !isEmpty(wv) && false {`)),
 	mut("diff/not-a-map", diffGo, "anything (null, a string) stands in for a rendered object",
-		e("if !ok {\n\t\t\treturn &Mismatch{Path: path, Got: describe(got), Want: describe(want)}", "if !ok {\n\t\t\treturn nil")),
+		e("if !ok {\n\t\t\treturn &Mismatch{Path: d.at(\"\"), Got: describe(got), Want: describe(want)}", "if !ok {\n\t\t\treturn nil")),
+	// The first, unordered run decides whether there is a difference at all; the ordered run only names it.
+	mut("diff/unordered-extra", diffGo, "the unordered run does not look for fields the rendering lacks",
+		e(`for k, gv := range g {`, `for k, gv := range map[string]any{} {`)),
+	mut("diff/unordered-missing", diffGo, "the unordered run does not look for rendered fields the object lacks",
+		e(`for k, wv := range w {`, `for k, wv := range map[string]any{} {`)),
 	mut("diff/null-list", diffGo, "null stands in for a rendered non-empty list",
 		e(`if got == nil && len(w) == 0 {`, `if got == nil {`)),
 	mut("diff/list-longer", diffGo, "a list may have more items than the rendering",
-		e("case i >= len(w):\n\t\t\t\treturn &Mismatch{Path: p, Got: describe(g[i])}", "case i >= len(w):\n\t\t\t\treturn nil")),
+		e("case i >= len(w):\n\t\t\t\treturn &Mismatch{Path: d.at(\"\"), Got: describe(g[i])}", "case i >= len(w):\n\t\t\t\treturn nil")),
 	mut("diff/list-shorter", diffGo, "a list may have fewer items than the rendering",
-		e("case i >= len(g):\n\t\t\t\treturn &Mismatch{Path: p, Want: describe(w[i])}", "case i >= len(g):\n\t\t\t\treturn nil")),
+		e("case i >= len(g):\n\t\t\t\treturn &Mismatch{Path: d.at(\"\"), Want: describe(w[i])}", "case i >= len(g):\n\t\t\t\treturn nil")),
 	mut("diff/list-items", diffGo, "the items of a list are not compared, only the list's length",
-		e(`if m := diff(p, g[i], w[i]); m != nil {`, `if m := diff(p, g[i], w[i]); m != nil && false {`)),
+		e(`if m := d.diff(g[i], w[i]); m != nil {`, `if m := d.diff(g[i], w[i]); m != nil && false {`)),
 	mut("diff/null-scalar", diffGo, "null (or {} or []) stands in for a rendered value",
 		e(`if want == nil && isEmpty(got) {`, `if isEmpty(got) {`)),
 	mut("diff/string-prefix", diffGo, "a string equals the rendered one when it merely starts with it",
@@ -229,113 +244,84 @@ var mutations = []mutation{
 	mut("diff/empty-map-of-one", diffGo, "an object with one field counts as empty",
 		e("case map[string]any:\n\t\treturn len(x) == 0", "case map[string]any:\n\t\treturn len(x) <= 1")),
 
-	// fastJob: every condition under which the fast path may admit without the full comparison.
-	mut("fast/rules-read-only", fastGo, "the cached CEL verdict is reused even when the rules read per-Job fields",
-		e(`if !p.Rules.ReadsOnlyRenderedFields() {`, `if false {`)),
-	mut("fast/top-level", fastGo, "a Job whose top level has other members may take the fast path",
-		e(`if !ok || !bytes.Equal(parts.apiVersion`, `if !bytes.Equal(parts.apiVersion`)),
-	mut("fast/top-level-unknown", fastGo, "a Job with a top-level member other than a Job's may take the fast path (the member is ignored)",
-		e("default:\n\t\t\treturn t, false", "default:\n\t\t\tcontinue")),
-	mut("fast/top-level-trailing", fastGo, "bytes after the Job's closing brace are ignored on the fast path",
-		e(`return t, s.i == len(s.b) && t.metadata != nil`, `return t, t.metadata != nil`)),
-	equiv("fast/top-level-duplicate", fastGo, "a member given twice may take the fast path (the last one counts)",
-		"the slow path's decoder keeps the last of duplicate members too, so both paths look at the same object",
-		e("if *dst != nil {\n\t\t\treturn t, false\n\t\t}\n", "")),
-	mut("fast/api-version", fastGo, "any apiVersion may take the fast path",
-		e("!bytes.Equal(parts.apiVersion, []byte(`\"batch/v1\"`))", "false")),
-	mut("fast/kind", fastGo, "any kind may take the fast path",
-		e("!bytes.Equal(parts.kind, []byte(`\"Job\"`))", "false")),
-	mut("fast/status", fastGo, "a Job with a status may take the fast path",
-		e("(parts.status != nil && !bytes.Equal(parts.status, []byte(`{}`)))", "false")),
-	mut("fast/metadata-decodes", fastGo, "metadata that does not decode into ObjectMeta may take the fast path",
-		e(`err != nil || len(strict) > 0 {`, `(err != nil && false) || len(strict) > 0 {`)),
-	mut("fast/metadata-strict", fastGo, "metadata with unknown or duplicate fields may take the fast path",
-		e(`err != nil || len(strict) > 0 {`, `err != nil || (len(strict) > 0 && false) {`)),
-	equiv("fast/has-params", fastGo, "a Job without the parameters annotation may take the fast path",
-		`without the annotation params is "", which expect cannot decode, so the Job leaves the fast path anyway`,
-		e(`if !hasParams || `, `if (!hasParams && false) || `)),
-	mut("fast/request-id", fastGo, "a Job whose request ID is not one may take the fast path",
-		e(`!approval.ValidRequestID(requestID) ||`, `(!approval.ValidRequestID(requestID) && false) ||`)),
-	mut("fast/uid", fastGo, "a Job without a UID may take the fast path",
-		e(`|| meta.UID == "" {`, `|| (meta.UID == "" && false) {`)),
-	mut("fast/meta-name", fastGo, "the Job's name is not compared",
-		e(`if m.Name != name || `, `if `)),
-	mut("fast/meta-namespace", fastGo, "the Job's namespace is not compared",
-		e(`m.Namespace != namespace || `, ``)),
-	// The fields below are checked twice: by name, and again by the comparison of everything else with
-	// the zero ObjectMeta (which catches a field a future ObjectMeta adds). Each mutation removes both, as
-	// removing either alone changes nothing.
-	mut("fast/meta-generate-name", fastGo, "generateName is not compared",
-		e(`m.GenerateName != "" || `, ``),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.GenerateName = "", "", nil, nil, ""`)),
-	mut("fast/meta-deletion-timestamp", fastGo, "deletionTimestamp is not compared",
-		e(`m.DeletionTimestamp != nil || `, ``),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.DeletionTimestamp = "", "", nil, nil, nil`)),
-	mut("fast/meta-deletion-grace-period", fastGo, "deletionGracePeriodSeconds is not compared",
-		e(` || m.DeletionGracePeriodSeconds != nil ||`, ` ||`),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.DeletionGracePeriodSeconds = "", "", nil, nil, nil`)),
-	mut("fast/meta-owner-references", fastGo, "ownerReferences are not compared",
-		e("\t\tlen(m.OwnerReferences) != 0 || ", "\t\t"),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.OwnerReferences = "", "", nil, nil, nil`)),
-	mut("fast/meta-finalizers", fastGo, "finalizers are not compared",
-		e(`len(m.Finalizers) != 0 || `, ``),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.Finalizers = "", "", nil, nil, nil`)),
-	equiv("fast/meta-label-values", fastGo, "the tool and request-ID labels are not compared by value",
-		"tool and request ID were read from these very labels, so the comparison is always true",
-		e(`len(m.Labels) != 2 || m.Labels[contract.LabelTool] != tool || m.Labels[contract.LabelRequestID] != requestID {`, `len(m.Labels) != 2 {`)),
-	equiv("fast/meta-annotation-values", fastGo, "the parameters and token annotations are not compared by value",
-		"params and token were read from these very annotations, so the comparison is always true",
-		e(`m.Annotations[contract.AnnotationParams] != params || m.Annotations[contract.AnnotationApprovalToken] != token {`, `false {`)),
-	mut("fast/meta-label-count", fastGo, "the Job may carry other labels",
-		e(`len(m.Labels) != 2 || `, ``)),
-	mut("fast/meta-annotation-count", fastGo, "the Job may carry other annotations",
-		e(`len(m.Annotations) != wantAnn || `, `wantAnn < 0 || `)),
-	mut("fast/spec-bytes", fastGo, "the spec is not compared with the cached rendering",
-		e(`if !matchSlots(parts.spec,`, `if false && !matchSlots(parts.spec,`)),
-	mut("fast/slot-values", fastGo, "a slot (UID, name, request ID) may hold any value of the same length",
-		e(`if err != nil || !bytes.HasPrefix(got, q) {`, `if err != nil || len(got) < len(q) {`)),
-	equiv("fast/slots-end", fastGo, "bytes may follow the last fragment of the spec",
-		"the spec is one JSON value (topLevel found its end) and the last fragment ends with the rendering's closing brace at the same depth, so nothing can follow it",
-		e(`return len(got) == 0`, `return true`)),
-	mut("fast/params-slot-marker", fastGo, "a parameter may put a slot marker into the cached spec",
-		e("if strings.Contains(params, `\\u0001`) {", `if false {`)),
-	mut("fast/verdict", fastGo, "the cached CEL verdict is ignored",
-		e(`if exp.verdict != nil {`, `if false {`)),
-	mut("fast/cache-key-policy", fastGo, "an expectation cached under an older policy is reused",
-		e(`expectationKey{policy: p, tool: tool,`, `expectationKey{tool: tool,`)),
-	mut("fast/token-on-read-tool", fastGo, "a tool that takes no approval may carry a token on the fast path",
-		e(`if token != "" && !inv.Tool.RequiresApproval {`, `if false {`)),
-	mut("fast/admit", fastGo, "a Job on the fast path is admitted without its approval being consumed or its audit anchor recorded",
-		e(`if err := c.admitCall(ctx, req, d, p, exp.inv, token, requestID, head, name); err != nil {`, `if err := error(nil); err != nil {`)),
-	mut("fast/meta-audit-head", fastGo, "the Job's audit chain head need not be 64 lowercase hex digits",
-		e(`if !audit.ValidHead(head) || m.Annotations[contract.AnnotationAuditHead] != head {`, `if audit.ValidHead("") || m.Annotations[contract.AnnotationAuditHead] != head {`)),
-	equiv("fast/meta-rest", fastGo, "the rest of ObjectMeta is not compared with the zero value",
-		"every field of today's ObjectMeta is compared by name above or is the API server's; this catches a field a future ObjectMeta adds",
-		e(`return equality.Semantic.DeepEqual(rest, metav1.ObjectMeta{})`, `return equality.Semantic.DeepEqual(rest, rest)`)),
-	equiv("fast/meta-self-link", fastGo, "selfLink is not compared",
-		"the slow path does not compare selfLink either (serverMetadata), so the fast path admits nothing more",
-		e(` || m.SelfLink != "" {`, ` {`),
-		e(`rest.Name, rest.Namespace, rest.Labels, rest.Annotations = "", "", nil, nil`, `rest.Name, rest.Namespace, rest.Labels, rest.Annotations, rest.SelfLink = "", "", nil, nil, ""`)),
+	// The rendering cache (rendering.go, job.go) and the verdict cache (cel.SameRenderedFields): what a
+	// cached rendering or verdict is keyed by, and when it may be reused. A mutation here must change a
+	// decision that TestCacheNeverChangesADecision and its neighbours hold.
+	mut("cache/key-params", jobGo, "renderings are cached per tool and tokens, not per parameters",
+		e(`key := renderKey{tool: labels[contract.LabelTool], params: annotations[contract.AnnotationParams], tokens:`, `key := renderKey{tool: labels[contract.LabelTool], tokens:`)),
+	mut("cache/key-tokens", jobGo, "renderings are cached per tool and parameters, not per approval tokens",
+		e(`tokens: annotations[contract.AnnotationApprovalToken]}`, `}`)),
+	mut("cache/reload", checkerGo, "a policy reload keeps the renderings of the old policy",
+		e(`c.renderings.policy, c.renderings.lru = p, lru.New(maxRenderings)`, `c.renderings.policy = p
+	if c.renderings.lru == nil {
+		c.renderings.lru = lru.New(maxRenderings)
+	}`)),
+	mut("cache/get-policy", renderingGo, "a decision under an older policy reads the new policy's renderings",
+		e(`if r.policy != p || r.lru == nil {`, `if r.lru == nil {`)),
+	mut("cache/put-policy", renderingGo, "a decision under an older policy puts its rendering in the new policy's cache",
+		e(`if r.policy == p && r.lru != nil {`, `if r.lru != nil {`)),
+	// The two below are equivalent today: forRequest puts in every field that the request ID and the audit
+	// head reach in today's rendering (TestForRequestIsTheRendering), so every rendering passes the check.
+	// It guards against a rendering that one day puts them elsewhere.
+	equiv("cache/put-only-cacheable", jobGo, "a rendering whose request-free part is not shown exact is cached all the same",
+		"every rendering of today's renderer is shown exact",
+		e(`renderErr = newRendering(p, inv, requestID, token, head); cacheable {`, `renderErr = newRendering(p, inv, requestID, token, head); cacheable || r != nil {`)),
+	equiv("cache/self-check", renderingGo, "a rendering is cached without checking forRequest against a second rendering",
+		"every rendering of today's renderer is shown exact",
+		e(`return r, reflect.DeepEqual(r.forRequest(otherID, otherHead), other), nil`, `return r, reflect.DeepEqual(other, other), nil`)),
+	mut("cache/name", renderingGo, "a cached rendering keeps the name of the request it was rendered for",
+		e(`meta["name"] = sandbox.JobName(r.inv.Tool.Name, requestID)`, `_ = sandbox.JobName`)),
+	mut("cache/name-from-request", renderingGo, "a Job named after its approval tokens is renamed after its request ID",
+		e(`nameFromRequest: tokens == ""}`, `nameFromRequest: true}`)),
+	mut("cache/request-label", renderingGo, "a cached rendering keeps the request-ID label of the request it was rendered for",
+		e(`cloneMember(meta, "labels")[contract.LabelRequestID] = requestID`, `cloneMember(meta, "labels")`)),
+	mut("cache/template-request-label", renderingGo, "a cached rendering keeps the pod template's request-ID label of the request it was rendered for",
+		e(`cloneMember(tmeta, "labels")[contract.LabelRequestID] = requestID`, `cloneMember(tmeta, "labels")`)),
+	mut("cache/audit-head", renderingGo, "a cached rendering keeps the audit head of the request it was rendered for",
+		e(`ann[contract.AnnotationAuditHead] = head`, `_ = ann`)),
+	mut("cache/same-request", renderingGo, "a cached rendering is reused as is when only the audit head differs",
+		e(`if requestID == r.requestID && head == r.head {`, `if requestID == r.requestID {`)),
+	mut("cache/verdict-rules-read-only", jobGo, "the cached verdict is reused even when the rules read per-Job fields",
+		e(`op == "CREATE" && p.Rules.ReadsOnlyRenderedFields() &&`, `op == "CREATE" &&`)),
+	mut("cache/verdict-same-fields", jobGo, "the cached verdict is reused for a Job that differs from the rendering in what the rules read",
+		e(`&& cel.SameRenderedFields(obj, want)`, ``)),
+	mut("cache/verdict-pure", jobGo, "a verdict from an evaluation that was stopped is kept for the rendering",
+		e(`if reuse && pure(vs) {`, `if reuse {`)),
+	mut("cache/same-spec", celReadsGo, "the verdict cache ignores the Job's spec",
+		e(`if !sameExcept(as, bs, "selector", "template") {`, `if false {`)),
+	mut("cache/same-template-spec", celReadsGo, "the verdict cache ignores the pod spec",
+		e(`return sameMember(at, bt, "spec") && sameMember(am, bm, "annotations")`, `return sameMember(am, bm, "annotations") || (len(at) >= 0 && len(bt) < 0)`)),
+	mut("cache/same-annotations", celReadsGo, "the verdict cache ignores the pod template's annotations",
+		e(`return sameMember(at, bt, "spec") && sameMember(am, bm, "annotations")`, `return sameMember(at, bt, "spec") || (len(am) >= 0 && len(bm) < 0)`)),
+	equiv("cache/same-presence", celReadsGo, "the verdict cache takes a member set to null for one left out",
+		"the members compared by name (apiVersion, kind, spec, the template's spec, its annotations) are in every rendering, and below them an object with one more member, null or not, differs in length",
+		e(`return aok == bok && same(av, bv)`, `return (aok == bok || true) && same(av, bv)`)),
+	mut("cache/same-number-type", celReadsGo, "the verdict cache takes a double for the int of the same value",
+		e("case float64:\n\t\ty, ok := b.(float64)\n\t\treturn ok && x == y", "case float64:\n\t\ty, ok := b.(int64)\n\t\treturn ok && x == float64(y)")),
+	// Not listed: taking null for an empty list or object (a rendering has none: the converter leaves
+	// empty members out, and a member one side lacks is told apart by its presence).
 
 	// CheckJob and checkUpdate (job.go): the decisions around the comparison.
 	mut("decide/job-update", jobGo, "an UPDATE of a Job is not checked",
-		e(`return checkUpdate("Job", obj, old)`, `return &Decision{}, nil`)),
+		e(`return checkUpdate("Job", obj, old, false)`, `return &Decision{}, nil`)),
 	mut("decide/job-request-id", jobGo, "a Job's request-ID label need not hold a request ID",
 		e(`if !approval.ValidRequestID(requestID) {`, `if !approval.ValidRequestID(requestID) && false {`)),
 	mut("decide/job-rules", jobGo, "the policy's CEL rules are not evaluated on a Job",
-		e(`if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil {`, `if err := c.evaluate(ctx, p, obj, "Job", req.Operation); err != nil && false {`)),
+		e(`if err := c.jobRules(ctx, p, obj, req.Operation, r, full); err != nil {`, `if err := c.jobRules(ctx, p, obj, req.Operation, r, full); err != nil && false {`)),
 	mut("decide/job-token-on-read-tool", jobGo, "a tool that takes no approval may carry a token",
 		e(`if token != "" && !inv.Tool.RequiresApproval {`, `if false {`)),
 	mut("decide/job-exact", jobGo, "the Job is not compared with its rendering",
-		e(`if err := exactJob(obj, want); err != nil {`, `if err := exactJob(obj, want); err != nil && false {`)),
+		e(`if err := compareJob(obj, full); err != nil {`, `if err := compareJob(obj, full); err != nil && false {`)),
+	// Not listed: ignoring exactErr or renderErr (both leave no expected tree, and the comparison with none
+	// refuses every Job).
 	mut("decide/job-approval", jobGo, "a Job that needs approval is admitted without checking its token",
 		e(`if inv.Tool.RequiresApproval {`, `if false {`)),
 	mut("decide/job-audit-head", jobGo, "a Job's audit chain head is not checked",
 		e(`if err := checkHead("exact-metadata", "annotation "+contract.AnnotationAuditHead, head); err != nil {`, `if err := error(nil); err != nil {`)),
 	mut("decide/job-anchor", jobGo, "an admitted Job's audit anchor is not recorded",
 		e(`return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job)`, `return nil`)),
-	mut("decide/job-admit", jobGo, "a Job on the slow path is admitted without its approval being consumed or its audit anchor recorded",
-		e(`if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, want.Name); err != nil {`, `if err := error(nil); err != nil {`)),
+	mut("decide/job-admit", jobGo, "a Job is admitted without its approval being consumed or its audit anchor recorded",
+		e(`if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, jobName(want)); err != nil {`, `if err := error(nil); err != nil {`)),
 	mut("decide/update-without-old", jobGo, "an UPDATE without the old object is admitted",
 		e(`return nil, deny("immutable", "an UPDATE without the old object cannot be checked")`, `return &Decision{}, nil`)),
 	mut("decide/update-diff", jobGo, "an UPDATE may change anything but finalizers",
@@ -350,7 +336,7 @@ var mutations = []mutation{
 
 	// CheckPod (pod.go): one admitted Job makes one Pod, once.
 	mut("decide/pod-update", podGo, "an UPDATE of a Pod is not checked",
-		e(`return checkUpdate("Pod", obj, old)`, `return &Decision{}, nil`)),
+		e(`return checkUpdate("Pod", obj, old, contains(orDefault(c.Identities.GCUsers, DefaultGCUsers), req.User))`, `return &Decision{}, nil`)),
 	mut("decide/pod-creator", podGo, "anyone, not only the Job controller, may create a sandbox Pod",
 		e(`if !contains(users, req.User) {`, `if false {`)),
 	mut("decide/pod-owner-uid", podGo, "the owner reference's UID need not be the owner Job's",
@@ -392,16 +378,33 @@ var mutations = []mutation{
 		e(`if m["apiVersion"] != "batch/v1" || m["kind"] != "Job" {`, `if false {`)),
 }
 
+// options are the command's flags.
+type options struct {
+	run     string
+	verbose bool
+	list    bool
+	timeout time.Duration
+	// sample, when not 0, runs that many of the selected mutations, drawn with seed.
+	sample int
+	seed   uint64
+	// budget, when not 0, is the time after which no further mutation is started.
+	budget time.Duration
+}
+
 func main() {
-	runRe := flag.String("run", "", "run only the mutations whose name matches this regexp")
-	verbose := flag.Bool("v", false, "show the failing test output of each killed mutation")
-	list := flag.Bool("list", false, "list the mutations and exit")
-	timeout := flag.Duration("timeout", 5*time.Minute, "timeout of each go test run")
+	var o options
+	flag.StringVar(&o.run, "run", "", "run only the mutations whose name matches this regexp")
+	flag.BoolVar(&o.verbose, "v", false, "show the failing test output of each killed mutation")
+	flag.BoolVar(&o.list, "list", false, "list the mutations and exit")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "timeout of each go test run")
+	flag.IntVar(&o.sample, "sample", 0, "run only this many of the selected mutations, drawn with -seed (0: all of them)")
+	flag.Uint64Var(&o.seed, "seed", 0, "seed of the -sample draw (0: today's date, so that each day's runs cover another part of the table)")
+	flag.DurationVar(&o.budget, "budget", 0, "start no mutation once this much time has passed, the baseline included (0: no limit); the ones left out are reported")
 	flag.Parse()
 	// Ctrl-C reaches go test too (it is in the same process group); stop, remove the temporary files, and
 	// say so.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *runRe, *verbose, *list, *timeout)
+	err := run(ctx, o)
 	stop()
 	switch {
 	case errors.Is(err, errSurvived):
@@ -415,30 +418,21 @@ func main() {
 // errSurvived reports that a mutation survived (or did not compile); the table says which.
 var errSurvived = errors.New("not every mutation was killed")
 
-func run(ctx context.Context, runRe string, verbose, list bool, timeout time.Duration) error {
+func run(ctx context.Context, o options) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
-	}
-	re, err := regexp.Compile(runRe)
-	if err != nil {
-		return fmt.Errorf("-run: %w", err)
 	}
 	// Check the whole table, selected or not: a snippet that no longer matches is a stale table.
 	mutated, err := apply(root, mutations)
 	if err != nil {
 		return err
 	}
-	var selected []int
-	for i, m := range mutations {
-		if re.MatchString(m.name) {
-			selected = append(selected, i)
-		}
+	selected, err := selectMutations(o)
+	if err != nil {
+		return err
 	}
-	if len(selected) == 0 {
-		return fmt.Errorf("no mutation matches -run %q", runRe)
-	}
-	if list {
+	if o.list {
 		for _, i := range selected {
 			m := mutations[i]
 			fmt.Printf("%-36s %s\n", m.name, m.desc)
@@ -461,7 +455,7 @@ func run(ctx context.Context, runRe string, verbose, list bool, timeout time.Dur
 
 	start := time.Now()
 	fmt.Printf("baseline: go test ./webhook/ (unmutated) ... ")
-	if out, err := goTest(ctx, root, "", timeout); err != nil {
+	if out, err := goTest(ctx, root, "", o.timeout); err != nil {
 		if ctx.Err() != nil {
 			return errors.New("interrupted")
 		}
@@ -472,54 +466,148 @@ func run(ctx context.Context, runRe string, verbose, list bool, timeout time.Dur
 	fmt.Printf("ok (%s)\n\n", time.Since(start).Round(time.Second))
 
 	fmt.Printf("%-3s %-36s %-8s %-6s %s\n", "#", "mutation", "result", "time", "killed by / what the mutation weakens")
-	var killed, survived, equivalent, broken int
+	var t tally
 	for n, i := range selected {
-		m := mutations[i]
-		t0 := time.Now()
-		file := filepath.Join(tmp, fmt.Sprintf("m%d.go", i))
-		if err := os.WriteFile(file, []byte(mutated[i]), 0o644); err != nil {
+		if o.budget > 0 && time.Since(start)+t.mean() > o.budget {
+			t.skipped = selected[n:]
+			break
+		}
+		result, err := runOne(ctx, root, tmp, helperPath, i, mutated[i], o)
+		if err != nil {
 			return err
 		}
-		ovl, _ := json.Marshal(map[string]map[string]string{"Replace": {
-			filepath.Join(root, m.file):           file,
-			filepath.Join(root, helperFileInTree): helperPath,
-		}})
-		ovlPath := filepath.Join(tmp, "overlay.json")
-		if err := os.WriteFile(ovlPath, ovl, 0o644); err != nil {
-			return err
-		}
-		out, err := goTest(ctx, root, ovlPath, timeout)
-		if ctx.Err() != nil {
-			return errors.New("interrupted")
-		}
-		result, by := "SURVIVED", ""
-		switch {
-		case err == nil && m.equivalent != "":
-			result, by = "EQUIV", "accepted: "+m.equivalent
-			equivalent++
-		case err == nil:
-			survived++
-		case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
-			result = "BROKEN"
-			broken++
-		default:
-			result, by = "KILLED", firstFailure(out)
-			killed++
-		}
-		fmt.Printf("%-3d %-36s %-8s %-6s %s\n", n+1, m.name, result, time.Since(t0).Round(time.Second), by)
-		fmt.Printf("    %s\n", m.desc)
-		if result == "BROKEN" || (verbose && result == "KILLED") {
-			for _, l := range failureLines(out, 30) {
-				fmt.Printf("      | %s\n", l)
-			}
+		t.add(result)
+		fmt.Printf("%-3d %s", n+1, result.line)
+	}
+	return t.report(time.Since(start), o.budget)
+}
+
+// selectMutations returns the indexes of the mutations to run: those -run matches, or -sample of them.
+func selectMutations(o options) ([]int, error) {
+	re, err := regexp.Compile(o.run)
+	if err != nil {
+		return nil, fmt.Errorf("-run: %w", err)
+	}
+	var selected []int
+	for i, m := range mutations {
+		if re.MatchString(m.name) {
+			selected = append(selected, i)
 		}
 	}
-	fmt.Printf("\ntotal time %s\n", time.Since(start).Round(time.Second))
-	if broken > 0 {
-		fmt.Printf("broken (do not compile): %d\n", broken)
+	if len(selected) == 0 {
+		return nil, fmt.Errorf("no mutation matches -run %q", o.run)
 	}
-	fmt.Printf("mutations: %d killed, %d survived, %d accepted as equivalent (of %d run)\n", killed, survived, equivalent, len(selected))
-	if survived > 0 || broken > 0 {
+	if o.sample <= 0 || o.sample >= len(selected) {
+		return selected, nil
+	}
+	seed := o.seed
+	if seed == 0 {
+		y, m, d := time.Now().UTC().Date()
+		seed = uint64(y*10000 + int(m)*100 + d)
+	}
+	// The draw depends on the seed alone, so a failure is reproduced with the -seed it prints.
+	rng := rand.New(rand.NewPCG(seed, 0))
+	rng.Shuffle(len(selected), func(i, j int) { selected[i], selected[j] = selected[j], selected[i] })
+	selected = selected[:o.sample]
+	slices.Sort(selected)
+	fmt.Printf("sample: %d of the mutations, drawn with -seed %d\n", o.sample, seed)
+	return selected, nil
+}
+
+// outcome is the result of one mutation: how it ended, and its lines of the table.
+type outcome struct {
+	result string // KILLED, SURVIVED, EQUIV or BROKEN
+	took   time.Duration
+	line   string
+}
+
+// runOne runs the webhook's tests with mutation i applied.
+func runOne(ctx context.Context, root, tmp, helperPath string, i int, mutated string, o options) (outcome, error) {
+	m := mutations[i]
+	t0 := time.Now()
+	file := filepath.Join(tmp, fmt.Sprintf("m%d.go", i))
+	if err := os.WriteFile(file, []byte(mutated), 0o644); err != nil {
+		return outcome{}, err
+	}
+	ovl, _ := json.Marshal(map[string]map[string]string{"Replace": {
+		filepath.Join(root, m.file):           file,
+		filepath.Join(root, helperFileInTree): helperPath,
+	}})
+	ovlPath := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(ovlPath, ovl, 0o644); err != nil {
+		return outcome{}, err
+	}
+	out, err := goTest(ctx, root, ovlPath, o.timeout)
+	if ctx.Err() != nil {
+		return outcome{}, errors.New("interrupted")
+	}
+	result, by := "SURVIVED", ""
+	switch {
+	case err == nil && m.equivalent != "":
+		result, by = "EQUIV", "accepted: "+m.equivalent
+	case err == nil:
+	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
+		result = "BROKEN"
+	default:
+		result, by = "KILLED", firstFailure(out)
+	}
+	took := time.Since(t0)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-36s %-8s %-6s %s\n", m.name, result, took.Round(time.Second), by)
+	fmt.Fprintf(&b, "    %s\n", m.desc)
+	if result == "BROKEN" || (o.verbose && result == "KILLED") {
+		for _, l := range failureLines(out, 30) {
+			fmt.Fprintf(&b, "      | %s\n", l)
+		}
+	}
+	return outcome{result: result, took: took, line: b.String()}, nil
+}
+
+// tally counts the outcomes of a run.
+type tally struct {
+	killed, survived, equivalent, broken int
+	took                                 time.Duration
+	skipped                              []int // left out by the time budget
+}
+
+func (t *tally) add(o outcome) {
+	switch o.result {
+	case "KILLED":
+		t.killed++
+	case "SURVIVED":
+		t.survived++
+	case "EQUIV":
+		t.equivalent++
+	case "BROKEN":
+		t.broken++
+	}
+	t.took += o.took
+}
+
+// mean is the mean time of a mutation so far (0 before the first).
+func (t *tally) mean() time.Duration {
+	n := t.killed + t.survived + t.equivalent + t.broken
+	if n == 0 {
+		return 0
+	}
+	return t.took / time.Duration(n)
+}
+
+func (t *tally) report(total, budget time.Duration) error {
+	fmt.Printf("\ntotal time %s\n", total.Round(time.Second))
+	if t.broken > 0 {
+		fmt.Printf("broken (do not compile): %d\n", t.broken)
+	}
+	run := t.killed + t.survived + t.equivalent + t.broken
+	fmt.Printf("mutations: %d killed, %d survived, %d accepted as equivalent (of %d run)\n", t.killed, t.survived, t.equivalent, run)
+	if len(t.skipped) > 0 {
+		names := make([]string, len(t.skipped))
+		for i, s := range t.skipped {
+			names[i] = mutations[s].name
+		}
+		fmt.Printf("not run, over the %s budget: %s\n", budget, strings.Join(names, " "))
+	}
+	if t.survived > 0 || t.broken > 0 {
 		return errSurvived
 	}
 	return nil
