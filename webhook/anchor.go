@@ -15,6 +15,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // Audit anchors (internal/audit, Anchor). The MCP server's audit log lives on a host the threat model
@@ -53,7 +54,7 @@ func AnchorName(requestID, job string) string {
 }
 
 // checkHead refuses a call whose audit chain head is missing or malformed.
-func checkHead(rule, where, head string) error {
+func checkHead(rule rules.ID, where, head string) error {
 	switch {
 	case head == "":
 		return deny(rule, "%s with the head of the MCP server's audit chain is missing (the MCP server may be older than this webhook)", where)
@@ -70,7 +71,7 @@ func (c *Checker) recordAnchor(ctx context.Context, req Request, t *policy.Tool,
 		return nil
 	}
 	if c.Anchors == nil {
-		return deny("audit-anchor", "the webhook has no anchor ledger, so it cannot anchor the call's audit trail")
+		return deny(rules.AuditAnchor, "the webhook has no anchor ledger, so it cannot anchor the call's audit trail")
 	}
 	retention := c.AnchorRetention
 	if retention <= 0 {
@@ -78,7 +79,7 @@ func (c *Checker) recordAnchor(ctx context.Context, req Request, t *policy.Tool,
 	}
 	a := audit.Anchor{RequestID: requestID, Head: head, Tool: t.Name, Job: job, User: req.User, Admitted: c.now(), Deadline: t.Deadline.Duration}
 	if err := c.Anchors.RecordAnchor(ctx, a, a.Admitted.Add(retention)); err != nil {
-		return deny("audit-anchor", "cannot record the call's audit anchor: %v", err)
+		return deny(rules.AuditAnchor, "cannot record the call's audit anchor: %v", err)
 	}
 	return nil
 }

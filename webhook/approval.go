@@ -9,6 +9,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // checkApproval verifies the approval tokens of a call (the value of contract.AnnotationApprovalToken: one
@@ -18,15 +19,15 @@ import (
 // through another replica, is refused. It returns the IDs of the tokens.
 func (c *Checker) checkApproval(ctx context.Context, p *policy.Compiled, inv *policy.Invocation, annotation string, dryRun bool) ([]string, []string, error) {
 	if annotation == "" {
-		return nil, nil, deny("approval-required", "tool %s needs a human's signed approval in annotation %s; the agent's request waits for `agent-sandbox approve`", inv.Tool.Name, contract.AnnotationApprovalToken)
+		return nil, nil, deny(rules.ApprovalRequired, "tool %s needs a human's signed approval in annotation %s; the agent's request waits for `agent-sandbox approve`", inv.Tool.Name, contract.AnnotationApprovalToken)
 	}
 	keys := c.keys.Load()
 	if keys == nil || keys.Len() == 0 {
-		return nil, nil, deny("approval-keys", "no approver public keys are configured, so no approval can be accepted")
+		return nil, nil, deny(rules.ApprovalKeys, "no approver public keys are configured, so no approval can be accepted")
 	}
 	hash, err := approval.ParamsHash(inv.Tool.Name, inv.Params)
 	if err != nil {
-		return nil, nil, deny("invalid-parameters", "%v", err)
+		return nil, nil, deny(rules.InvalidParameters, "%v", err)
 	}
 	want := approval.Expectation{Tool: inv.Tool.Name, ParamsHash: hash, Namespace: inv.TargetNamespace, PlanDigest: inv.PlanDigest}
 	v := approval.NewVerifier(keys, p.Spec.ClusterID, c.now).WithMaxLifetime(p.Spec.Approval.TokenTTL.Duration)
@@ -36,7 +37,7 @@ func (c *Checker) checkApproval(ctx context.Context, p *policy.Compiled, inv *po
 		a, err = v.CheckDryRunAll(tokens, want)
 	} else {
 		if c.Ledger == nil {
-			return nil, nil, deny("approval-ledger", "the webhook has no approval ledger, so it cannot guarantee single use")
+			return nil, nil, deny(rules.ApprovalLedger, "the webhook has no approval ledger, so it cannot guarantee single use")
 		}
 		a, err = v.ConsumeAll(ctx, tokens, want, c.Ledger)
 	}
@@ -69,7 +70,7 @@ func approvalDenial(err error, inv *policy.Invocation) error {
 		if few.Repeated {
 			text += "; the same approver twice counts once"
 		}
-		return deny("approval", "%s", text)
+		return deny(rules.Approval, "%s", text)
 	}
 	reasons := []struct {
 		err  error
@@ -92,8 +93,8 @@ func approvalDenial(err error, inv *policy.Invocation) error {
 	}
 	for _, r := range reasons {
 		if errors.Is(err, r.err) {
-			return deny("approval", "%s", r.text)
+			return deny(rules.Approval, "%s", r.text)
 		}
 	}
-	return deny("approval", "the approval could not be verified: %v", err)
+	return deny(rules.Approval, "the approval could not be verified: %v", err)
 }

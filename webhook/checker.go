@@ -16,6 +16,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -29,8 +30,8 @@ func (d *Denial) Error() string {
 	return "agent-sandbox denied this: " + d.Rule + ": " + scrub.String(oneLine(d.Reason))
 }
 
-func deny(rule, format string, args ...any) *Denial {
-	return &Denial{Rule: rule, Reason: fmt.Sprintf(format, args...)}
+func deny(rule rules.ID, format string, args ...any) *Denial {
+	return &Denial{Rule: string(rule), Reason: fmt.Sprintf(format, args...)}
 }
 
 // Cluster reads the objects a decision depends on. Reads go straight to the API server, never through a
@@ -168,7 +169,7 @@ func (c *Checker) now() time.Time {
 func (c *Checker) loaded() (*policy.Compiled, error) {
 	p := c.policy.Load()
 	if p == nil {
-		return nil, deny("policy-not-loaded", "the webhook has no valid policy yet; check its logs")
+		return nil, deny(rules.PolicyNotLoaded, "the webhook has no valid policy yet; check its logs")
 	}
 	return p, nil
 }
@@ -178,26 +179,26 @@ func (c *Checker) loaded() (*policy.Compiled, error) {
 func invocation(p *policy.Compiled, labels, annotations map[string]string) (*policy.Invocation, error) {
 	name, ok := labels[contract.LabelTool]
 	if !ok || name == "" {
-		return nil, deny("no-tool-label", "every Job in a sandbox namespace must carry the label %s naming a policy tool", contract.LabelTool)
+		return nil, deny(rules.NoToolLabel, "every Job in a sandbox namespace must carry the label %s naming a policy tool", contract.LabelTool)
 	}
 	t, err := p.Tool(name)
 	if err != nil {
-		return nil, deny("unknown-tool", "tool %q is not in the policy (default deny)", name)
+		return nil, deny(rules.UnknownTool, "tool %q is not in the policy (default deny)", name)
 	}
 	raw, ok := annotations[contract.AnnotationParams]
 	if !ok {
-		return nil, deny("invalid-parameters", "annotation %s with the call's parameters is missing", contract.AnnotationParams)
+		return nil, deny(rules.InvalidParameters, "annotation %s with the call's parameters is missing", contract.AnnotationParams)
 	}
 	params, err := decodeParams(raw)
 	if err != nil {
-		return nil, deny("invalid-parameters", "annotation %s: %v", contract.AnnotationParams, err)
+		return nil, deny(rules.InvalidParameters, "annotation %s: %v", contract.AnnotationParams, err)
 	}
 	inv, err := t.Invoke(params)
 	switch {
 	case errors.Is(err, policy.ErrNamespaceDenied):
-		return nil, deny("namespace-not-allowed", "%v", err)
+		return nil, deny(rules.NamespaceNotAllowed, "%v", err)
 	case err != nil:
-		return nil, deny("invalid-parameters", "%v", err)
+		return nil, deny(rules.InvalidParameters, "%v", err)
 	}
 	return inv, nil
 }

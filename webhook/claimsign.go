@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
@@ -107,15 +108,15 @@ func (c *Checker) requireClaimSignature(req Request, obj, old object, raw string
 	sig := obj.annotations()[contract.AnnotationClaimSignature]
 	if req.DryRun {
 		if sig != sandbox.DryRunClaimSignature {
-			return deny("claim-signature", "a claim is signed by the webhook's mutating endpoint (%s), which marks a dry run %q; this one carries %q", PathMutatePods, sandbox.DryRunClaimSignature, sig)
+			return deny(rules.ClaimSignature, "a claim is signed by the webhook's mutating endpoint (%s), which marks a dry run %q; this one carries %q", PathMutatePods, sandbox.DryRunClaimSignature, sig)
 		}
 		return nil
 	}
 	if c.ClaimSigner == nil {
-		return deny("claim-signature", "the webhook has no claim signing key, so no warm Pod could verify a claim")
+		return deny(rules.ClaimSignature, "the webhook has no claim signing key, so no warm Pod could verify a claim")
 	}
 	if _, err := sandbox.VerifyClaim(c.ClaimSigner.PublicKeys(), podIdentity(req.Namespace, old), raw, sig); err != nil {
-		return deny("claim-signature", "%v; only the webhook's mutating endpoint (%s) signs claims", err, PathMutatePods)
+		return deny(rules.ClaimSignature, "%v; only the webhook's mutating endpoint (%s) signs claims", err, PathMutatePods)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
@@ -59,7 +60,7 @@ func expectedJob(p *policy.Compiled, inv *policy.Invocation, requestID, tokens, 
 func exactJob(got map[string]any, want *batchv1.Job) error {
 	w, err := expectedTree(want)
 	if err != nil {
-		return deny("render", "%v", err)
+		return deny(rules.Render, "%v", err)
 	}
 	return exactJobTree(got, w)
 }
@@ -97,7 +98,7 @@ func withServerFields(got, want map[string]any) (map[string]any, error) {
 	if uid == "" {
 		// The API server gives every new object its UID before validating admission, and the selector
 		// and the template's labels are compared with values derived from it.
-		return nil, deny("exact-metadata", "the Job has no UID; a Job the API server is creating always has one")
+		return nil, deny(rules.ExactMetadata, "the Job has no UID; a Job the API server is creating always has one")
 	}
 
 	w := maps.Clone(want)
@@ -115,7 +116,7 @@ func withServerFields(got, want map[string]any) (map[string]any, error) {
 func compareJob(got, w map[string]any) error {
 	g := withoutServerFields(got)
 	if st, ok := g["status"]; ok && !isEmpty(st) {
-		return deny("exact", "a new Job must not carry a status")
+		return deny(rules.Exact, "a new Job must not carry a status")
 	}
 	delete(g, "status")
 	if m := diff("", g, w); m != nil {
@@ -130,7 +131,7 @@ func exactPod(got map[string]any, want *batchv1.Job, owner *batchv1.Job) error {
 	tmpl := want.Spec.Template.DeepCopy()
 	w, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec})
 	if err != nil {
-		return deny("render", "%v", err)
+		return deny(rules.Render, "%v", err)
 	}
 	w["apiVersion"], w["kind"] = "v1", "Pod"
 	delete(w, "status")
@@ -142,7 +143,7 @@ func exactPod(got map[string]any, want *batchv1.Job, owner *batchv1.Job) error {
 	prefix := owner.Name + "-"
 	wantMeta["generateName"] = prefix
 	if !strings.HasPrefix(name, prefix) {
-		return deny("exact", "the Pod's name %q does not start with its Job's name", name)
+		return deny(rules.Exact, "the Pod's name %q does not start with its Job's name", name)
 	}
 	wantMeta["name"] = name
 	wantMeta["namespace"] = owner.Namespace
@@ -226,26 +227,26 @@ func toUnstructured(j *batchv1.Job) (map[string]any, error) {
 // exactRule names the denial after the part of the object that differs, so that a reader of the
 // admission error (or of the webhook's metrics) sees at once whether it was the command, the image, the
 // Job's shape or some other field.
-func exactRule(kind, path string) string {
+func exactRule(kind, path string) rules.ID {
 	podSpec := "spec"
 	if kind == "Job" {
 		podSpec = "spec.template.spec"
 	}
 	switch {
 	case strings.HasPrefix(path, "metadata"), strings.HasPrefix(path, "spec.template.metadata"):
-		return "exact-metadata"
+		return rules.ExactMetadata
 	case strings.HasSuffix(path, ".image"):
-		return "exact-image"
+		return rules.ExactImage
 	case strings.HasSuffix(path, ".command"), strings.Contains(path, ".command["), strings.HasSuffix(path, ".args"), strings.Contains(path, ".args["):
-		return "exact-command"
+		return rules.ExactCommand
 	case path == podSpec+".serviceAccountName", path == podSpec+".serviceAccount":
-		return "service-account"
+		return rules.ServiceAccount
 	case strings.HasPrefix(path, podSpec):
-		return "exact-pod-spec"
+		return rules.ExactPodSpec
 	case kind == "Job" && strings.HasPrefix(path, "spec"):
-		return "job-shape"
+		return rules.JobShape
 	}
-	return "exact"
+	return rules.Exact
 }
 
 // CompareWithRendering compares a Job as the API server returns it (JSON) with the webhook's expectation

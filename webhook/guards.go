@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
@@ -32,7 +33,7 @@ func (c *Checker) CheckTokenRequest(ctx context.Context, req Request, obj object
 	}
 	if toolName == "" {
 		if contains(audiences, vault) {
-			return nil, deny("token-request", "ServiceAccount %s is not a tool's: it gets no token for the Vault audience %q", req.Name, vault)
+			return nil, deny(rules.TokenRequest, "ServiceAccount %s is not a tool's: it gets no token for the Vault audience %q", req.Name, vault)
 		}
 		if c.Identities.MCPUser == "system:serviceaccount:"+req.Namespace+":"+req.Name {
 			return c.checkMCPToken(req, spec)
@@ -41,39 +42,39 @@ func (c *Checker) CheckTokenRequest(ctx context.Context, req Request, obj object
 	}
 	node, isNode := strings.CutPrefix(req.User, "system:node:")
 	if !isNode || !contains(req.Groups, "system:nodes") {
-		return nil, deny("token-request", "a token for tool ServiceAccount %s is issued only to the kubelet for a sandbox Pod of that tool, not to %s", req.Name, req.User)
+		return nil, deny(rules.TokenRequest, "a token for tool ServiceAccount %s is issued only to the kubelet for a sandbox Pod of that tool, not to %s", req.Name, req.User)
 	}
 	if len(audiences) != 1 || audiences[0] != vault {
-		return nil, deny("token-request", "a tool ServiceAccount's token is for the Vault audience %q only, not %q", vault, audiences)
+		return nil, deny(rules.TokenRequest, "a tool ServiceAccount's token is for the Vault audience %q only, not %q", vault, audiences)
 	}
 	if exp, ok := number(spec["expirationSeconds"]); ok && exp > 3600 {
-		return nil, deny("token-request", "a tool ServiceAccount's token lives at most an hour, not %v seconds", exp)
+		return nil, deny(rules.TokenRequest, "a tool ServiceAccount's token lives at most an hour, not %v seconds", exp)
 	}
 	ref, _ := spec["boundObjectRef"].(map[string]any)
 	kind, _ := ref["kind"].(string)
 	podName, _ := ref["name"].(string)
 	podUID, _ := ref["uid"].(string)
 	if kind != "Pod" || podName == "" || podUID == "" {
-		return nil, deny("token-request", "a tool ServiceAccount's token must be bound to its sandbox Pod")
+		return nil, deny(rules.TokenRequest, "a tool ServiceAccount's token must be bound to its sandbox Pod")
 	}
 	if c.Cluster == nil {
-		return nil, deny("token-request", "the webhook cannot read Pods to check the token's Pod")
+		return nil, deny(rules.TokenRequest, "the webhook cannot read Pods to check the token's Pod")
 	}
 	pod, err := c.Cluster.GetPod(ctx, req.Namespace, podName)
 	if err != nil {
-		return nil, deny("token-request", "cannot read Pod %s: %v", podName, err)
+		return nil, deny(rules.TokenRequest, "cannot read Pod %s: %v", podName, err)
 	}
 	switch {
 	case string(pod.UID) != podUID:
-		return nil, deny("token-request", "Pod %s has another UID than the token names", podName)
+		return nil, deny(rules.TokenRequest, "Pod %s has another UID than the token names", podName)
 	case pod.Spec.ServiceAccountName != req.Name:
-		return nil, deny("token-request", "Pod %s runs as %s, not %s", podName, pod.Spec.ServiceAccountName, req.Name)
+		return nil, deny(rules.TokenRequest, "Pod %s runs as %s, not %s", podName, pod.Spec.ServiceAccountName, req.Name)
 	case pod.Labels[contract.LabelTool] != toolName || pod.Annotations[contract.AnnotationInjected] != "true":
-		return nil, deny("token-request", "Pod %s is not a sandbox Pod of tool %s", podName, toolName)
+		return nil, deny(rules.TokenRequest, "Pod %s is not a sandbox Pod of tool %s", podName, toolName)
 	case pod.Spec.NodeName != node:
-		return nil, deny("token-request", "Pod %s does not run on node %s", podName, node)
+		return nil, deny(rules.TokenRequest, "Pod %s does not run on node %s", podName, node)
 	case pod.DeletionTimestamp != nil:
-		return nil, deny("token-request", "Pod %s is being deleted", podName)
+		return nil, deny(rules.TokenRequest, "Pod %s is being deleted", podName)
 	}
 	return &Decision{Tool: toolName}, nil
 }
@@ -87,10 +88,10 @@ const MaxMCPTokenSeconds = 24 * 3600
 // with the chart's identity) and lives a day at most. A namespace `edit` user may not mint one.
 func (c *Checker) checkMCPToken(req Request, spec map[string]any) (*Decision, error) {
 	if !c.isAdmin(req) {
-		return nil, deny("mcp-token", "a token for the MCP server's ServiceAccount %s is minted by `agent-sandbox kubeconfig refresh` with the chart's identity, not by %s", req.Name, req.User)
+		return nil, deny(rules.MCPToken, "a token for the MCP server's ServiceAccount %s is minted by `agent-sandbox kubeconfig refresh` with the chart's identity, not by %s", req.Name, req.User)
 	}
 	if exp, ok := number(spec["expirationSeconds"]); ok && exp > MaxMCPTokenSeconds {
-		return nil, deny("mcp-token", "a token for the MCP server's ServiceAccount lives at most %d seconds (24 h), not %.0f", MaxMCPTokenSeconds, exp)
+		return nil, deny(rules.MCPToken, "a token for the MCP server's ServiceAccount lives at most %d seconds (24 h), not %.0f", MaxMCPTokenSeconds, exp)
 	}
 	return &Decision{}, nil
 }
@@ -127,7 +128,7 @@ func (c *Checker) CheckNamespace(ctx context.Context, req Request, obj, old obje
 		return &Decision{}, nil
 	}
 	if req.Operation == "DELETE" {
-		return nil, deny("sandbox-namespace", "the sandbox namespace %s is deleted only by the chart's identity, not by %s", req.Name, req.User)
+		return nil, deny(rules.SandboxNamespace, "the sandbox namespace %s is deleted only by the chart's identity, not by %s", req.Name, req.User)
 	}
 	for _, pair := range []struct {
 		what     string
@@ -135,12 +136,12 @@ func (c *Checker) CheckNamespace(ctx context.Context, req Request, obj, old obje
 	}{{"label", obj.labels(), old.labels()}, {"annotation", obj.annotations(), old.annotations()}} {
 		for k, v := range pair.old {
 			if protectedNamespaceKey(k) && pair.new[k] != v {
-				return nil, deny("sandbox-namespace", "%s %s of the sandbox namespace cannot be changed or removed by %s", pair.what, k, req.User)
+				return nil, deny(rules.SandboxNamespace, "%s %s of the sandbox namespace cannot be changed or removed by %s", pair.what, k, req.User)
 			}
 		}
 		for k := range pair.new {
 			if _, had := pair.old[k]; protectedNamespaceKey(k) && !had {
-				return nil, deny("sandbox-namespace", "%s %s cannot be added to the sandbox namespace by %s", pair.what, k, req.User)
+				return nil, deny(rules.SandboxNamespace, "%s %s cannot be added to the sandbox namespace by %s", pair.what, k, req.User)
 			}
 		}
 	}
@@ -154,14 +155,14 @@ func (c *Checker) CheckProtected(_ context.Context, req Request) (*Decision, err
 	if c.isAdmin(req) {
 		return &Decision{}, nil
 	}
-	return nil, deny("sandbox-namespace", "%s in the sandbox namespace are managed by the agent-sandbox chart only; %s may not %s them", req.Resource, req.User, strings.ToLower(req.Operation))
+	return nil, deny(rules.SandboxNamespace, "%s in the sandbox namespace are managed by the agent-sandbox chart only; %s may not %s them", req.Resource, req.User, strings.ToLower(req.Operation))
 }
 
 // CheckSecret refuses legacy service-account token Secrets in the sandbox namespace: the token
 // controller would fill one with a non-expiring token of, say, a tool's ServiceAccount.
 func (c *Checker) CheckSecret(_ context.Context, req Request, obj object) (*Decision, error) {
 	if t, _ := obj["type"].(string); t == "kubernetes.io/service-account-token" {
-		return nil, deny("token-request", "service-account token Secrets are not allowed in the sandbox namespace (%s)", req.Name)
+		return nil, deny(rules.TokenRequest, "service-account token Secrets are not allowed in the sandbox namespace (%s)", req.Name)
 	}
 	return &Decision{}, nil
 }
@@ -184,7 +185,7 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 		if c.isAdmin(req) || contains(CAWriterUsers, req.User) {
 			return &Decision{}, nil
 		}
-		return nil, deny("sandbox-namespace", "ConfigMap %s holds a CA the credential agent trusts; %s may not %s it", req.Name, req.User, strings.ToLower(req.Operation))
+		return nil, deny(rules.SandboxNamespace, "ConfigMap %s holds a CA the credential agent trusts; %s may not %s it", req.Name, req.User, strings.ToLower(req.Operation))
 	}
 	isMCP := c.Identities.MCPUser != "" && req.User == c.Identities.MCPUser
 	contentAddressed := strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) || strings.HasPrefix(req.Name, sandbox.PlanPrefix)
@@ -199,54 +200,54 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 		if isMCP && strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) {
 			return &Decision{}, nil // a workspace is published again by the call that needs it; a saved plan is not
 		}
-		return nil, deny("content-addressed", "ConfigMap %s holds a call's workspace or saved plan; it is deleted by agent-sandbox's pruner, not by %s", req.Name, req.User)
+		return nil, deny(rules.ContentAddressed, "ConfigMap %s holds a call's workspace or saved plan; it is deleted by agent-sandbox's pruner, not by %s", req.Name, req.User)
 	case req.Operation == "DELETE":
 		return &Decision{}, nil
 	case contentAddressed:
 		if req.Operation != "CREATE" {
-			return nil, deny("content-addressed", "ConfigMap %s is content-addressed and cannot change", req.Name)
+			return nil, deny(rules.ContentAddressed, "ConfigMap %s is content-addressed and cannot change", req.Name)
 		}
 		return &Decision{}, checkContentAddressed(req.Name, obj)
 	case isMCP:
-		return nil, deny("content-addressed", "the MCP server creates only workspace (%s…) and saved-plan (%s…) ConfigMaps, not %s", sandbox.WorkspacePrefix, sandbox.PlanPrefix, req.Name)
+		return nil, deny(rules.ContentAddressed, "the MCP server creates only workspace (%s…) and saved-plan (%s…) ConfigMaps, not %s", sandbox.WorkspacePrefix, sandbox.PlanPrefix, req.Name)
 	}
 	return &Decision{}, nil
 }
 
 func checkContentAddressed(name string, obj object) error {
 	if imm, _ := obj["immutable"].(bool); !imm {
-		return deny("content-addressed", "ConfigMap %s must be immutable", name)
+		return deny(rules.ContentAddressed, "ConfigMap %s must be immutable", name)
 	}
 	meta := obj.meta()
 	for _, k := range []string{"ownerReferences", "finalizers"} {
 		if !isEmpty(meta[k]) {
-			return deny("content-addressed", "ConfigMap %s must not carry %s", name, k)
+			return deny(rules.ContentAddressed, "ConfigMap %s must not carry %s", name, k)
 		}
 	}
 	data, binary := stringMap(obj["data"]), obj["binaryData"]
 	if raw, _ := obj["data"].(map[string]any); len(raw) != len(data) {
-		return deny("content-addressed", "ConfigMap %s holds a non-string value", name)
+		return deny(rules.ContentAddressed, "ConfigMap %s holds a non-string value", name)
 	}
 	if strings.HasPrefix(name, sandbox.WorkspacePrefix) {
 		if !isEmpty(binary) {
-			return deny("content-addressed", "workspace ConfigMap %s must hold text files only", name)
+			return deny(rules.ContentAddressed, "workspace ConfigMap %s must hold text files only", name)
 		}
 		if want := sandbox.WorkspaceConfigMapName(data); name != want {
-			return deny("content-addressed", "workspace ConfigMap %s must be named %s after its content", name, want)
+			return deny(rules.ContentAddressed, "workspace ConfigMap %s must be named %s after its content", name, want)
 		}
 		return nil
 	}
 	bm := stringMap(binary)
 	if len(data) != 0 || len(bm) != 1 || bm[sandbox.PlanKey] == "" {
-		return deny("content-addressed", "saved-plan ConfigMap %s must hold exactly binaryData.%s", name, sandbox.PlanKey)
+		return deny(rules.ContentAddressed, "saved-plan ConfigMap %s must hold exactly binaryData.%s", name, sandbox.PlanKey)
 	}
 	plan, err := base64.StdEncoding.DecodeString(bm[sandbox.PlanKey])
 	if err != nil {
-		return deny("content-addressed", "saved-plan ConfigMap %s: %v", name, err)
+		return deny(rules.ContentAddressed, "saved-plan ConfigMap %s: %v", name, err)
 	}
 	sum := sha256.Sum256(plan)
 	if want := sandbox.PlanPrefix + hex.EncodeToString(sum[:]); name != want {
-		return deny("content-addressed", "saved-plan ConfigMap %s must be named %s after its content", name, want)
+		return deny(rules.ContentAddressed, "saved-plan ConfigMap %s must be named %s after its content", name, want)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // Paths the webhook serves; the Helm chart's WebhookConfigurations point at them.
@@ -43,7 +45,7 @@ func Handlers(scheme *runtime.Scheme, c *Checker, m *Metrics) map[string]http.Ha
 		PathValidatePods: raw("Pod", c.CheckPod),
 		PathSubresources: raw("subresource", c.CheckSubresource),
 		PathDenyWorkloads: raw("workload", func(_ context.Context, r Request, _, _ object) (*Decision, error) {
-			return nil, deny("jobs-only", "%s are not allowed in a sandbox namespace; sandbox work runs only as agent-sandbox Jobs", r.Resource)
+			return nil, deny(rules.JobsOnly, "%s are not allowed in a sandbox namespace; sandbox work runs only as agent-sandbox Jobs", r.Resource)
 		}),
 		PathSandboxNamespace: raw("Namespace", c.CheckNamespace),
 		PathProtectedResources: raw("protected", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
@@ -74,7 +76,7 @@ func rawHandler(m *Metrics, kind string, check func(context.Context, Request, ob
 		}
 		var d *Decision
 		if err != nil {
-			err = deny("decode", "%v", err)
+			err = deny(rules.Decode, "%v", err)
 		} else {
 			d, err = check(ctx, r, obj, old)
 		}

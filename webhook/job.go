@@ -11,6 +11,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // CheckJobRaw decides on a Job as the API server sent it: decoded once, then checked by CheckJob.
@@ -20,12 +21,12 @@ func (c *Checker) CheckJobRaw(ctx context.Context, req Request, raw, oldRaw []by
 	}
 	obj, err := decodeObject(raw)
 	if err != nil {
-		return nil, deny("decode", "%v", err)
+		return nil, deny(rules.Decode, "%v", err)
 	}
 	var old object
 	if len(oldRaw) > 0 {
 		if old, err = decodeObject(oldRaw); err != nil {
-			return nil, deny("decode", "%v", err)
+			return nil, deny(rules.Decode, "%v", err)
 		}
 	}
 	return c.CheckJob(ctx, req, obj, old)
@@ -58,10 +59,10 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 	}
 	requestID := labels[contract.LabelRequestID]
 	if !approval.ValidRequestID(requestID) {
-		return nil, deny("exact-metadata", "label %s must hold the call's request ID (req-…), not %q", contract.LabelRequestID, requestID)
+		return nil, deny(rules.ExactMetadata, "label %s must hold the call's request ID (req-…), not %q", contract.LabelRequestID, requestID)
 	}
 	head := annotations[contract.AnnotationAuditHead]
-	if err := checkHead("exact-metadata", "annotation "+contract.AnnotationAuditHead, head); err != nil {
+	if err := checkHead(rules.ExactMetadata, "annotation "+contract.AnnotationAuditHead, head); err != nil {
 		return nil, err
 	}
 	d := &Decision{Tool: inv.Tool.Name, Cached: hit}
@@ -90,10 +91,10 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 		return nil, err
 	}
 	if token != "" && !inv.Tool.RequiresApproval {
-		return nil, deny("exact-metadata", "tool %s takes no approval token", inv.Tool.Name)
+		return nil, deny(rules.ExactMetadata, "tool %s takes no approval token", inv.Tool.Name)
 	}
 	if renderErr != nil {
-		return nil, deny("render", "%v", renderErr)
+		return nil, deny(rules.Render, "%v", renderErr)
 	}
 	if exactErr != nil {
 		return nil, exactErr
@@ -165,7 +166,7 @@ func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, 
 func (c *Checker) violations(ctx context.Context, p *policy.Compiled, obj object, kind, op string) ([]cel.Violation, error) {
 	in, err := cel.NewInput(&unstructured.Unstructured{Object: obj.withoutManagedFields()}, p.Settings(), op)
 	if err != nil {
-		return nil, deny("decode", "cannot read the %s: %v", kind, err)
+		return nil, deny(rules.Decode, "cannot read the %s: %v", kind, err)
 	}
 	return p.Rules.Evaluate(ctx, in), nil
 }
@@ -176,7 +177,7 @@ func violationsDenial(vs []cel.Violation) error {
 	case 0:
 		return nil
 	case 1:
-		return deny(vs[0].Rule, "%s", vs[0].Message)
+		return deny(rules.ID(vs[0].Rule), "%s", vs[0].Message)
 	}
 	names := make([]string, len(vs))
 	parts := make([]string, len(vs))
@@ -204,7 +205,7 @@ func (c *Checker) CheckJobDelete(_ context.Context, req Request) (*Decision, err
 	case policy == "" && orphanSet && !orphan:
 		return &Decision{}, nil
 	}
-	return nil, deny("no-orphans", "sandbox Job %s is deleted with its Pod (propagationPolicy Background or Foreground), never orphaning it (%s)",
+	return nil, deny(rules.NoOrphans, "sandbox Job %s is deleted with its Pod (propagationPolicy Background or Foreground), never orphaning it (%s)",
 		req.Name, describeDeletePolicy(policy, orphan, orphanSet))
 }
 
@@ -223,7 +224,7 @@ func describeDeletePolicy(policy string, orphan, orphanSet bool) string {
 // (mayOrphan: only the garbage collector's identity).
 func checkUpdate(kind string, obj, old object, mayOrphan bool) (*Decision, error) {
 	if old == nil {
-		return nil, deny("immutable", "an UPDATE without the old object cannot be checked")
+		return nil, deny(rules.Immutable, "an UPDATE without the old object cannot be checked")
 	}
 	g, o := updateView(obj), updateView(old)
 	if refs := g["metadata"].(map[string]any)["ownerReferences"]; kind == "Pod" && isEmpty(refs) && mayOrphan {
@@ -231,7 +232,7 @@ func checkUpdate(kind string, obj, old object, mayOrphan bool) (*Decision, error
 		delete(o["metadata"].(map[string]any), "ownerReferences")
 	}
 	if m := diff("", g, o); m != nil {
-		return nil, deny("immutable", "a sandbox %s cannot change after admission: %s", kind, strings.Replace(m.String(), "the policy renders", "it was admitted with", 1))
+		return nil, deny(rules.Immutable, "a sandbox %s cannot change after admission: %s", kind, strings.Replace(m.String(), "the policy renders", "it was admitted with", 1))
 	}
 	was := map[string]bool{}
 	for _, f := range stringList(old.meta()["finalizers"]) {
@@ -239,7 +240,7 @@ func checkUpdate(kind string, obj, old object, mayOrphan bool) (*Decision, error
 	}
 	for _, f := range stringList(obj.meta()["finalizers"]) {
 		if !was[f] && !gcFinalizers[f] {
-			return nil, deny("immutable", "finalizer %q cannot be added to a sandbox %s", f, kind)
+			return nil, deny(rules.Immutable, "finalizer %q cannot be added to a sandbox %s", f, kind)
 		}
 	}
 	return &Decision{Tool: obj.labels()[contract.LabelTool]}, nil

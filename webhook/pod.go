@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // podLedgerMargin keeps a Job's Pod record well past the Job's own life: the Job is deleted
@@ -38,21 +39,21 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		users = DefaultJobControllerUsers
 	}
 	if !contains(users, req.User) {
-		return nil, deny("pods-only-from-jobs", "Pods in a sandbox namespace are created only by the Job controller, not by %s; create a Job through agent-sandbox instead", req.User)
+		return nil, deny(rules.PodsOnlyFromJobs, "Pods in a sandbox namespace are created only by the Job controller, not by %s; create a Job through agent-sandbox instead", req.User)
 	}
 	ownerName, ownerUID, ok := controllerJob(obj)
 	if !ok {
-		return nil, deny("pods-only-from-jobs", "the Pod has no controlling Job owner reference")
+		return nil, deny(rules.PodsOnlyFromJobs, "the Pod has no controlling Job owner reference")
 	}
 	if c.Cluster == nil {
-		return nil, deny("owner-job", "the webhook cannot read Jobs to check this Pod's owner")
+		return nil, deny(rules.OwnerJob, "the webhook cannot read Jobs to check this Pod's owner")
 	}
 	job, err := c.Cluster.GetJob(ctx, req.Namespace, ownerName)
 	if err != nil {
-		return nil, deny("owner-job", "cannot read owner Job %s: %v", ownerName, err)
+		return nil, deny(rules.OwnerJob, "cannot read owner Job %s: %v", ownerName, err)
 	}
 	if string(job.UID) != ownerUID {
-		return nil, deny("owner-job", "owner reference names Job %s with UID %s, but that Job has UID %s", ownerName, ownerUID, job.UID)
+		return nil, deny(rules.OwnerJob, "owner reference names Job %s with UID %s, but that Job has UID %s", ownerName, ownerUID, job.UID)
 	}
 	if err := runnable(job); err != nil {
 		return nil, err
@@ -65,14 +66,14 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		return nil, err
 	}
 	if want.Name != job.Name {
-		return nil, deny("owner-job", "the owner Job %s is not a Job the policy renders (it would be named %s)", job.Name, want.Name)
+		return nil, deny(rules.OwnerJob, "the owner Job %s is not a Job the policy renders (it would be named %s)", job.Name, want.Name)
 	}
 	if err := exactPod(obj, want, job); err != nil {
 		return nil, err
 	}
 	if !req.DryRun {
 		if c.Pods == nil {
-			return nil, deny("one-pod-per-job", "the webhook has no Pod ledger, so it cannot guarantee one Pod per Job")
+			return nil, deny(rules.OnePodPerJob, "the webhook has no Pod ledger, so it cannot guarantee one Pod per Job")
 		}
 		deadline := time.Duration(0)
 		if job.Spec.ActiveDeadlineSeconds != nil {
@@ -81,9 +82,9 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		err := c.Pods.RecordPod(ctx, job.UID, job.CreationTimestamp.Add(deadline+podLedgerMargin))
 		switch {
 		case errors.Is(err, ErrSecondPod):
-			return nil, deny("one-pod-per-job", "Job %s already had its Pod; one admitted Job runs once, whoever asks for a second Pod", job.Name)
+			return nil, deny(rules.OnePodPerJob, "Job %s already had its Pod; one admitted Job runs once, whoever asks for a second Pod", job.Name)
 		case err != nil:
-			return nil, deny("one-pod-per-job", "cannot record the Pod of Job %s: %v", job.Name, err)
+			return nil, deny(rules.OnePodPerJob, "cannot record the Pod of Job %s: %v", job.Name, err)
 		}
 	}
 	return &Decision{Tool: tool}, nil
@@ -106,7 +107,7 @@ func expectedOwner(p *policy.Compiled, job *batchv1.Job, claimKeys string) (*bat
 	}
 	want, err := expectedJob(p, inv, job.Labels[contract.LabelRequestID], job.Annotations[contract.AnnotationApprovalToken], job.Annotations[contract.AnnotationAuditHead])
 	if err != nil {
-		return nil, "", deny("render", "%v", err)
+		return nil, "", deny(rules.Render, "%v", err)
 	}
 	return want, inv.Tool.Name, nil
 }
@@ -115,9 +116,9 @@ func expectedOwner(p *policy.Compiled, job *batchv1.Job, claimKeys string) (*bat
 func runnable(job *batchv1.Job) error {
 	switch {
 	case job.DeletionTimestamp != nil:
-		return deny("owner-job", "Job %s is being deleted", job.Name)
+		return deny(rules.OwnerJob, "Job %s is being deleted", job.Name)
 	case job.Spec.Suspend != nil && *job.Spec.Suspend:
-		return deny("owner-job", "Job %s is suspended", job.Name)
+		return deny(rules.OwnerJob, "Job %s is suspended", job.Name)
 	}
 	for _, cond := range job.Status.Conditions {
 		if cond.Status != corev1.ConditionTrue {
@@ -125,7 +126,7 @@ func runnable(job *batchv1.Job) error {
 		}
 		switch cond.Type {
 		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet:
-			return deny("owner-job", "Job %s has finished (%s)", job.Name, cond.Type)
+			return deny(rules.OwnerJob, "Job %s has finished (%s)", job.Name, cond.Type)
 		}
 	}
 	return nil

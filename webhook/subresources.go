@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // Subresources by allowlist (docs/architecture.md, invariants 3 and 5). The webhook sees every subresource of
@@ -31,7 +32,9 @@ type SubresourceUse struct {
 
 // RefusedSubresource is a subresource refused for everyone, with the reason.
 type RefusedSubresource struct {
-	Resource, Subresource, Rule, Why string
+	Resource, Subresource string
+	Rule                  rules.ID
+	Why                   string
 }
 
 // Default identities of the controllers that write status subresources (kube-controller-manager with and
@@ -58,12 +61,12 @@ var (
 
 // RefusedSubresources are refused for everybody.
 var RefusedSubresources = []RefusedSubresource{
-	{"pods", "exec", "no-pod-access", "exec into a sandbox Pod would reach the container that holds the credential"},
-	{"pods", "attach", "no-pod-access", "attaching to a sandbox Pod would reach the container that holds the credential"},
-	{"pods", "portforward", "no-pod-access", "port-forwarding into a sandbox Pod would open a way in"},
-	{"pods", "proxy", "no-pod-access", "proxying to a sandbox Pod would open a way in"},
-	{"pods", "ephemeralcontainers", "no-ephemeral-containers", "an ephemeral (debug) container would run arbitrary code beside the credential"},
-	{"pods", "resize", "no-pod-resize", "resizing would change the CPU and memory limits the policy set"},
+	{"pods", "exec", rules.NoPodAccess, "exec into a sandbox Pod would reach the container that holds the credential"},
+	{"pods", "attach", rules.NoPodAccess, "attaching to a sandbox Pod would reach the container that holds the credential"},
+	{"pods", "portforward", rules.NoPodAccess, "port-forwarding into a sandbox Pod would open a way in"},
+	{"pods", "proxy", rules.NoPodAccess, "proxying to a sandbox Pod would open a way in"},
+	{"pods", "ephemeralcontainers", rules.NoEphemeralContainers, "an ephemeral (debug) container would run arbitrary code beside the credential"},
+	{"pods", "resize", rules.NoPodResize, "resizing would change the CPU and memory limits the policy set"},
 }
 
 // SubresourceAllowlist is every subresource use the webhook admits in a sandbox namespace.
@@ -72,7 +75,7 @@ var SubresourceAllowlist = []SubresourceUse{
 		Who: "the scheduler", Why: "binds a sandbox Pod to a node",
 		check: func(c *Checker, _ context.Context, req Request, _, _ object) error {
 			if !contains(orDefault(c.Identities.SchedulerUsers, DefaultSchedulerUsers), req.User) {
-				return deny("pod-binding", "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
+				return deny(rules.PodBinding, "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
 			}
 			return nil
 		}},
@@ -85,9 +88,9 @@ var SubresourceAllowlist = []SubresourceUse{
 				contains(orDefault(c.Identities.SchedulerUsers, DefaultSchedulerUsers), req.User) ||
 				contains(orDefault(c.Identities.StatusControllerUsers, DefaultStatusControllerUsers), req.User)
 			if !ok {
-				return deny("pod-status", "the status of sandbox Pod %s is written by its node's kubelet and the cluster's controllers, not by %s", req.Name, req.User)
+				return deny(rules.PodStatus, "the status of sandbox Pod %s is written by its node's kubelet and the cluster's controllers, not by %s", req.Name, req.User)
 			}
-			return sameMetadata("pod-status", "Pod", req, obj, old)
+			return sameMetadata(rules.PodStatus, "Pod", req, obj, old)
 		}},
 	{Resource: "pods", Subresource: "eviction", Operations: []string{"CREATE"},
 		Who: "anyone RBAC allows, for a warm Pod nobody has claimed",
@@ -100,9 +103,9 @@ var SubresourceAllowlist = []SubresourceUse{
 		Why: "reports a Job's progress; never its metadata",
 		check: func(c *Checker, _ context.Context, req Request, obj, old object) error {
 			if !c.isAdmin(req) && !contains(orDefault(c.Identities.JobControllerUsers, DefaultJobControllerUsers), req.User) {
-				return deny("job-status", "the status of sandbox Job %s is written by the Job controller, not by %s", req.Name, req.User)
+				return deny(rules.JobStatus, "the status of sandbox Job %s is written by the Job controller, not by %s", req.Name, req.User)
 			}
-			return sameMetadata("job-status", "Job", req, obj, old)
+			return sameMetadata(rules.JobStatus, "Job", req, obj, old)
 		}},
 	{Resource: "serviceaccounts", Subresource: "token", Operations: []string{"CREATE"},
 		Who: "the kubelet (tool ServiceAccounts, bound to a sandbox Pod on its node); the chart's identity (the MCP ServiceAccount, at most 24 h)",
@@ -116,9 +119,9 @@ var SubresourceAllowlist = []SubresourceUse{
 		Why: "records what the namespace uses; a forged usage would lift the quota",
 		check: func(c *Checker, _ context.Context, req Request, obj, old object) error {
 			if !c.isAdmin(req) && !contains(orDefault(c.Identities.QuotaControllerUsers, DefaultQuotaControllerUsers), req.User) {
-				return deny("sandbox-namespace", "the usage of ResourceQuota %s is written by the quota controller, not by %s", req.Name, req.User)
+				return deny(rules.SandboxNamespace, "the usage of ResourceQuota %s is written by the quota controller, not by %s", req.Name, req.User)
 			}
-			return sameMetadata("sandbox-namespace", "ResourceQuota", req, obj, old)
+			return sameMetadata(rules.SandboxNamespace, "ResourceQuota", req, obj, old)
 		}},
 	{Resource: "namespaces", Subresource: "status", Operations: []string{"UPDATE"},
 		Who:   "the namespace controller, the chart's identity",
@@ -132,9 +135,9 @@ var SubresourceAllowlist = []SubresourceUse{
 
 func namespaceSubresource(c *Checker, _ context.Context, req Request, obj, old object) error {
 	if !c.isAdmin(req) && !contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User) {
-		return deny("sandbox-namespace", "namespaces/%s of the sandbox namespace is written by the namespace controller, not by %s", req.SubResource, req.User)
+		return deny(rules.SandboxNamespace, "namespaces/%s of the sandbox namespace is written by the namespace controller, not by %s", req.SubResource, req.User)
 	}
-	return sameMetadata("sandbox-namespace", "Namespace", req, obj, old)
+	return sameMetadata(rules.SandboxNamespace, "Namespace", req, obj, old)
 }
 
 // CheckSubresource decides on any subresource request in a sandbox namespace, or on the sandbox
@@ -159,13 +162,13 @@ func (c *Checker) CheckSubresource(ctx context.Context, req Request, obj, old ob
 		}
 		return &Decision{Tool: old.labels()[contract.LabelTool]}, nil
 	}
-	return nil, deny("subresource-allowlist", "%s %s/%s is not on the webhook's list of allowed subresource uses in the sandbox namespace (refused by default; docs/admission.md)",
+	return nil, deny(rules.SubresourceAllowlist, "%s %s/%s is not on the webhook's list of allowed subresource uses in the sandbox namespace (refused by default; docs/admission.md)",
 		strings.ToLower(req.Operation), req.Resource, req.SubResource)
 }
 
 // sameMetadata refuses a subresource write that changes the object's metadata beyond the API server's own
 // bookkeeping (resourceVersion, managedFields, generation).
-func sameMetadata(rule, kind string, req Request, obj, old object) error {
+func sameMetadata(rule rules.ID, kind string, req Request, obj, old object) error {
 	if old == nil || obj == nil {
 		return deny(rule, "a %s/%s write without the old and new object cannot be checked", req.Resource, req.SubResource)
 	}
@@ -187,14 +190,14 @@ func (c *Checker) isNode(req Request, node string) bool {
 // Pod. An idle warm Pod may go; the pool makes another.
 func (c *Checker) checkEviction(ctx context.Context, req Request) error {
 	if c.Cluster == nil {
-		return deny("no-eviction", "the webhook cannot read Pods to check what an eviction would stop")
+		return deny(rules.NoEviction, "the webhook cannot read Pods to check what an eviction would stop")
 	}
 	pod, err := c.Cluster.GetPod(ctx, req.Namespace, req.Name)
 	if isNotFound(err) {
 		return nil // nothing to evict; the API server answers 404
 	}
 	if err != nil {
-		return deny("no-eviction", "cannot read Pod %s: %v", req.Name, err)
+		return deny(rules.NoEviction, "cannot read Pod %s: %v", req.Name, err)
 	}
 	if isWarm(pod.Labels) && pod.Annotations[contract.AnnotationClaim] == "" {
 		return nil
@@ -203,7 +206,7 @@ func (c *Checker) checkEviction(ctx context.Context, req Request) error {
 	if isWarm(pod.Labels) {
 		what = "a claimed warm Pod"
 	}
-	return deny("no-eviction", "Pod %s is %s: it is not evicted, it ends by its own deadline (delete it to stop the call)", req.Name, what)
+	return deny(rules.NoEviction, "Pod %s is %s: it is not evicted, it ends by its own deadline (delete it to stop the call)", req.Name, what)
 }
 
 func (o object) spec() map[string]any {

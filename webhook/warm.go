@@ -13,6 +13,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
@@ -45,10 +46,10 @@ func isWarm(labels map[string]string) bool {
 func warmTool(p *policy.Compiled, labels map[string]string) (*policy.Tool, error) {
 	t, err := p.Tool(labels[contract.LabelTool])
 	if err != nil {
-		return nil, deny("unknown-tool", "tool %q is not in the policy (default deny)", labels[contract.LabelTool])
+		return nil, deny(rules.UnknownTool, "tool %q is not in the policy (default deny)", labels[contract.LabelTool])
 	}
 	if t.WarmPool == nil {
-		return nil, deny("warm-pool", "tool %s has no warm pool in the policy", t.Name)
+		return nil, deny(rules.WarmPool, "tool %s has no warm pool in the policy", t.Name)
 	}
 	return t, nil
 }
@@ -58,11 +59,11 @@ func warmTool(p *policy.Compiled, labels map[string]string) (*policy.Tool, error
 func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name, claimKeys string) (*batchv1.Job, error) {
 	suffix, ok := sandbox.WarmSuffix(t.Name, name)
 	if !ok {
-		return nil, deny("exact-metadata", "a warm Job of %s is named %s followed by w and 11 base32hex characters, not %q", t.Name, sandbox.JobNamePrefix(t.Name), name)
+		return nil, deny(rules.ExactMetadata, "a warm Job of %s is named %s followed by w and 11 base32hex characters, not %q", t.Name, sandbox.JobNamePrefix(t.Name), name)
 	}
 	job, err := sandbox.RenderWarmJob(p, t, suffix)
 	if err != nil {
-		return nil, deny("render", "%v", err)
+		return nil, deny(rules.Render, "%v", err)
 	}
 	InjectWarm(&job.Spec.Template.ObjectMeta, &job.Spec.Template.Spec, p, t, claimKeys)
 	applyJobDefaults(job)
@@ -72,7 +73,7 @@ func expectedWarmJob(p *policy.Compiled, t *policy.Tool, name, claimKeys string)
 // checkWarmJob decides on a new warm Job: exactly the warm rendering of its tool, nothing else.
 func (c *Checker) checkWarmJob(ctx context.Context, p *policy.Compiled, req Request, obj object) (*Decision, error) {
 	if !contains(c.Identities.PoolUsers, req.User) {
-		return nil, deny("warm-pool", "warm Jobs are created only by the webhook's pool controller, not by %s", req.User)
+		return nil, deny(rules.WarmPool, "warm Jobs are created only by the webhook's pool controller, not by %s", req.User)
 	}
 	t, err := warmTool(p, obj.labels())
 	if err != nil {
@@ -99,14 +100,14 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		return nil, err
 	}
 	if old.labels()[contract.LabelWarm] != "true" {
-		return nil, deny("claim", "only a warm Pod can be claimed")
+		return nil, deny(rules.Claim, "only a warm Pod can be claimed")
 	}
 	owner, _, ok := controllerJob(old)
 	if _, warm := sandbox.WarmSuffix(t.Name, owner); !ok || !warm {
-		return nil, deny("claim", "the Pod is not the Pod of a warm Job of %s", t.Name)
+		return nil, deny(rules.Claim, "the Pod is not the Pod of a warm Job of %s", t.Name)
 	}
 	if old.meta()["deletionTimestamp"] != nil {
-		return nil, deny("claim", "the warm Pod is being deleted")
+		return nil, deny(rules.Claim, "the warm Pod is being deleted")
 	}
 	// The Pod must still be what the policy in force renders: a Pod started under an older policy (another
 	// image, scope or Vault role) is not claimed but replaced by the pool.
@@ -114,7 +115,7 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		return nil, err
 	}
 	if st, _ := old["status"].(map[string]any); st != nil && (st["phase"] == string(corev1.PodSucceeded) || st["phase"] == string(corev1.PodFailed)) {
-		return nil, deny("claim", "the warm Pod has finished (%v)", st["phase"])
+		return nil, deny(rules.Claim, "the warm Pod has finished (%v)", st["phase"])
 	}
 	// Everything but the claim and the webhook's signature of it must stay as it was admitted.
 	raw := obj.annotations()[contract.AnnotationClaim]
@@ -122,37 +123,37 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	if _, err := checkUpdate("Pod", rest, old, false); err != nil {
 		var d *Denial
 		if errors.As(err, &d) {
-			return nil, deny("claim-exact", "a claim adds the annotation %s (and the webhook its signature %s) and changes nothing else: %s",
+			return nil, deny(rules.ClaimExact, "a claim adds the annotation %s (and the webhook its signature %s) and changes nothing else: %s",
 				contract.AnnotationClaim, contract.AnnotationClaimSignature, d.Reason)
 		}
 		return nil, err
 	}
 	claim, err := sandbox.ParseClaim(raw)
 	if err != nil {
-		return nil, deny("claim", "%v", err)
+		return nil, deny(rules.Claim, "%v", err)
 	}
 	if claim.Tool != t.Name {
-		return nil, deny("claim", "the claim is for tool %q, but this warm Pod runs %s", claim.Tool, t.Name)
+		return nil, deny(rules.Claim, "the claim is for tool %q, but this warm Pod runs %s", claim.Tool, t.Name)
 	}
 	inv, err := invocation(p, map[string]string{contract.LabelTool: t.Name}, map[string]string{contract.AnnotationParams: string(claim.Params)})
 	if err != nil {
 		return nil, err
 	}
 	if !approval.ValidRequestID(claim.RequestID) {
-		return nil, deny("claim", "the claim's request ID must be the call's (req-…), not %q", claim.RequestID)
+		return nil, deny(rules.Claim, "the claim's request ID must be the call's (req-…), not %q", claim.RequestID)
 	}
 	if claim.ApprovalToken != "" && !t.RequiresApproval {
-		return nil, deny("claim", "tool %s takes no approval token", t.Name)
+		return nil, deny(rules.Claim, "tool %s takes no approval token", t.Name)
 	}
-	if err := checkHead("claim", "the claim's auditHead", claim.AuditHead); err != nil {
+	if err := checkHead(rules.Claim, "the claim's auditHead", claim.AuditHead); err != nil {
 		return nil, err
 	}
 	want, err := sandbox.RenderClaim(inv, claim.RequestID, contract.SplitApprovalTokens(claim.ApprovalToken), claim.AuditHead)
 	if err != nil {
-		return nil, deny("render", "%v", err)
+		return nil, deny(rules.Render, "%v", err)
 	}
 	if raw != want {
-		return nil, deny("claim-exact", "%s", claimDifference(claim, inv))
+		return nil, deny(rules.ClaimExact, "%s", claimDifference(claim, inv))
 	}
 	if err := c.evaluate(ctx, p, obj, "Pod", req.Operation); err != nil {
 		return nil, err
@@ -164,14 +165,14 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	d := &Decision{Tool: t.Name}
 	if !req.DryRun {
 		if c.Claims == nil {
-			return nil, deny("claim-ledger", "the webhook has no claim ledger, so it cannot guarantee that a claim is used once")
+			return nil, deny(rules.ClaimLedger, "the webhook has no claim ledger, so it cannot guarantee that a claim is used once")
 		}
 		err := c.Claims.RecordClaim(ctx, claim.RequestID, c.now().Add(claimLedgerLife))
 		switch {
 		case errors.Is(err, ErrClaimReplayed):
-			return nil, deny("claim-replayed", "request %s was already claimed; every call claims one warm Pod, once", claim.RequestID)
+			return nil, deny(rules.ClaimReplayed, "request %s was already claimed; every call claims one warm Pod, once", claim.RequestID)
 		case err != nil:
-			return nil, deny("claim-ledger", "cannot record the claim: %v", err)
+			return nil, deny(rules.ClaimLedger, "cannot record the claim: %v", err)
 		}
 	}
 	if t.RequiresApproval {
@@ -193,14 +194,14 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 // name and the server's own fields were added).
 func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *policy.Tool, namespace, owner string, old object) error {
 	if c.Cluster == nil {
-		return deny("owner-job", "the webhook cannot read Jobs to check this warm Pod's owner")
+		return deny(rules.OwnerJob, "the webhook cannot read Jobs to check this warm Pod's owner")
 	}
 	job, err := c.Cluster.GetJob(ctx, namespace, owner)
 	if err != nil {
-		return deny("owner-job", "cannot read the warm Pod's Job %s: %v", owner, err)
+		return deny(rules.OwnerJob, "cannot read the warm Pod's Job %s: %v", owner, err)
 	}
 	if uid := old.meta()["ownerReferences"]; !ownedBy(uid, string(job.UID)) {
-		return deny("owner-job", "the warm Pod's owner reference does not name Job %s (UID %s)", owner, job.UID)
+		return deny(rules.OwnerJob, "the warm Pod's owner reference does not name Job %s (UID %s)", owner, job.UID)
 	}
 	if err := runnable(job); err != nil {
 		return err
@@ -223,7 +224,7 @@ func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *poli
 	if err := exactPod(pod, want, job); err != nil {
 		var d *Denial
 		if errors.As(err, &d) {
-			return deny("claim-stale", "the warm Pod is not what the policy in force renders for %s; the pool replaces it: %s", t.Name, d.Reason)
+			return deny(rules.ClaimStale, "the warm Pod is not what the policy in force renders for %s; the pool replaces it: %s", t.Name, d.Reason)
 		}
 		return err
 	}
