@@ -42,6 +42,10 @@ lint: ## go vet, gofmt and shellcheck
 chart-docs: ## Regenerate charts/agent-sandbox/README.md (the values reference) from values.schema.json
 	$(GO) run ./scripts/chartdoc
 
+.PHONY: rules-docs
+rules-docs: ## Regenerate docs/rules.md (every refusal by rule ID) from internal/rules and policy/policy.yaml
+	$(GO) run ./scripts/rulesdoc
+
 .PHONY: mutate-exactness
 mutate-exactness: ## Weaken each comparison of the webhook's exactness check in turn; every one must fail a unit test
 	$(GO) run ./scripts/mutate-exactness $(MUTATE_FLAGS)

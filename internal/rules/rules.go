@@ -185,3 +185,20 @@ func Lookup(rs []Rule, id ID) (Rule, bool) {
 	}
 	return Rule{}, false
 }
+
+// Invariants are the short names of README.md's numbered invariants.
+var Invariants = map[int]string{
+	1:  "Default deny",
+	2:  "Isolation",
+	3:  "Exactness",
+	4:  "Scope",
+	5:  "Approval",
+	6:  "Credentials",
+	7:  "Fail closed",
+	8:  "Audit",
+	9:  "Terraform runs no code",
+	10: "The approver sees the truth",
+	11: "Warm Pods change nothing",
+	12: "Target namespaces enforce Pod Security",
+	13: "The policy judges what a plan does",
+}
