@@ -4,7 +4,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,4 +154,22 @@ func constValue(t *testing.T, name string) string {
 		}
 	}
 	return constValues[name]
+}
+
+// TestInvariantsAreREADMEs: the invariants' numbers and names are README.md's list.
+func TestInvariantsAreREADMEs(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := regexp.MustCompile(`(?m)^(\d+)\. \*\*([^*]+)\*\*`).FindAllStringSubmatch(string(readme), -1)
+	if len(found) != len(rules.Invariants) {
+		t.Fatalf("README.md lists %d invariants, the registry %d", len(found), len(rules.Invariants))
+	}
+	for _, m := range found {
+		n, _ := strconv.Atoi(m[1])
+		if name := rules.Invariants[n]; name == "" || !strings.HasPrefix(m[2], name) {
+			t.Errorf("README.md's invariant %d is %q, the registry's %q", n, m[2], name)
+		}
+	}
 }
