@@ -283,29 +283,52 @@ func (r *run) network(ctx context.Context) {
 			break
 		}
 	}
-	if under[serverTarget].Connected {
+	r.reportEnforcement(serverTarget, under[serverTarget])
+	r.reportAPIEgress(under[api[0].target])
+	r.reportVaultEgress(vaultHostPort, vaultCIDR, base[vaultHostPort], under[vaultHostPort])
+	r.reportDNSEgress(dnsName, under["dns:"+dnsName])
+}
+
+// reportEnforcement records whether the default-deny policy dropped the connection to the server Pod that
+// worked without it: the proof that NetworkPolicy is enforced at all.
+func (r *run) reportEnforcement(serverTarget string, under ConnectOutcome) {
+	if under.Connected {
 		r.add(Check{Name: "networkpolicy", Status: Fail,
 			Detail: fmt.Sprintf("NetworkPolicy is not enforced: a sandboxed Pod under a default-deny egress NetworkPolicy still connected to %s", serverTarget),
 			Fix:    "install a NetworkPolicy enforcer: GKE Dataplane V2 (--enable-dataplane-v2), EKS VPC CNI with enableNetworkPolicy=true, kind with Calico or kube-network-policies; see docs/install.md"})
 	} else {
-		r.add(Check{Name: "networkpolicy", Status: Pass, Detail: fmt.Sprintf("a default-deny egress NetworkPolicy dropped a connection that worked without it (%s: %s)", serverTarget, shortErr(under[serverTarget].Error))})
+		r.add(Check{Name: "networkpolicy", Status: Pass, Detail: fmt.Sprintf("a default-deny egress NetworkPolicy dropped a connection that worked without it (%s: %s)", serverTarget, shortErr(under.Error))})
 	}
-	if o := under[api[0].target]; o.Connected {
+}
+
+// reportAPIEgress records whether the API server stayed reachable under the chart's allowance for it.
+func (r *run) reportAPIEgress(o ConnectOutcome) {
+	if o.Connected {
 		r.add(Check{Name: "apiserver-egress", Status: Pass, Detail: "a sandboxed Pod reaches the API server at " + o.Target + " under the policy"})
 	} else {
 		r.add(Check{Name: "apiserver-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod cannot reach the API server at %s under a policy that allows it: %s", o.Target, shortErr(o.Error)),
 			Fix: "set the chart's apiServer.endpoints to the addresses in `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes`"})
 	}
-	if o := under[vaultHostPort]; o.Connected {
+}
+
+// reportVaultEgress records whether Vault stayed reachable under the chart's allowance for it, telling a
+// Vault address Pods cannot reach at all from an egress CIDR that does not match Vault's traffic.
+func (r *run) reportVaultEgress(vaultHostPort, vaultCIDR string, base, under ConnectOutcome) {
+	if under.Connected {
 		r.add(Check{Name: "vault-egress", Status: Pass, Detail: "a sandboxed Pod reaches Vault at " + vaultHostPort + " under the policy"})
-	} else if b := base[vaultHostPort]; !b.Connected {
-		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod cannot reach Vault at %s even without a NetworkPolicy: %s", vaultHostPort, shortErr(b.Error)),
+	} else if !base.Connected {
+		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod cannot reach Vault at %s even without a NetworkPolicy: %s", vaultHostPort, shortErr(base.Error)),
 			Fix: "give --vault-addr as Pods reach Vault (not 127.0.0.1), and make Vault listen there"})
 	} else {
-		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod reaches Vault at %s without a NetworkPolicy, not under one allowing %s: %s", vaultHostPort, vaultCIDR, shortErr(o.Error)),
+		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod reaches Vault at %s without a NetworkPolicy, not under one allowing %s: %s", vaultHostPort, vaultCIDR, shortErr(under.Error)),
 			Fix: "set the chart's vault.egress to the CIDR Vault's traffic really goes to (behind a load balancer: its addresses)"})
 	}
-	switch o := under["dns:"+dnsName]; {
+}
+
+// reportDNSEgress records whether cluster DNS stayed usable under the chart's allowance for it; without a
+// kube-dns Service there is nothing to check.
+func (r *run) reportDNSEgress(dnsName string, o ConnectOutcome) {
+	switch {
 	case dnsName == "":
 		r.add(Check{Name: "dns-egress", Status: Skip, Detail: "no kube-system/kube-dns Service; sandboxes that need names need cluster DNS"})
 	case o.Connected:
