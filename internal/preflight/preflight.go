@@ -11,13 +11,9 @@ package preflight
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -36,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/certs"
 )
 
 // Status of one check.
@@ -633,25 +631,23 @@ func pending(p *corev1.Pod) string {
 	return ""
 }
 
+// selfSigned issues the probe webhook's certificate for dnsName, valid for an hour: self-signed, so it is
+// its own CA bundle.
 func selfSigned(dnsName string) (caPEM, certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: dnsName},
+	pair, err := certs.Issue(certs.Spec{
+		Serial: big.NewInt(time.Now().UnixNano()), CommonName: dnsName,
 		DNSNames: []string{dnsName}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		CA: true,
+	}, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if keyPEM, err = pair.KeyPEM(); err != nil {
 		return nil, nil, nil, err
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return certPEM, certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	certPEM = pair.CertPEM()
+	return certPEM, certPEM, keyPEM, nil
 }
 
 func randomHex(n int) string {
