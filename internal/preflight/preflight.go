@@ -266,25 +266,35 @@ func (r *run) network(ctx context.Context) {
 		skipAll("create the NetworkPolicies: " + err.Error())
 		return
 	}
-	// Enforcers program their rules asynchronously; a Pod created right after its policy may get a few
-	// unpoliced packets on some of them. Two attempts, a few seconds apart, before calling it unenforced.
-	var under map[string]ConnectOutcome
-	for attempt := 1; attempt <= 2; attempt++ {
-		time.Sleep(3 * time.Second)
-		r.Progress(fmt.Sprintf("connecting under the policy (attempt %d)", attempt))
-		under, err = connect("policed-" + strconv.Itoa(attempt))
-		if err != nil {
-			skipAll("the probe under the policy: " + err.Error())
-			return
-		}
-		if !under[serverTarget].Connected {
-			break
-		}
+	under, err := r.connectUnderPolicy(connect, serverTarget)
+	if err != nil {
+		skipAll("the probe under the policy: " + err.Error())
+		return
 	}
 	r.reportEnforcement(serverTarget, under[serverTarget])
 	r.reportAPIEgress(under[api[0].target])
 	r.reportVaultEgress(vaultHostPort, vaultCIDR, base[vaultHostPort], under[vaultHostPort])
 	r.reportDNSEgress(dnsName, under["dns:"+dnsName])
+}
+
+// connectUnderPolicy probes the targets under the NetworkPolicies. Enforcers program their rules
+// asynchronously; a Pod created right after its policy may get a few unpoliced packets on some of them. Two
+// attempts, a few seconds apart, before calling it unenforced.
+func (r *run) connectUnderPolicy(connect func(name string) (map[string]ConnectOutcome, error), serverTarget string) (map[string]ConnectOutcome, error) {
+	var under map[string]ConnectOutcome
+	for attempt := 1; attempt <= 2; attempt++ {
+		time.Sleep(3 * time.Second)
+		r.Progress(fmt.Sprintf("connecting under the policy (attempt %d)", attempt))
+		var err error
+		under, err = connect("policed-" + strconv.Itoa(attempt))
+		if err != nil {
+			return nil, err
+		}
+		if !under[serverTarget].Connected {
+			break
+		}
+	}
+	return under, nil
 }
 
 // reportEnforcement records whether the default-deny policy dropped the connection to the server Pod that
