@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	rbacv1client "k8s.io/client-go/kubernetes/typed/rbac/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
@@ -114,32 +116,59 @@ type clusterStep struct {
 // not exist is an error: Vault could not mint there, and creating application namespaces is not
 // configure's business.
 func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Policy, vaultNS string) (steps []clusterStep, unchanged int, err error) {
-	add := func(action Action, kind, name string, apply func(context.Context) error) {
-		steps = append(steps, clusterStep{Change: Change{Action: action, Kind: kind, Name: name}, apply: apply})
+	cp := &clusterPlan{core: kube.CoreV1(), rbac: kube.RbacV1()}
+	targets := targetNamespaces(p)
+	if err := cp.vaultIdentity(ctx, vaultNS); err != nil {
+		return nil, 0, err
 	}
-	core, rbac := kube.CoreV1(), kube.RbacV1()
+	if err := cp.tokenReview(ctx, vaultNS); err != nil {
+		return nil, 0, err
+	}
+	if err := cp.targetRights(ctx, targets, vaultNS); err != nil {
+		return nil, 0, err
+	}
+	if err := cp.pruneRights(ctx, targets); err != nil {
+		return nil, 0, err
+	}
+	return cp.steps, cp.unchanged, nil
+}
 
-	// Vault's namespace, ServiceAccount and long-lived token.
+// clusterPlan accumulates planCluster's steps and its count of objects already as desired, so that each
+// group of objects is planned by a method of its own.
+type clusterPlan struct {
+	core      corev1client.CoreV1Interface
+	rbac      rbacv1client.RbacV1Interface
+	steps     []clusterStep
+	unchanged int
+}
+
+func (cp *clusterPlan) add(action Action, kind, name string, apply func(context.Context) error) {
+	cp.steps = append(cp.steps, clusterStep{Change: Change{Action: action, Kind: kind, Name: name}, apply: apply})
+}
+
+// vaultIdentity plans Vault's namespace, ServiceAccount and long-lived token.
+func (cp *clusterPlan) vaultIdentity(ctx context.Context, vaultNS string) error {
+	core := cp.core
 	if _, err := core.Namespaces().Get(ctx, vaultNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		add(ActionCreate, "namespace", vaultNS, func(ctx context.Context) error {
+		cp.add(ActionCreate, "namespace", vaultNS, func(ctx context.Context) error {
 			_, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: managedMeta("", vaultNS)}, metav1.CreateOptions{})
 			return err
 		})
 	} else if err != nil {
-		return nil, 0, fmt.Errorf("get namespace %s: %w", vaultNS, err)
+		return fmt.Errorf("get namespace %s: %w", vaultNS, err)
 	} else {
-		unchanged++
+		cp.unchanged++
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: managedMeta(vaultNS, VaultServiceAccount)}
 	if _, err := core.ServiceAccounts(vaultNS).Get(ctx, VaultServiceAccount, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		add(ActionCreate, "service account", vaultNS+"/"+VaultServiceAccount, func(ctx context.Context) error {
+		cp.add(ActionCreate, "service account", vaultNS+"/"+VaultServiceAccount, func(ctx context.Context) error {
 			_, err := core.ServiceAccounts(vaultNS).Create(ctx, sa, metav1.CreateOptions{})
 			return err
 		})
 	} else if err != nil {
-		return nil, 0, fmt.Errorf("get service account %s/%s: %w", vaultNS, VaultServiceAccount, err)
+		return fmt.Errorf("get service account %s/%s: %w", vaultNS, VaultServiceAccount, err)
 	} else {
-		unchanged++
+		cp.unchanged++
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: managedMeta(vaultNS, VaultTokenSecret),
@@ -152,42 +181,47 @@ func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Polic
 	}
 	switch cur, err := core.Secrets(vaultNS).Get(ctx, VaultTokenSecret, metav1.GetOptions{}); {
 	case apierrors.IsNotFound(err):
-		add(ActionCreate, "secret", vaultNS+"/"+VaultTokenSecret, createSecret)
+		cp.add(ActionCreate, "secret", vaultNS+"/"+VaultTokenSecret, createSecret)
 	case err != nil:
-		return nil, 0, fmt.Errorf("get secret %s/%s: %w", vaultNS, VaultTokenSecret, err)
+		return fmt.Errorf("get secret %s/%s: %w", vaultNS, VaultTokenSecret, err)
 	case cur.Type != secret.Type || cur.Annotations[corev1.ServiceAccountNameKey] != VaultServiceAccount:
 		// A Secret's type is immutable: replace it.
-		add(ActionUpdate, "secret", vaultNS+"/"+VaultTokenSecret, func(ctx context.Context) error {
+		cp.add(ActionUpdate, "secret", vaultNS+"/"+VaultTokenSecret, func(ctx context.Context) error {
 			if err := deleteIfExists(core.Secrets(vaultNS).Delete(ctx, VaultTokenSecret, metav1.DeleteOptions{})); err != nil {
 				return err
 			}
 			return createSecret(ctx)
 		})
 	default:
-		unchanged++
+		cp.unchanged++
 	}
+	return nil
+}
 
-	// The Kubernetes auth method reviews every sandbox login's token with the API server (TokenReview),
-	// as Vault's ServiceAccount: a ClusterRole that allows exactly that, and its binding.
+// tokenReview plans the rights the Kubernetes auth method needs: it reviews every sandbox login's token
+// with the API server (TokenReview), as Vault's ServiceAccount, so a ClusterRole allows exactly that and a
+// binding grants it.
+func (cp *clusterPlan) tokenReview(ctx context.Context, vaultNS string) error {
+	rbac := cp.rbac
 	crole := tokenReviewClusterRole()
 	switch cur, err := rbac.ClusterRoles().Get(ctx, tokenReviewName, metav1.GetOptions{}); {
 	case apierrors.IsNotFound(err):
-		add(ActionCreate, "cluster role", tokenReviewName, func(ctx context.Context) error {
+		cp.add(ActionCreate, "cluster role", tokenReviewName, func(ctx context.Context) error {
 			_, err := rbac.ClusterRoles().Create(ctx, crole, metav1.CreateOptions{})
 			return err
 		})
 	case err != nil:
-		return nil, 0, fmt.Errorf("get cluster role %s: %w", tokenReviewName, err)
+		return fmt.Errorf("get cluster role %s: %w", tokenReviewName, err)
 	case !equality.Semantic.DeepEqual(cur.Rules, crole.Rules) || cur.AggregationRule != nil || !hasLabels(cur.Labels, crole.Labels):
 		cur = cur.DeepCopy()
 		cur.Rules, cur.AggregationRule = crole.Rules, nil
 		cur.Labels = withLabels(cur.Labels, crole.Labels)
-		add(ActionUpdate, "cluster role", tokenReviewName, func(ctx context.Context) error {
+		cp.add(ActionUpdate, "cluster role", tokenReviewName, func(ctx context.Context) error {
 			_, err := rbac.ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
 			return err
 		})
 	default:
-		unchanged++
+		cp.unchanged++
 	}
 	crb := tokenReviewClusterRoleBinding(vaultNS)
 	createCRB := func(ctx context.Context) error {
@@ -196,107 +230,131 @@ func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Polic
 	}
 	switch cur, err := rbac.ClusterRoleBindings().Get(ctx, tokenReviewName, metav1.GetOptions{}); {
 	case apierrors.IsNotFound(err):
-		add(ActionCreate, "cluster role binding", tokenReviewName, createCRB)
+		cp.add(ActionCreate, "cluster role binding", tokenReviewName, createCRB)
 	case err != nil:
-		return nil, 0, fmt.Errorf("get cluster role binding %s: %w", tokenReviewName, err)
+		return fmt.Errorf("get cluster role binding %s: %w", tokenReviewName, err)
 	case cur.RoleRef != crb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, crb.Subjects) || !hasLabels(cur.Labels, crb.Labels):
 		// roleRef is immutable (an older release bound system:auth-delegator here): replace the binding.
-		add(ActionUpdate, "cluster role binding", tokenReviewName, func(ctx context.Context) error {
+		cp.add(ActionUpdate, "cluster role binding", tokenReviewName, func(ctx context.Context) error {
 			if err := deleteIfExists(rbac.ClusterRoleBindings().Delete(ctx, tokenReviewName, metav1.DeleteOptions{})); err != nil {
 				return err
 			}
 			return createCRB(ctx)
 		})
 	default:
-		unchanged++
+		cp.unchanged++
 	}
+	return nil
+}
 
-	// A Role and RoleBinding per target namespace.
-	targets := targetNamespaces(p)
-	nsNames := slices.Sorted(maps.Keys(targets))
+// targetRights plans a Role and RoleBinding per target namespace. It checks every namespace before
+// failing, so that the error names all the missing ones at once.
+func (cp *clusterPlan) targetRights(ctx context.Context, targets map[string][]*policy.Scope, vaultNS string) error {
 	var missing []string
-	for _, ns := range nsNames {
-		if _, err := core.Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	for _, ns := range slices.Sorted(maps.Keys(targets)) {
+		if _, err := cp.core.Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			missing = append(missing, ns)
 			continue
 		} else if err != nil {
-			return nil, 0, fmt.Errorf("get namespace %s: %w", ns, err)
+			return fmt.Errorf("get namespace %s: %w", ns, err)
 		}
-		role := vaultRole(ns, targets[ns])
-		switch cur, err := rbac.Roles(ns).Get(ctx, vaultRBACName, metav1.GetOptions{}); {
-		case apierrors.IsNotFound(err):
-			add(ActionCreate, "role", ns+"/"+vaultRBACName, func(ctx context.Context) error {
-				_, err := rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{})
-				return err
-			})
-		case err != nil:
-			return nil, 0, fmt.Errorf("get role %s/%s: %w", ns, vaultRBACName, err)
-		case !equality.Semantic.DeepEqual(cur.Rules, role.Rules) || !hasLabels(cur.Labels, role.Labels):
-			cur = cur.DeepCopy()
-			cur.Rules = role.Rules
-			cur.Labels = withLabels(cur.Labels, role.Labels)
-			add(ActionUpdate, "role", ns+"/"+vaultRBACName, func(ctx context.Context) error {
-				_, err := rbac.Roles(ns).Update(ctx, cur, metav1.UpdateOptions{})
-				return err
-			})
-		default:
-			unchanged++
-		}
-		rb := vaultRoleBinding(ns, vaultNS)
-		createRB := func(ctx context.Context) error {
-			_, err := rbac.RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
+		if err := cp.namespaceRole(ctx, ns, targets[ns]); err != nil {
 			return err
 		}
-		switch cur, err := rbac.RoleBindings(ns).Get(ctx, vaultRBACName, metav1.GetOptions{}); {
-		case apierrors.IsNotFound(err):
-			add(ActionCreate, "role binding", ns+"/"+vaultRBACName, createRB)
-		case err != nil:
-			return nil, 0, fmt.Errorf("get role binding %s/%s: %w", ns, vaultRBACName, err)
-		case cur.RoleRef != rb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, rb.Subjects) || !hasLabels(cur.Labels, rb.Labels):
-			add(ActionUpdate, "role binding", ns+"/"+vaultRBACName, func(ctx context.Context) error {
-				if err := deleteIfExists(rbac.RoleBindings(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{})); err != nil {
-					return err
-				}
-				return createRB(ctx)
-			})
-		default:
-			unchanged++
+		if err := cp.namespaceRoleBinding(ctx, ns, vaultNS); err != nil {
+			return err
 		}
 	}
 	if len(missing) > 0 {
-		return nil, 0, fmt.Errorf("%w: %s (the policy's tools target them; create them, then run configure again)",
+		return fmt.Errorf("%w: %s (the policy's tools target them; create them, then run configure again)",
 			ErrNamespaceMissing, strings.Join(missing, ", "))
 	}
+	return nil
+}
 
-	// Prune the rights in namespaces no tool targets any more.
+// namespaceRole plans Vault's Role in one target namespace.
+func (cp *clusterPlan) namespaceRole(ctx context.Context, ns string, scopes []*policy.Scope) error {
+	rbac := cp.rbac
+	role := vaultRole(ns, scopes)
+	switch cur, err := rbac.Roles(ns).Get(ctx, vaultRBACName, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+		cp.add(ActionCreate, "role", ns+"/"+vaultRBACName, func(ctx context.Context) error {
+			_, err := rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+			return err
+		})
+	case err != nil:
+		return fmt.Errorf("get role %s/%s: %w", ns, vaultRBACName, err)
+	case !equality.Semantic.DeepEqual(cur.Rules, role.Rules) || !hasLabels(cur.Labels, role.Labels):
+		cur = cur.DeepCopy()
+		cur.Rules = role.Rules
+		cur.Labels = withLabels(cur.Labels, role.Labels)
+		cp.add(ActionUpdate, "role", ns+"/"+vaultRBACName, func(ctx context.Context) error {
+			_, err := rbac.Roles(ns).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	default:
+		cp.unchanged++
+	}
+	return nil
+}
+
+// namespaceRoleBinding plans the binding of Vault's Role to its ServiceAccount in one target namespace.
+func (cp *clusterPlan) namespaceRoleBinding(ctx context.Context, ns, vaultNS string) error {
+	rbac := cp.rbac
+	rb := vaultRoleBinding(ns, vaultNS)
+	createRB := func(ctx context.Context) error {
+		_, err := rbac.RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
+		return err
+	}
+	switch cur, err := rbac.RoleBindings(ns).Get(ctx, vaultRBACName, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+		cp.add(ActionCreate, "role binding", ns+"/"+vaultRBACName, createRB)
+	case err != nil:
+		return fmt.Errorf("get role binding %s/%s: %w", ns, vaultRBACName, err)
+	case cur.RoleRef != rb.RoleRef || !equality.Semantic.DeepEqual(cur.Subjects, rb.Subjects) || !hasLabels(cur.Labels, rb.Labels):
+		cp.add(ActionUpdate, "role binding", ns+"/"+vaultRBACName, func(ctx context.Context) error {
+			if err := deleteIfExists(rbac.RoleBindings(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{})); err != nil {
+				return err
+			}
+			return createRB(ctx)
+		})
+	default:
+		cp.unchanged++
+	}
+	return nil
+}
+
+// pruneRights plans the removal of the rights in namespaces no tool targets any more.
+func (cp *clusterPlan) pruneRights(ctx context.Context, targets map[string][]*policy.Scope) error {
+	rbac := cp.rbac
 	sel := labels.SelectorFromSet(managedLabels()).String()
 	roles, err := rbac.Roles(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return nil, 0, fmt.Errorf("list roles: %w", err)
+		return fmt.Errorf("list roles: %w", err)
 	}
 	for _, r := range roles.Items {
 		if _, ok := targets[r.Namespace]; ok || r.Name != vaultRBACName {
 			continue
 		}
 		ns := r.Namespace
-		add(ActionDelete, "role", ns+"/"+r.Name, func(ctx context.Context) error {
+		cp.add(ActionDelete, "role", ns+"/"+r.Name, func(ctx context.Context) error {
 			return deleteIfExists(rbac.Roles(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{}))
 		})
 	}
 	bindings, err := rbac.RoleBindings(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return nil, 0, fmt.Errorf("list role bindings: %w", err)
+		return fmt.Errorf("list role bindings: %w", err)
 	}
 	for _, b := range bindings.Items {
 		if _, ok := targets[b.Namespace]; ok || b.Name != vaultRBACName {
 			continue
 		}
 		ns := b.Namespace
-		add(ActionDelete, "role binding", ns+"/"+b.Name, func(ctx context.Context) error {
+		cp.add(ActionDelete, "role binding", ns+"/"+b.Name, func(ctx context.Context) error {
 			return deleteIfExists(rbac.RoleBindings(ns).Delete(ctx, vaultRBACName, metav1.DeleteOptions{}))
 		})
 	}
-	return steps, unchanged, nil
+	return nil
 }
 
 // reviewerJWT returns the token the token controller put into Vault's Secret, waiting up to timeout for

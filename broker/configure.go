@@ -199,22 +199,52 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 		objects:       map[string]map[string]any{},
 		managed:       map[vaultKind]map[string]string{},
 	}
+	if err := st.readMounts(ctx, vc); err != nil {
+		return nil, err
+	}
+	authMount, secretsMount := desiredMounts(desired)
+	authOK := st.authMounts[authMount].Type == authMountType
+	secretsOK := st.secretsMounts[secretsMount].Type == secretsMountType
+	if err := st.readObjects(ctx, vc, desired, authOK, secretsOK); err != nil {
+		return nil, err
+	}
+	if authOK {
+		if err := st.listManaged(ctx, vc, kindAuthRole, "auth/"+authMount+"/role"); err != nil {
+			return nil, err
+		}
+	}
+	if secretsOK {
+		if err := st.listManaged(ctx, vc, kindSecretsRole, secretsMount+"/roles"); err != nil {
+			return nil, err
+		}
+	}
+	if err := st.readManagedPolicies(ctx, vc); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// readMounts records the auth methods and secrets engines Vault has mounted, by path.
+func (st *vaultState) readMounts(ctx context.Context, vc *vaultapi.Client) error {
 	auths, err := vaultCall(ctx, vc, vc.Sys().ListAuthWithContext)
 	if err != nil {
-		return nil, fmt.Errorf("list auth methods: %w", err)
+		return fmt.Errorf("list auth methods: %w", err)
 	}
 	for k, m := range auths {
 		st.authMounts[mountPath(k)] = mountInfo{Type: m.Type, Description: m.Description}
 	}
 	mounts, err := vaultCall(ctx, vc, vc.Sys().ListMountsWithContext)
 	if err != nil {
-		return nil, fmt.Errorf("list secrets engines: %w", err)
+		return fmt.Errorf("list secrets engines: %w", err)
 	}
 	for k, m := range mounts {
 		st.secretsMounts[mountPath(k)] = mountInfo{Type: m.Type, Description: m.Description}
 	}
+	return nil
+}
 
-	var authMount, secretsMount string
+// desiredMounts returns the paths of the desired auth method and secrets engine.
+func desiredMounts(desired []vaultObject) (authMount, secretsMount string) {
 	for _, o := range desired {
 		switch o.kind {
 		case kindAuthMount:
@@ -223,9 +253,12 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 			secretsMount = o.path
 		}
 	}
-	authOK := st.authMounts[authMount].Type == authMountType
-	secretsOK := st.secretsMounts[secretsMount].Type == secretsMountType
+	return authMount, secretsMount
+}
 
+// readObjects records what Vault holds of the desired policies, configurations and roles. Objects under a
+// mount that is missing or of another type are not read: Vault has none of them to compare.
+func (st *vaultState) readObjects(ctx context.Context, vc *vaultapi.Client, desired []vaultObject, authOK, secretsOK bool) error {
 	for _, o := range desired {
 		var data map[string]any
 		switch {
@@ -234,7 +267,7 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 				return vc.Sys().GetPolicyWithContext(ctx, o.name)
 			})
 			if err != nil {
-				return nil, fmt.Errorf("read policy %s: %w", o.name, err)
+				return fmt.Errorf("read policy %s: %w", o.name, err)
 			}
 			if text != "" {
 				data = map[string]any{"policy": text}
@@ -247,7 +280,7 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 				return vc.Logical().ReadWithContext(ctx, o.path)
 			})
 			if err != nil {
-				return nil, fmt.Errorf("read %s %s: %w", o.kind, o.name, err)
+				return fmt.Errorf("read %s %s: %w", o.kind, o.name, err)
 			}
 			if s != nil && s.Data != nil {
 				data = s.Data
@@ -259,39 +292,37 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 			st.objects[objectKey(o.kind, o.name)] = data
 		}
 	}
+	return nil
+}
 
-	list := func(kind vaultKind, path string) error {
-		s, err := vaultCall(ctx, vc, func(ctx context.Context) (*vaultapi.Secret, error) {
-			return vc.Logical().ListWithContext(ctx, path)
-		})
-		if err != nil {
-			return fmt.Errorf("list %ss: %w", kind, err)
-		}
-		st.managed[kind] = map[string]string{}
-		if s == nil {
-			return nil
-		}
-		keys, _ := s.Data["keys"].([]any)
-		for _, k := range keys {
-			if name, ok := k.(string); ok && strings.HasPrefix(name, policy.VaultPrefix) {
-				st.managed[kind][name] = path + "/" + name
-			}
-		}
+// listManaged records the roles of one kind under path whose names carry our prefix, so that those no
+// longer desired can be pruned.
+func (st *vaultState) listManaged(ctx context.Context, vc *vaultapi.Client, kind vaultKind, path string) error {
+	s, err := vaultCall(ctx, vc, func(ctx context.Context) (*vaultapi.Secret, error) {
+		return vc.Logical().ListWithContext(ctx, path)
+	})
+	if err != nil {
+		return fmt.Errorf("list %ss: %w", kind, err)
+	}
+	st.managed[kind] = map[string]string{}
+	if s == nil {
 		return nil
 	}
-	if authOK {
-		if err := list(kindAuthRole, "auth/"+authMount+"/role"); err != nil {
-			return nil, err
+	keys, _ := s.Data["keys"].([]any)
+	for _, k := range keys {
+		if name, ok := k.(string); ok && strings.HasPrefix(name, policy.VaultPrefix) {
+			st.managed[kind][name] = path + "/" + name
 		}
 	}
-	if secretsOK {
-		if err := list(kindSecretsRole, secretsMount+"/roles"); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
+
+// readManagedPolicies records the ACL policies with our prefix: those we wrote may be pruned, while those
+// with our prefix that we did not write are kept aside as foreign.
+func (st *vaultState) readManagedPolicies(ctx context.Context, vc *vaultapi.Client) error {
 	names, err := vaultCall(ctx, vc, vc.Sys().ListPoliciesWithContext)
 	if err != nil {
-		return nil, fmt.Errorf("list policies: %w", err)
+		return fmt.Errorf("list policies: %w", err)
 	}
 	st.managed[kindPolicy] = map[string]string{}
 	for _, name := range names {
@@ -302,7 +333,7 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 			return vc.Sys().GetPolicyWithContext(ctx, name)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read policy %s: %w", name, err)
+			return fmt.Errorf("read policy %s: %w", name, err)
 		}
 		if managedPolicy(text) {
 			st.managed[kindPolicy][name] = "sys/policies/acl/" + name
@@ -310,7 +341,7 @@ func readVaultState(ctx context.Context, vc *vaultapi.Client, desired []vaultObj
 			st.foreignPolicies = append(st.foreignPolicies, name)
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // applyVault makes one change in Vault.

@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
+	"github.com/agent-sandbox/agent-sandbox/internal/certs"
 )
 
 // Lifetimes of the self-managed certificates. The serving certificate is renewed when less than
@@ -148,52 +145,35 @@ func (s *SelfManagedTLS) dnsNames() []string {
 // issue creates a serving certificate, and a CA too when none (or an expiring one) is given.
 func (s *SelfManagedTLS) issue(caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (certBundle, error) {
 	now := s.now()
+	ca := &certs.Pair{Cert: caCert, Key: caKey}
 	if caCert == nil {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return certBundle{}, err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(), Subject: pkix.Name{CommonName: "agent-sandbox-webhook-ca"},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caLifetime),
-			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+		var err error
+		ca, err = certs.Issue(certs.Spec{
+			CommonName: "agent-sandbox-webhook-ca",
+			NotBefore:  now.Add(-time.Hour), NotAfter: now.Add(caLifetime),
+			CA: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		}, nil)
 		if err != nil {
 			return certBundle{}, fmt.Errorf("create CA: %w", err)
 		}
-		if caCert, err = x509.ParseCertificate(der); err != nil {
-			return certBundle{}, err
-		}
-		caKey = k
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return certBundle{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: s.dnsNames()[2]}, DNSNames: s.dnsNames(),
+	leaf, err := certs.Issue(certs.Spec{
+		CommonName: s.dnsNames()[2], DNSNames: s.dnsNames(),
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(servingLifetime),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+	}, ca)
 	if err != nil {
 		return certBundle{}, fmt.Errorf("create serving certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(k)
+	keyPEM, err := leaf.KeyPEM()
 	if err != nil {
 		return certBundle{}, err
 	}
-	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	caKeyPEM, err := ca.KeyPEM()
 	if err != nil {
 		return certBundle{}, err
 	}
-	return certBundle{
-		ca:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}),
-		caKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: caKeyDER}),
-		cert:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		key:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return certBundle{ca: ca.CertPEM(), caKey: caKeyPEM, cert: leaf.CertPEM(), key: keyPEM}, nil
 }
 
 func (b certBundle) data() map[string][]byte {
@@ -215,11 +195,6 @@ func parseCA(certPEM, keyPEM []byte, now time.Time) (*x509.Certificate, *ecdsa.P
 		return nil, nil
 	}
 	return c, k
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	return n
 }
 
 // writeFiles writes tls.crt and tls.key atomically, so the webhook server's certificate watcher never

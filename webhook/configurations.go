@@ -50,30 +50,42 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 	if timeout == 0 {
 		timeout = DefaultTimeoutSeconds
 	}
-	cc := func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: c.ServiceNamespace, Name: c.ServiceName, Path: ptr.To(path), Port: ptr.To(c.Port)}}
-	}
-	type ops = []admissionregistrationv1.OperationType
-	rule := func(groups []string, resources []string, scope admissionregistrationv1.ScopeType, o ops) admissionregistrationv1.RuleWithOperations {
-		return admissionregistrationv1.RuleWithOperations{Operations: o, Rule: admissionregistrationv1.Rule{
-			APIGroups: groups, APIVersions: []string{"v1"}, Resources: resources, Scope: ptr.To(scope)}}
-	}
+	return mutatingConfiguration(c, timeout), validatingConfiguration(c, timeout)
+}
+
+// webhookOps is a list of the operations a webhook rule matches.
+type webhookOps = []admissionregistrationv1.OperationType
+
+// clientConfig points a webhook at path on the webhook's Service.
+func (c ConfigurationsFor) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: c.ServiceNamespace, Name: c.ServiceName, Path: ptr.To(path), Port: ptr.To(c.Port)}}
+}
+
+// v1Rule matches operations o on version v1 of resources in groups, within scope.
+func v1Rule(groups []string, resources []string, scope admissionregistrationv1.ScopeType, o webhookOps) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{Operations: o, Rule: admissionregistrationv1.Rule{
+		APIGroups: groups, APIVersions: []string{"v1"}, Resources: resources, Scope: ptr.To(scope)}}
+}
+
+// mutatingConfiguration is the mutating configuration: Jobs' webhook, on CREATE only, and the one that
+// signs warm claims (claimsign.go).
+func mutatingConfiguration(c ConfigurationsFor, timeout int32) *admissionregistrationv1.MutatingWebhookConfiguration {
 	ns := admissionregistrationv1.NamespacedScope
 	fail := ptr.To(admissionregistrationv1.Fail)
 	equivalent := ptr.To(admissionregistrationv1.Equivalent)
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	v1 := []string{"v1"}
-	create, update, del := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete
-	core, batch, apps := []string{""}, []string{"batch"}, []string{"apps"}
+	batch := []string{"batch"}
+	create := admissionregistrationv1.Create
 
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "jobs.mutate.agent-sandbox.dev",
-			ClientConfig:            cc(PathMutateJobs),
-			Rules:                   []admissionregistrationv1.RuleWithOperations{rule(batch, []string{"jobs"}, ns, ops{create})},
+			ClientConfig:            c.clientConfig(PathMutateJobs),
+			Rules:                   []admissionregistrationv1.RuleWithOperations{v1Rule(batch, []string{"jobs"}, ns, webhookOps{create})},
 			FailurePolicy:           fail,
 			MatchPolicy:             equivalent,
 			SideEffects:             none,
@@ -84,69 +96,20 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 		}},
 	}
 	// Signs warm claims (claimsign.go).
-	mutating.Webhooks = append(mutating.Webhooks, claimSigningWebhook(cc(PathMutatePods), timeout))
+	mutating.Webhooks = append(mutating.Webhooks, claimSigningWebhook(c.clientConfig(PathMutatePods), timeout))
+	return mutating
+}
+
+// validatingConfiguration is the validating configuration: the webhooks of the sandbox namespace's
+// objects, each failing closed within timeout, then the one of the sandbox namespace object itself.
+func validatingConfiguration(c ConfigurationsFor, timeout int32) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	fail := ptr.To(admissionregistrationv1.Fail)
+	equivalent := ptr.To(admissionregistrationv1.Equivalent)
+	v1 := []string{"v1"}
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			{
-				Name:         "jobs.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathValidateJobs),
-				// DELETE: a Job is never deleted so that its Pod is orphaned.
-				Rules: []admissionregistrationv1.RuleWithOperations{rule(batch, []string{"jobs"}, ns, ops{create, update, del})},
-				// The approval ledger is written on real (not dry-run) requests only.
-				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
-			},
-			{
-				Name:         "pods.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathValidatePods),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"pods"}, ns, ops{create, update})},
-				// The Pod ledger is written on real requests only.
-				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
-			},
-			{
-				// Every subresource of every object in the sandbox namespace, of any group and version, with
-				// every operation: the allowlist in subresources.go decides, so a subresource a future
-				// Kubernetes adds is refused until it is listed.
-				Name:         "subresources.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathSubresources),
-				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: ops{admissionregistrationv1.OperationAll},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: ptr.To(ns)}}},
-				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "subresources-only", Expression: "has(request.subResource) && request.subResource != ''"}},
-				SideEffects:     none,
-			},
-			{
-				Name:         "workloads.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathDenyWorkloads),
-				Rules: []admissionregistrationv1.RuleWithOperations{
-					rule(apps, []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, ns, ops{create, update}),
-					rule(batch, []string{"cronjobs"}, ns, ops{create, update}),
-					rule(core, []string{"replicationcontrollers"}, ns, ops{create, update}),
-				},
-				SideEffects: none,
-			},
-			{
-				Name:         "protected.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathProtectedResources),
-				Rules: []admissionregistrationv1.RuleWithOperations{
-					rule([]string{"networking.k8s.io"}, []string{"networkpolicies"}, ns, ops{create, update, del}),
-					rule(core, []string{"resourcequotas", "limitranges"}, ns, ops{create, update, del}),
-				},
-				SideEffects: none,
-			},
-			{
-				Name:         "secrets.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathSecrets),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"secrets"}, ns, ops{create, update})},
-				SideEffects:  none,
-			},
-			{
-				Name:         "configmaps.validate.agent-sandbox.dev",
-				ClientConfig: cc(PathConfigMaps),
-				Rules:        []admissionregistrationv1.RuleWithOperations{rule(core, []string{"configmaps"}, ns, ops{create, update, del})},
-				SideEffects:  none,
-			},
-		},
+		Webhooks:   sandboxObjectWebhooks(c),
 	}
 	for i := range validating.Webhooks {
 		w := &validating.Webhooks[i]
@@ -155,13 +118,91 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 	}
 	// The sandbox namespace object itself. A namespaceSelector would be evaluated against the new labels,
 	// so an UPDATE that removes the label would not be sent to the webhook at all; it is matched by name.
-	validating.Webhooks = append(validating.Webhooks, admissionregistrationv1.ValidatingWebhook{
+	validating.Webhooks = append(validating.Webhooks, sandboxNamespaceWebhook(c, timeout, fail, equivalent))
+	return validating
+}
+
+// sandboxObjectWebhooks are the validating webhooks of the objects in the sandbox namespace, selected by
+// its label; validatingConfiguration sets what they share (failure and match policy, timeout, selector).
+func sandboxObjectWebhooks(c ConfigurationsFor) []admissionregistrationv1.ValidatingWebhook {
+	ns := admissionregistrationv1.NamespacedScope
+	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+	create, update, del := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete
+	core, batch, apps := []string{""}, []string{"batch"}, []string{"apps"}
+	return []admissionregistrationv1.ValidatingWebhook{
+		{
+			Name:         "jobs.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathValidateJobs),
+			// DELETE: a Job is never deleted so that its Pod is orphaned.
+			Rules: []admissionregistrationv1.RuleWithOperations{v1Rule(batch, []string{"jobs"}, ns, webhookOps{create, update, del})},
+			// The approval ledger is written on real (not dry-run) requests only.
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+		},
+		{
+			Name:         "pods.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathValidatePods),
+			Rules:        []admissionregistrationv1.RuleWithOperations{v1Rule(core, []string{"pods"}, ns, webhookOps{create, update})},
+			// The Pod ledger is written on real requests only.
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNoneOnDryRun),
+		},
+		{
+			// Every subresource of every object in the sandbox namespace, of any group and version, with
+			// every operation: the allowlist in subresources.go decides, so a subresource a future
+			// Kubernetes adds is refused until it is listed.
+			Name:         "subresources.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathSubresources),
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: webhookOps{admissionregistrationv1.OperationAll},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: ptr.To(ns)}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "subresources-only", Expression: "has(request.subResource) && request.subResource != ''"}},
+			SideEffects:     none,
+		},
+		{
+			Name:         "workloads.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathDenyWorkloads),
+			Rules: []admissionregistrationv1.RuleWithOperations{
+				v1Rule(apps, []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, ns, webhookOps{create, update}),
+				v1Rule(batch, []string{"cronjobs"}, ns, webhookOps{create, update}),
+				v1Rule(core, []string{"replicationcontrollers"}, ns, webhookOps{create, update}),
+			},
+			SideEffects: none,
+		},
+		{
+			Name:         "protected.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathProtectedResources),
+			Rules: []admissionregistrationv1.RuleWithOperations{
+				v1Rule([]string{"networking.k8s.io"}, []string{"networkpolicies"}, ns, webhookOps{create, update, del}),
+				v1Rule(core, []string{"resourcequotas", "limitranges"}, ns, webhookOps{create, update, del}),
+			},
+			SideEffects: none,
+		},
+		{
+			Name:         "secrets.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathSecrets),
+			Rules:        []admissionregistrationv1.RuleWithOperations{v1Rule(core, []string{"secrets"}, ns, webhookOps{create, update})},
+			SideEffects:  none,
+		},
+		{
+			Name:         "configmaps.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathConfigMaps),
+			Rules:        []admissionregistrationv1.RuleWithOperations{v1Rule(core, []string{"configmaps"}, ns, webhookOps{create, update, del})},
+			SideEffects:  none,
+		},
+	}
+}
+
+// sandboxNamespaceWebhook is the validating webhook of the sandbox namespace object, matched by name:
+// its selector and Pod Security labels, and its subresources.
+func sandboxNamespaceWebhook(c ConfigurationsFor, timeout int32, fail *admissionregistrationv1.FailurePolicyType, equivalent *admissionregistrationv1.MatchPolicyType) admissionregistrationv1.ValidatingWebhook {
+	core, v1 := []string{""}, []string{"v1"}
+	update, del := admissionregistrationv1.Update, admissionregistrationv1.Delete
+	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+	return admissionregistrationv1.ValidatingWebhook{
 		Name:         "sandbox-namespace.validate.agent-sandbox.dev",
-		ClientConfig: cc(PathSandboxNamespace),
+		ClientConfig: c.clientConfig(PathSandboxNamespace),
 		Rules: []admissionregistrationv1.RuleWithOperations{
-			rule(core, []string{"namespaces"}, admissionregistrationv1.ClusterScope, ops{update, del}),
+			v1Rule(core, []string{"namespaces"}, admissionregistrationv1.ClusterScope, webhookOps{update, del}),
 			// status and finalize, and whatever subresource comes next: metadata never changes through them.
-			{Operations: ops{admissionregistrationv1.OperationAll}, Rule: admissionregistrationv1.Rule{
+			{Operations: webhookOps{admissionregistrationv1.OperationAll}, Rule: admissionregistrationv1.Rule{
 				APIGroups: core, APIVersions: v1, Resources: []string{"namespaces/*"}, Scope: ptr.To(admissionregistrationv1.ClusterScope)}},
 		},
 		MatchConditions: []admissionregistrationv1.MatchCondition{{
@@ -172,6 +213,5 @@ func Configurations(c ConfigurationsFor) (*admissionregistrationv1.MutatingWebho
 		MatchPolicy:             equivalent,
 		TimeoutSeconds:          ptr.To(timeout),
 		AdmissionReviewVersions: v1,
-	})
-	return mutating, validating
+	}
 }

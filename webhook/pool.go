@@ -72,15 +72,7 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 		return nil, fmt.Errorf("list warm Pods of %s: %w", ns, err)
 	}
 	// A warm Job's live Pod, and whether it has one going away (deleted or evicted).
-	podOf, leaving := map[string]*corev1.Pod{}, map[string]*corev1.Pod{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.DeletionTimestamp == nil {
-			podOf[pod.Labels[batchv1.JobNameLabel]] = pod
-		} else {
-			leaving[pod.Labels[batchv1.JobNameLabel]] = pod
-		}
-	}
+	podOf, leaving := podsByJob(pods.Items)
 	now := time.Now()
 	if p.Now != nil {
 		now = p.Now()
@@ -92,9 +84,31 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 			states[t.Name] = &PoolState{}
 		}
 	}
+	errs := p.sweep(ctx, pol, jobs.Items, podOf, leaving, now, states)
+	errs = append(errs, p.fill(ctx, pol, states)...)
+	return states, errors.Join(errs...)
+}
+
+// podsByJob maps each warm Job's name to its live Pod, and to its Pod being deleted or evicted.
+func podsByJob(pods []corev1.Pod) (podOf, leaving map[string]*corev1.Pod) {
+	podOf, leaving = map[string]*corev1.Pod{}, map[string]*corev1.Pod{}
+	for i := range pods {
+		pod := &pods[i]
+		if pod.DeletionTimestamp == nil {
+			podOf[pod.Labels[batchv1.JobNameLabel]] = pod
+		} else {
+			leaving[pod.Labels[batchv1.JobNameLabel]] = pod
+		}
+	}
+	return podOf, leaving
+}
+
+// sweep deletes the warm Jobs that can serve no call any more (their tool lost its pool, they or their Pod
+// finished, the policy renders them differently, their Pod is gone) and counts the others in states.
+func (p *Pool) sweep(ctx context.Context, pol *policy.Compiled, jobs []batchv1.Job, podOf, leaving map[string]*corev1.Pod, now time.Time, states map[string]*PoolState) []error {
 	var errs []error
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
+	for i := range jobs {
+		job := &jobs[i]
 		if job.DeletionTimestamp != nil {
 			continue
 		}
@@ -134,6 +148,13 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 		}
 	}
 
+	return errs
+}
+
+// fill creates warm Jobs until each pool has its minimum of idle and starting Pods, within its maximum
+// counting the claimed ones, in the order of the tools' names, and publishes each pool's counts.
+func (p *Pool) fill(ctx context.Context, pol *policy.Compiled, states map[string]*PoolState) []error {
+	var errs []error
 	tools := make([]string, 0, len(states))
 	for name := range states {
 		tools = append(tools, name)
@@ -159,7 +180,7 @@ func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
 			p.Metrics.warm.WithLabelValues(name, "claimed").Set(float64(st.Claimed))
 		}
 	}
-	return states, errors.Join(errs...)
+	return errs
 }
 
 // create submits one warm Job of t.

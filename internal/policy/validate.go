@@ -169,6 +169,8 @@ func (sc *Scope) validate(fp *field.Path) field.ErrorList {
 	return errs
 }
 
+// validate checks one tool: its own fields, its parameters and what refers to them, its argv templates,
+// and its catalogue and warm-pool settings against the spec it belongs to.
 func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
 	if !toolNameRE.MatchString(t.Name) {
@@ -206,6 +208,33 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 	}
 	errs = append(errs, cpuRequest(fp.Child("resources", "cpuRequest"), t.Resources)...)
 
+	params, perrs := t.validateParameters(fp)
+	errs = append(errs, perrs...)
+	errs = append(errs, t.validateParameterRefs(fp, params)...)
+
+	if len(t.Command) == 0 {
+		errs = append(errs, field.Required(fp.Child("command"), "the argv template of the tool"))
+	}
+	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
+	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
+	errs = append(errs, t.validatePlanRulesPlaceholders(fp, s)...)
+	var scope *Scope
+	for i := range s.Scopes {
+		if s.Scopes[i].Name == t.Scope {
+			scope = &s.Scopes[i]
+		}
+	}
+	errs = append(errs, t.validateCatalogue(fp, scope, params)...)
+	if t.WarmPool != nil {
+		errs = append(errs, t.validateWarmPool(fp.Child("warmPool"), s)...)
+	}
+	return errs
+}
+
+// validateParameters checks each parameter and that no two share a name or take a reserved placeholder's,
+// and returns them by name for the checks that refer to them.
+func (t *Tool) validateParameters(fp *field.Path) (map[string]*Parameter, field.ErrorList) {
+	var errs field.ErrorList
 	params := map[string]*Parameter{}
 	for i := range t.Parameters {
 		pp := fp.Child("parameters").Index(i)
@@ -222,6 +251,13 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 		params[prm.Name] = prm
 		errs = append(errs, prm.validate(pp)...)
 	}
+	return params, errs
+}
+
+// validateParameterRefs checks that the fields naming one of the tool's parameters (the namespace, the plan
+// digest, the workspace, the plan) name one of the right type, and that the mount paths are sound.
+func (t *Tool) validateParameterRefs(fp *field.Path, params map[string]*Parameter) field.ErrorList {
+	var errs field.ErrorList
 	if t.NamespaceParameter != "" {
 		if prm := params[t.NamespaceParameter]; prm == nil || prm.Type != TypeString {
 			errs = append(errs, field.Invalid(fp.Child("namespaceParameter"), t.NamespaceParameter, "must name a string parameter of this tool"))
@@ -256,23 +292,6 @@ func (t *Tool) validate(fp *field.Path, s *Spec, scopes sets.Set[string]) field.
 		if t.Workspace != nil && t.Workspace.MountPath == t.Plan.MountPath {
 			errs = append(errs, field.Duplicate(pp.Child("mountPath"), t.Plan.MountPath))
 		}
-	}
-
-	if len(t.Command) == 0 {
-		errs = append(errs, field.Required(fp.Child("command"), "the argv template of the tool"))
-	}
-	errs = append(errs, argvTemplate(fp.Child("command"), t.Command, params)...)
-	errs = append(errs, argvTemplate(fp.Child("check"), t.Check, params)...)
-	errs = append(errs, t.validatePlanRulesPlaceholders(fp, s)...)
-	var scope *Scope
-	for i := range s.Scopes {
-		if s.Scopes[i].Name == t.Scope {
-			scope = &s.Scopes[i]
-		}
-	}
-	errs = append(errs, t.validateCatalogue(fp, scope, params)...)
-	if t.WarmPool != nil {
-		errs = append(errs, t.validateWarmPool(fp.Child("warmPool"), s)...)
 	}
 	return errs
 }

@@ -11,13 +11,9 @@ package preflight
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -36,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/certs"
 )
 
 // Status of one check.
@@ -268,44 +266,77 @@ func (r *run) network(ctx context.Context) {
 		skipAll("create the NetworkPolicies: " + err.Error())
 		return
 	}
-	// Enforcers program their rules asynchronously; a Pod created right after its policy may get a few
-	// unpoliced packets on some of them. Two attempts, a few seconds apart, before calling it unenforced.
+	under, err := r.connectUnderPolicy(connect, serverTarget)
+	if err != nil {
+		skipAll("the probe under the policy: " + err.Error())
+		return
+	}
+	r.reportEnforcement(serverTarget, under[serverTarget])
+	r.reportAPIEgress(under[api[0].target])
+	r.reportVaultEgress(vaultHostPort, vaultCIDR, base[vaultHostPort], under[vaultHostPort])
+	r.reportDNSEgress(dnsName, under["dns:"+dnsName])
+}
+
+// connectUnderPolicy probes the targets under the NetworkPolicies. Enforcers program their rules
+// asynchronously; a Pod created right after its policy may get a few unpoliced packets on some of them. Two
+// attempts, a few seconds apart, before calling it unenforced.
+func (r *run) connectUnderPolicy(connect func(name string) (map[string]ConnectOutcome, error), serverTarget string) (map[string]ConnectOutcome, error) {
 	var under map[string]ConnectOutcome
 	for attempt := 1; attempt <= 2; attempt++ {
 		time.Sleep(3 * time.Second)
 		r.Progress(fmt.Sprintf("connecting under the policy (attempt %d)", attempt))
+		var err error
 		under, err = connect("policed-" + strconv.Itoa(attempt))
 		if err != nil {
-			skipAll("the probe under the policy: " + err.Error())
-			return
+			return nil, err
 		}
 		if !under[serverTarget].Connected {
 			break
 		}
 	}
-	if under[serverTarget].Connected {
+	return under, nil
+}
+
+// reportEnforcement records whether the default-deny policy dropped the connection to the server Pod that
+// worked without it: the proof that NetworkPolicy is enforced at all.
+func (r *run) reportEnforcement(serverTarget string, under ConnectOutcome) {
+	if under.Connected {
 		r.add(Check{Name: "networkpolicy", Status: Fail,
 			Detail: fmt.Sprintf("NetworkPolicy is not enforced: a sandboxed Pod under a default-deny egress NetworkPolicy still connected to %s", serverTarget),
 			Fix:    "install a NetworkPolicy enforcer: GKE Dataplane V2 (--enable-dataplane-v2), EKS VPC CNI with enableNetworkPolicy=true, kind with Calico or kube-network-policies; see docs/install.md"})
 	} else {
-		r.add(Check{Name: "networkpolicy", Status: Pass, Detail: fmt.Sprintf("a default-deny egress NetworkPolicy dropped a connection that worked without it (%s: %s)", serverTarget, shortErr(under[serverTarget].Error))})
+		r.add(Check{Name: "networkpolicy", Status: Pass, Detail: fmt.Sprintf("a default-deny egress NetworkPolicy dropped a connection that worked without it (%s: %s)", serverTarget, shortErr(under.Error))})
 	}
-	if o := under[api[0].target]; o.Connected {
+}
+
+// reportAPIEgress records whether the API server stayed reachable under the chart's allowance for it.
+func (r *run) reportAPIEgress(o ConnectOutcome) {
+	if o.Connected {
 		r.add(Check{Name: "apiserver-egress", Status: Pass, Detail: "a sandboxed Pod reaches the API server at " + o.Target + " under the policy"})
 	} else {
 		r.add(Check{Name: "apiserver-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod cannot reach the API server at %s under a policy that allows it: %s", o.Target, shortErr(o.Error)),
 			Fix: "set the chart's apiServer.endpoints to the addresses in `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes`"})
 	}
-	if o := under[vaultHostPort]; o.Connected {
+}
+
+// reportVaultEgress records whether Vault stayed reachable under the chart's allowance for it, telling a
+// Vault address Pods cannot reach at all from an egress CIDR that does not match Vault's traffic.
+func (r *run) reportVaultEgress(vaultHostPort, vaultCIDR string, base, under ConnectOutcome) {
+	if under.Connected {
 		r.add(Check{Name: "vault-egress", Status: Pass, Detail: "a sandboxed Pod reaches Vault at " + vaultHostPort + " under the policy"})
-	} else if b := base[vaultHostPort]; !b.Connected {
-		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod cannot reach Vault at %s even without a NetworkPolicy: %s", vaultHostPort, shortErr(b.Error)),
+	} else if !base.Connected {
+		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod cannot reach Vault at %s even without a NetworkPolicy: %s", vaultHostPort, shortErr(base.Error)),
 			Fix: "give --vault-addr as Pods reach Vault (not 127.0.0.1), and make Vault listen there"})
 	} else {
-		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod reaches Vault at %s without a NetworkPolicy, not under one allowing %s: %s", vaultHostPort, vaultCIDR, shortErr(o.Error)),
+		r.add(Check{Name: "vault-egress", Status: Fail, Detail: fmt.Sprintf("a sandboxed Pod reaches Vault at %s without a NetworkPolicy, not under one allowing %s: %s", vaultHostPort, vaultCIDR, shortErr(under.Error)),
 			Fix: "set the chart's vault.egress to the CIDR Vault's traffic really goes to (behind a load balancer: its addresses)"})
 	}
-	switch o := under["dns:"+dnsName]; {
+}
+
+// reportDNSEgress records whether cluster DNS stayed usable under the chart's allowance for it; without a
+// kube-dns Service there is nothing to check.
+func (r *run) reportDNSEgress(dnsName string, o ConnectOutcome) {
+	switch {
 	case dnsName == "":
 		r.add(Check{Name: "dns-egress", Status: Skip, Detail: "no kube-system/kube-dns Service; sandboxes that need names need cluster DNS"})
 	case o.Connected:
@@ -610,25 +641,23 @@ func pending(p *corev1.Pod) string {
 	return ""
 }
 
+// selfSigned issues the probe webhook's certificate for dnsName, valid for an hour: self-signed, so it is
+// its own CA bundle.
 func selfSigned(dnsName string) (caPEM, certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: dnsName},
+	pair, err := certs.Issue(certs.Spec{
+		Serial: big.NewInt(time.Now().UnixNano()), CommonName: dnsName,
 		DNSNames: []string{dnsName}, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		CA: true,
+	}, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if keyPEM, err = pair.KeyPEM(); err != nil {
 		return nil, nil, nil, err
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return certPEM, certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	certPEM = pair.CertPEM()
+	return certPEM, certPEM, keyPEM, nil
 }
 
 func randomHex(n int) string {

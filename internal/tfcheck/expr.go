@@ -45,6 +45,9 @@ func (c *checker) expr(e hclsyntax.Expression, mode exprMode, sc scope) {
 	c.walkExpr(e, mode, sc, 0)
 }
 
+// walkExpr checks one expression and, within the depth and count limits, everything in it. A type
+// expression is checked as such; any other expression is either structure (literals, templates,
+// collections), walked into whatever the mode, or an evaluated expression, which a constant mode refuses.
 func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, depth int) {
 	if e == nil || c.full() {
 		return
@@ -62,7 +65,15 @@ func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, dept
 		c.typeExpr(e, sc, d)
 		return
 	}
-	constant := mode == modeLiteral
+	if c.walkStructure(e, mode, sc, d) {
+		return
+	}
+	c.walkEvaluated(e, mode, sc, d, pos)
+}
+
+// walkStructure walks into an expression that only assembles values (literals, templates, tuples,
+// objects, parentheses) and reports whether e was one. These are allowed in every mode.
+func (c *checker) walkStructure(e hclsyntax.Expression, mode exprMode, sc scope, d int) bool {
 	switch e := e.(type) {
 	case *hclsyntax.LiteralValueExpr:
 	case *hclsyntax.TemplateExpr:
@@ -84,11 +95,27 @@ func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, dept
 		// A key that is a bare name (app = ...) is a literal string, not a reference; anything
 		// else (a parenthesized name, a.b, a call) is evaluated. This is hclsyntax's own rule.
 		if t, ok := e.Wrapped.(*hclsyntax.ScopeTraversalExpr); ok && len(t.Traversal) == 1 && !e.ForceNonLiteral {
-			return
+			return true
 		}
 		c.walkExpr(e.Wrapped, mode, sc, d)
 	case *hclsyntax.ParenthesesExpr:
 		c.walkExpr(e.Expression, mode, sc, d)
+	case *hclsyntax.AnonSymbolExpr:
+		// The element placeholder of a splat.
+	case *hclsyntax.TemplateJoinExpr:
+		c.walkExpr(e.Tuple, mode, sc, d)
+	default:
+		return false
+	}
+	return true
+}
+
+// walkEvaluated checks an expression that computes (operators, calls, references, indexing, splats,
+// conditionals, for expressions): refused where only constants are allowed, else walked into. A kind of
+// expression it does not know is refused.
+func (c *checker) walkEvaluated(e hclsyntax.Expression, mode exprMode, sc scope, d int, pos hcl.Pos) {
+	constant := mode == modeLiteral
+	switch e := e.(type) {
 	case *hclsyntax.UnaryOpExpr:
 		if constant && e.Op != hclsyntax.OpNegate {
 			c.refuse(pos, "only constant values are allowed here")
@@ -130,8 +157,6 @@ func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, dept
 		}
 		c.walkExpr(e.Source, mode, sc, d)
 		c.walkExpr(e.Each, mode, sc, d)
-	case *hclsyntax.AnonSymbolExpr:
-		// The element placeholder of a splat.
 	case *hclsyntax.BinaryOpExpr:
 		if constant {
 			c.refuse(pos, "only constant values are allowed here")
@@ -147,8 +172,6 @@ func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, dept
 		c.walkExpr(e.Condition, mode, sc, d)
 		c.walkExpr(e.TrueResult, mode, sc, d)
 		c.walkExpr(e.FalseResult, mode, sc, d)
-	case *hclsyntax.TemplateJoinExpr:
-		c.walkExpr(e.Tuple, mode, sc, d)
 	case *hclsyntax.ForExpr:
 		if constant {
 			c.refuse(pos, "only constant values are allowed here")

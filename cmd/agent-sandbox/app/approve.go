@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 )
 
 type approveOptions struct {
@@ -97,55 +98,16 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	}
 
 	out := streams.Out
-	var screen strings.Builder
-	fmt.Fprintln(&screen, "APPROVAL REQUEST: approving lets this exact call run once, with a credential scoped to its namespace.")
-	fmt.Fprintln(&screen)
-	printRequest(&screen, req, o.now())
-	fmt.Fprintln(&screen)
-	var above string
-	var vp *verifiedPlan
-	if req.PlanDigest != "" {
-		// The summary in the request is the MCP server's, which nobody trusts. The saved plan the approval
-		// binds is fetched and described here, by this program, and must say the same.
-		above = fmt.Sprintf("Reading the saved plan %s and describing it with terraform on this machine ...\n", req.PlanDigest[:min(12, len(req.PlanDigest))])
-		fmt.Fprint(out, above)
-		vp, err = o.plan.plans().verify(ctx, req.PlanDigest, io.Discard)
-		if err != nil {
-			fmt.Fprint(out, screen.String())
-			return fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
-		}
-		printVerified(&screen, vp)
-		fmt.Fprintln(&screen)
-		if ok, diff := claimsMatch(req, vp); !ok {
-			fmt.Fprint(out, screen.String())
-			fmt.Fprintln(out, "!! THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: "+diff+".")
-			fmt.Fprintln(out, "!! The MCP server that filed it described a different plan than the one you would approve.")
-			fmt.Fprintln(out, "!! Refusing. Deny it with: agent-sandbox deny "+req.ID+" --reason 'plan description does not match the plan'")
-			return exitError{code: exitTampered}
-		}
-		if vp.verdict.Refused() {
-			// What no person should approve, the policy refuses: show why, and sign nothing.
-			fmt.Fprint(out, screen.String())
-			fmt.Fprintln(out, "!! Refusing to sign: "+safeLine(vp.verdict.Error())+".")
-			fmt.Fprintln(out, "!! Deny it with: agent-sandbox deny "+req.ID+" --reason 'refused by the policy's plan rules'")
-			return exitError{code: exitTampered}
-		}
+	above, screen, vp, err := o.describe(ctx, out, req)
+	if err != nil {
+		return err
 	}
 	// Every line is read before the question is asked: on a terminal, a page at a time.
-	if err := pageTo(ctx, out, tty, above, screen.String()); err != nil {
+	if err := pageTo(ctx, out, tty, above, screen); err != nil {
 		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
-	// How many distinct approvers the call needs is computed here, from what this program verified; the
-	// request's number (which the MCP server set, or an earlier approver raised) can only make it more.
-	required := o.required
-	if required == nil {
-		required = requiredApprovals
-	}
-	if n := required(vp); n > req.ApprovalsRequired {
-		if err := store.RaiseApprovalsRequired(ctx, req.ID, n); err != nil {
-			return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
-		}
-		req.ApprovalsRequired = n
+	if err := o.raiseRequired(ctx, store, req, vp); err != nil {
+		return err
 	}
 	printApprovalsSoFar(out, req)
 	fmt.Fprintf(out, "The approval is for cluster %q and expires %s after you confirm.\n", safeLine(o.Audience), o.TTL)
@@ -168,8 +130,75 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 	if err != nil {
 		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
-	// Read the request again: others may have approved while this one was being read.
-	if req, err = store.Get(ctx, req.ID); err != nil {
+	if err := o.grant(ctx, out, store, req.ID, key); err != nil {
+		return err
+	}
+	return printProgress(ctx, out, store, req.ID)
+}
+
+// describe builds the screen the approver reads before confirming: the request and, for a request bound to
+// a saved plan, what this program itself finds the plan does. It refuses (printing what it has shown so far
+// and why) when the plan cannot be verified, when the request describes it falsely, or when the policy's
+// plan rules refuse it. above is the progress line already printed while the plan was read.
+func (o *approveOptions) describe(ctx context.Context, out io.Writer, req *approval.Request) (above, screen string, vp *verifiedPlan, err error) {
+	var sb strings.Builder
+	fmt.Fprintln(&sb, "APPROVAL REQUEST: approving lets this exact call run once, with a credential scoped to its namespace.")
+	fmt.Fprintln(&sb)
+	printRequest(&sb, req, o.now())
+	fmt.Fprintln(&sb)
+	if req.PlanDigest == "" {
+		return "", sb.String(), nil, nil
+	}
+	// The summary in the request is the MCP server's, which nobody trusts. The saved plan the approval
+	// binds is fetched and described here, by this program, and must say the same.
+	above = fmt.Sprintf("Reading the saved plan %s and describing it with terraform on this machine ...\n", req.PlanDigest[:min(12, len(req.PlanDigest))])
+	fmt.Fprint(out, above)
+	vp, err = o.plan.plans().verify(ctx, req.PlanDigest, io.Discard)
+	if err != nil {
+		fmt.Fprint(out, sb.String())
+		return "", "", nil, fmt.Errorf("not approved: the saved plan could not be verified, so what it does is unknown: %w; %s is still pending", err, req.ID)
+	}
+	printVerified(&sb, vp)
+	fmt.Fprintln(&sb)
+	if ok, diff := claimsMatch(req, vp); !ok {
+		fmt.Fprint(out, sb.String())
+		fmt.Fprintln(out, "!! THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: "+diff+".")
+		fmt.Fprintln(out, "!! The MCP server that filed it described a different plan than the one you would approve.")
+		fmt.Fprintln(out, "!! Refusing. Deny it with: agent-sandbox deny "+req.ID+" --reason 'plan description does not match the plan'")
+		return "", "", nil, exitError{code: exitTampered}
+	}
+	if vp.verdict.Refused() {
+		// What no person should approve, the policy refuses: show why, and sign nothing.
+		fmt.Fprint(out, sb.String())
+		fmt.Fprintln(out, "!! Refusing to sign: "+safeLine(vp.verdict.Error())+".")
+		fmt.Fprintln(out, "!! Deny it with: agent-sandbox deny "+req.ID+" --reason 'refused by the policy's plan rules'")
+		return "", "", nil, exitError{code: exitTampered}
+	}
+	return above, sb.String(), vp, nil
+}
+
+// raiseRequired makes the request need as many distinct approvers as this program computes from what it
+// verified; the request's number (which the MCP server set, or an earlier approver raised) can only make it
+// more, never fewer.
+func (o *approveOptions) raiseRequired(ctx context.Context, store *approvalstore.Store, req *approval.Request, vp *verifiedPlan) error {
+	required := o.required
+	if required == nil {
+		required = requiredApprovals
+	}
+	if n := required(vp); n > req.ApprovalsRequired {
+		if err := store.RaiseApprovalsRequired(ctx, req.ID, n); err != nil {
+			return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
+		}
+		req.ApprovalsRequired = n
+	}
+	return nil
+}
+
+// grant signs an approval of request id with key and stores it. The request is read again first: others
+// may have approved while this one was being read, and one approver counts once.
+func (o *approveOptions) grant(ctx context.Context, out io.Writer, store *approvalstore.Store, id string, key *approval.PrivateKey) error {
+	req, err := store.Get(ctx, id)
+	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
 	}
 	if req.HasApprover(key.KeyID()) {
@@ -191,7 +220,13 @@ func (o *approveOptions) Run(ctx context.Context, streams IO, tty *os.File) erro
 		return fmt.Errorf("not approved: %w", err)
 	}
 	fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
-	after, err := store.Get(ctx, req.ID)
+	return nil
+}
+
+// printProgress tells the approver where request id stands after their approval: complete, or how many
+// more distinct approvers it needs.
+func printProgress(ctx context.Context, out io.Writer, store *approvalstore.Store, id string) error {
+	after, err := store.Get(ctx, id)
 	if err != nil {
 		return err
 	}

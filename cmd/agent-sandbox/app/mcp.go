@@ -291,24 +291,9 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	cfg, cs, logStreams, err := kubeClients(o.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
-	}
-	cfg.Timeout = 30 * time.Second
-	// Each running sandbox is followed with a few requests a second; client-go's default of 5 per second
-	// would queue them and add whole seconds to every call.
-	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	// Log streams last as long as a call; the call's own deadline bounds them, not a request timeout.
-	streamCfg := rest.CopyConfig(cfg)
-	streamCfg.Timeout = 0
-	logStreams, err := kubernetes.NewForConfig(streamCfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
+		return err
 	}
 	store, err := approvalstore.Open(o.DB)
 	if err != nil {
@@ -359,18 +344,8 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 			log.Error("audit events of a call could not be written; the audit log has a gap", "requestID", requestID, "error", err.Error())
 		},
 	}
-	go func() {
-		// In the background: a client waits for no cluster call before the server answers.
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		rec, err := svc.Recover(rctx, runner, func(id string) bool { return instance.Alive(serversDir, id) })
-		for _, r := range rec {
-			log.Info("closed a call abandoned by a stopped server", "requestID", r.RequestID, "tool", r.Tool, "jobsDeleted", r.Jobs)
-		}
-		if err != nil {
-			log.Warn("recovering abandoned calls", "error", err.Error())
-		}
-	}()
+	// In the background: a client waits for no cluster call before the server answers.
+	go recoverAbandoned(ctx, log, svc, runner, serversDir)
 	ready := func() {
 		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
 			"sandboxNamespace", ns, "policyFile", o.PolicyFile, "kubeconfig", o.Kubeconfig, "workspaces", o.Workspaces, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],
@@ -385,6 +360,52 @@ func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
 		return mcp.RunStdio(ctx, server, mcp.StdioLimits{MaxMessageBytes: o.MaxMessageBytes, MaxDepth: o.MaxMessageDepth})
 	}
 
+	return o.serveMCPHTTP(ctx, svc, log, ready)
+}
+
+// kubeClients builds the server's two Kubernetes clients from a kubeconfig: one for requests, with a
+// timeout and a rate fit for following running sandboxes, and one for log streams, which the call's own
+// deadline bounds instead of a request timeout.
+func kubeClients(kubeconfig string) (cfg *rest.Config, cs, logStreams *kubernetes.Clientset, err error) {
+	cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.Timeout = 30 * time.Second
+	// Each running sandbox is followed with a few requests a second; client-go's default of 5 per second
+	// would queue them and add whole seconds to every call.
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	// Log streams last as long as a call; the call's own deadline bounds them, not a request timeout.
+	streamCfg := rest.CopyConfig(cfg)
+	streamCfg.Timeout = 0
+	logStreams, err = kubernetes.NewForConfig(streamCfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cfg, cs, logStreams, nil
+}
+
+// recoverAbandoned closes the calls left open by servers that stopped (their liveness mark in serversDir
+// is gone), and logs what it closed.
+func recoverAbandoned(ctx context.Context, log *slog.Logger, svc *service.Service, runner *sandbox.Runner, serversDir string) {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	rec, err := svc.Recover(rctx, runner, func(id string) bool { return instance.Alive(serversDir, id) })
+	for _, r := range rec {
+		log.Info("closed a call abandoned by a stopped server", "requestID", r.RequestID, "tool", r.Tool, "jobsDeleted", r.Jobs)
+	}
+	if err != nil {
+		log.Warn("recovering abandoned calls", "error", err.Error())
+	}
+}
+
+// serveMCPHTTP serves MCP over streamable HTTP on --http, with the service instrumented and its metrics
+// exposed; ready is called once the address is bound.
+func (o *mcpOptions) serveMCPHTTP(ctx context.Context, svc *service.Service, log *slog.Logger, ready func()) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := mcp.NewMetrics(reg)

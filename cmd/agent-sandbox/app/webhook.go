@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
 
@@ -184,24 +185,14 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	var tlsm *webhook.SelfManagedTLS
-	if o.TLSMode == "self" {
-		tlsm = &webhook.SelfManagedTLS{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
-			ServiceName: o.ServiceName, WebhookConfigs: []string{o.WebhookConfig}, CertDir: o.CertDir}
-		if err := retryUntil(ctx, 60*time.Second, func() error { return tlsm.Ensure(ctx) }); err != nil {
-			return fmt.Errorf("self-managed TLS: %w", err)
-		}
-		log.Info("serving certificate ready", "secret", o.Namespace+"/"+o.TLSSecret, "certDir", o.CertDir)
-	}
-
-	var signer *webhook.ClaimSigner
-	if err := retryUntil(ctx, 60*time.Second, func() (err error) {
-		signer, err = webhook.EnsureClaimSigningKey(ctx, direct, o.Namespace, o.ClaimSigningSecret)
+	tlsm, err := o.ensureServingCert(ctx, log, direct)
+	if err != nil {
 		return err
-	}); err != nil {
-		return fmt.Errorf("claim signing key: %w", err)
 	}
-	log.Info("claim signing key ready", "secret", o.Namespace+"/"+o.ClaimSigningSecret, "verifyKeys", len(signer.PublicKeys()))
+	signer, err := o.ensureClaimSigner(ctx, log, direct)
+	if err != nil {
+		return err
+	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -218,12 +209,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	}
 	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
 	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Anchors: ledger, AnchorRetention: o.AnchorRetention,
-		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: webhook.Identities{
-			JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
-			AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
-			StatusControllerUsers: o.StatusUsers, NamespaceControllerUsers: o.NamespaceCtlUsers,
-			QuotaControllerUsers: o.QuotaCtlUsers, GCUsers: o.GCUsers,
-		}}
+		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: o.identities()}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
 		return err
@@ -235,18 +221,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	for path, h := range webhook.Handlers(scheme, checker, metrics) {
 		srv.Register(path, h)
 	}
-	runnables := []manager.RunnableFunc{
-		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
-		func(ctx context.Context) error {
-			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", ledger.Prune, log.WithName("ledger"))
-			return nil
-		},
-		func(ctx context.Context) error {
-			pruner := &webhook.ContentPruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
-			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
-			return nil
-		},
-	}
+	runnables := o.maintenanceLoops(src, ledger, direct, p, log)
 	if o.WarmPool {
 		pool := &webhook.Pool{Client: direct, Watch: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
 		runnables = append(runnables, func(ctx context.Context) error {
@@ -274,6 +249,63 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	}
 	log.Info("serving admission webhook", "port", o.Port, "tlsMode", o.TLSMode)
 	return mgr.Start(ctx)
+}
+
+// ensureServingCert, with --tls-mode=self, makes sure the serving certificate exists in its Secret and on
+// disk before anything serves, retrying while the API server is not reachable yet. It returns nil when
+// certificates are managed elsewhere.
+func (o *webhookOptions) ensureServingCert(ctx context.Context, log logr.Logger, direct client.Client) (*webhook.SelfManagedTLS, error) {
+	if o.TLSMode != "self" {
+		return nil, nil
+	}
+	tlsm := &webhook.SelfManagedTLS{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
+		ServiceName: o.ServiceName, WebhookConfigs: []string{o.WebhookConfig}, CertDir: o.CertDir}
+	if err := retryUntil(ctx, 60*time.Second, func() error { return tlsm.Ensure(ctx) }); err != nil {
+		return nil, fmt.Errorf("self-managed TLS: %w", err)
+	}
+	log.Info("serving certificate ready", "secret", o.Namespace+"/"+o.TLSSecret, "certDir", o.CertDir)
+	return tlsm, nil
+}
+
+// ensureClaimSigner reads the claim signing key every replica shares through a Secret, creating it when
+// there is none, retrying while the API server is not reachable yet.
+func (o *webhookOptions) ensureClaimSigner(ctx context.Context, log logr.Logger, direct client.Client) (*webhook.ClaimSigner, error) {
+	var signer *webhook.ClaimSigner
+	if err := retryUntil(ctx, 60*time.Second, func() (err error) {
+		signer, err = webhook.EnsureClaimSigningKey(ctx, direct, o.Namespace, o.ClaimSigningSecret)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("claim signing key: %w", err)
+	}
+	log.Info("claim signing key ready", "secret", o.Namespace+"/"+o.ClaimSigningSecret, "verifyKeys", len(signer.PublicKeys()))
+	return signer, nil
+}
+
+// identities are the users and groups the checker tells apart, from the flags.
+func (o *webhookOptions) identities() webhook.Identities {
+	return webhook.Identities{
+		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
+		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
+		StatusControllerUsers: o.StatusUsers, NamespaceControllerUsers: o.NamespaceCtlUsers,
+		QuotaControllerUsers: o.QuotaCtlUsers, GCUsers: o.GCUsers,
+	}
+}
+
+// maintenanceLoops are the loops every webhook replica runs beside serving: reloading the policy and
+// approver keys, and pruning the ledger and the expired workspaces and saved plans.
+func (o *webhookOptions) maintenanceLoops(src *webhook.FileSource, ledger *webhook.ConfigMapLedger, direct client.Client, p *policy.Compiled, log logr.Logger) []manager.RunnableFunc {
+	return []manager.RunnableFunc{
+		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
+		func(ctx context.Context) error {
+			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", ledger.Prune, log.WithName("ledger"))
+			return nil
+		},
+		func(ctx context.Context) error {
+			pruner := &webhook.ContentPruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
+			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
+			return nil
+		},
+	}
 }
 
 // metricsOptions serves metrics in plain HTTP, or with --metrics-secure through controller-runtime's secure
