@@ -88,7 +88,9 @@ func podCheckRefused() *corev1.Pod {
 	return p
 }
 
-func jobRunning() *batchv1.Job { return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns"}} }
+func jobRunning() *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns"}}
+}
 
 func jobFailed(reason string) *batchv1.Job {
 	j := jobRunning()
