@@ -96,8 +96,8 @@ func TestChaos(t *testing.T) {
 		state: env(t, "E2E_STATE"), up: env(t, "E2E_UP"), repair: env(t, "E2E_VAULT_RESTART")}
 	t.Run("webhook replica killed during 20 calls", c.webhookReplicaKilled)
 	t.Run("Vault restarted during a call", c.vaultRestarted)
-	t.Run("kube-apiserver restarted during a call", func(t *testing.T) { c.apiserverRestarted(t, 0) })
-	t.Run("kube-apiserver down for 90 s during a call", func(t *testing.T) { c.apiserverRestarted(t, apiserverDownFor(t)) })
+	t.Run("kube-apiserver restarted during a call", func(t *testing.T) { c.apiserverRestarted(t, 0, false) })
+	t.Run("kube-apiserver down for 90 s while a call waits for its Pod", func(t *testing.T) { c.apiserverRestarted(t, apiserverDownFor(t), true) })
 	t.Run("MCP server killed between plan and apply", c.serverKilledBeforeApply)
 	t.Run("MCP server killed during a run", c.serverKilledDuringRun)
 	t.Run("audit disk full", c.auditDiskFull)
@@ -555,7 +555,11 @@ func (c *chaos) faultDuringCall(ctx context.Context, s *server, fault, repair fu
 	if err != nil {
 		c.t.Fatalf("no Job appeared for the call: %v", err)
 	}
-	c.t.Logf("Job %s exists: injecting the fault", job)
+	pod := "none yet"
+	if pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job}); err == nil && len(pods.Items) > 0 {
+		pod = pods.Items[0].Name + " " + string(pods.Items[0].Status.Phase)
+	}
+	c.t.Logf("Job %s exists (its Pod: %s): injecting the fault", job, pod)
 	if err := fault(); err != nil {
 		c.t.Fatalf("inject the fault: %v", err)
 	}
@@ -619,9 +623,16 @@ func apiserverDownFor(t *testing.T) time.Duration {
 // apiserverRestarted stops the API server once a cold call's Job exists, keeps it down for down (0: starts it
 // again at once) and starts it again with up.sh, which returns once /readyz says ok. The call rides it out:
 // it succeeds, its audit chain is complete, nothing is left behind and the next call works.
+//
+// With holdPods the controller-manager is stopped before the call (up.sh starts it again with the API
+// server), so the call's Job has no Pod until the control plane is back: the whole outage falls on the
+// runner's side — its reads of the Job and the Pod refused for all of down — and none on the sandbox's,
+// whose credential agent gives up logging in to Vault after 20 s without an API server (Vault's
+// TokenReview needs one; broker.DefaultLoginTimeout). Without it the outage falls wherever the call is.
+//
 // CHAOS_BREAK_RESTART=1 leaves the API server down (a forced failure: the scenario fails, the cluster is
 // repaired when it ends, and the next scenario passes).
-func (c *chaos) apiserverRestarted(t *testing.T, down time.Duration) {
+func (c *chaos) apiserverRestarted(t *testing.T, down time.Duration, holdPods bool) {
 	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -629,6 +640,11 @@ func (c *chaos) apiserverRestarted(t *testing.T, down time.Duration) {
 	cfg := c.fresh()
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
+	if holdPods {
+		if err := c.stop("kube-controller-manager"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var stopped time.Time
 	stop := func() error {
 		err := c.stop("kube-apiserver")
