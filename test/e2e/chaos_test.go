@@ -143,6 +143,7 @@ func (c *chaos) begin(t *testing.T) {
 		t.Logf("repaired: the cluster is healthy")
 	}
 	t.Cleanup(func() {
+		defer c.removeLeftovers(t)
 		if bad := c.waitHealthy(time.Minute); bad != "" {
 			t.Errorf("the scenario left the cluster unhealthy (%s): repairing it", bad)
 			if bad := c.doRepair(t); bad != "" {
@@ -160,6 +161,24 @@ func (c *chaos) begin(t *testing.T) {
 		t.Logf("call Jobs from before this scenario (not counted): %v", before)
 	}
 	c.before = before
+}
+
+// removeLeftovers deletes the call Jobs a scenario left behind (a failed one: a passing one has checked that
+// there are none), after the cluster was repaired, so that they do not linger for their TTL.
+func (c *chaos) removeLeftovers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all, err := sandbox.CallJobs(ctx, c.cs, c.ns)
+	if err != nil {
+		return
+	}
+	for _, j := range all {
+		if c.before[j] {
+			continue
+		}
+		err := c.cs.BatchV1().Jobs(c.ns).Delete(ctx, j, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		t.Logf("deleted the call Job %s this scenario left behind (err=%v)", j, err)
+	}
 }
 
 // components are the local cluster's processes, as scripts/up.sh starts them, each with its pid file.
@@ -333,6 +352,14 @@ func (c *chaos) stop(name string) error {
 		if running(pid) {
 			return fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid)
 		}
+	}
+	// Exiting is not gone: until the process is reaped its pid still answers kill -0, and up.sh, which asks
+	// just that, would take it for the running component and wait for it.
+	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+		if i == 100 {
+			return fmt.Errorf("%s (pid %d) exited but was not reaped within 10 s", name, pid)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	c.t.Logf("%s (pid %d) %s, after %s", name, pid, how, time.Since(start).Round(100*time.Millisecond))
 	return nil
@@ -907,10 +934,17 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest, "--ttl=8s"); err != nil {
+	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires. The
+	// slow call is held, not merely slow: with the scheduler stopped its Pod stays Pending until the approval
+	// has expired (a plan that happened to take longer than 8 s raced the machine's speed).
+	if err := c.stop("kube-scheduler"); err != nil {
 		t.Fatal(err)
 	}
-	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires.
+	const ttl = 8 * time.Second
+	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest, "--ttl="+ttl.String()); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(ttl)
 	slow := make(chan *mcp.Result, 1)
 	go func() {
 		r, _ := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
@@ -922,7 +956,22 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	}
 	t.Logf("the slow call's Job %s holds the only slot", slowJob)
 	start := time.Now()
-	res, err = s.client.Call(ctx, "terraform_apply", args)
+	type outcome struct {
+		res *mcp.Result
+		err error
+	}
+	applyDone := make(chan outcome, 1)
+	go func() {
+		r, err := s.client.Call(ctx, "terraform_apply", args)
+		applyDone <- outcome{r, err}
+	}()
+	time.Sleep(time.Until(expires) + 2*time.Second)
+	if out, err := exec.Command("sh", "-c", c.up).CombinedOutput(); err != nil {
+		t.Fatalf("start the scheduler again: up.sh: %v: %s", err, lastLines(string(out), 5))
+	}
+	t.Logf("the approval expired %s ago; the scheduler is back", time.Since(expires).Round(100*time.Millisecond))
+	o := <-applyDone
+	res, err = o.res, o.err
 	if err != nil {
 		t.Fatal(err)
 	}
