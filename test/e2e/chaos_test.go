@@ -32,6 +32,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -242,11 +243,32 @@ func (c *chaos) health() string {
 		bad = append(bad, "no webhook Deployment")
 	} else if want := ptr.Deref(d.Spec.Replicas, 1); d.Status.ReadyReplicas < want || d.Status.UpdatedReplicas < want {
 		bad = append(bad, fmt.Sprintf("webhook replicas ready %d of %d", d.Status.ReadyReplicas, want))
+	} else if n := c.readyEndpoints(ctx, d.Name); n < int(want) {
+		// What admission uses: the Service's ready endpoints. After a long API server outage the Deployment
+		// still counts its replicas ready while the endpoints are being rebuilt.
+		bad = append(bad, fmt.Sprintf("webhook Service ready endpoints %d of %d", n, want))
 	}
 	if why := c.vaultHealth(ctx); why != "" {
 		bad = append(bad, why)
 	}
 	return strings.Join(bad, "; ")
+}
+
+// readyEndpoints counts the ready endpoints of a Service of the release namespace.
+func (c *chaos) readyEndpoints(ctx context.Context, service string) int {
+	slices, err := c.cs.DiscoveryV1().EndpointSlices(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if ptr.Deref(e.Conditions.Ready, false) && !ptr.Deref(e.Conditions.Terminating, false) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // vaultHealth says what is wrong with Vault: not answering, sealed, or not configured (a dev server keeps
