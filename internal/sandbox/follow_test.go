@@ -194,6 +194,11 @@ func TestFollowRidesOutAPIServerRestart(t *testing.T) {
 			pods:     concat([]step{{}}, repeat(30, step{err: errRefused}), repeat(5, step{err: errStarting}), []step{{}, {pod: podAgentRunning()}, {pod: podFinished(0)}}),
 			jobs:     concat(repeat(3, step{err: errRefused}), running),
 			wantDone: true},
+		{name: "a just-started server's 403 after it answered once",
+			pods: concat([]step{{pod: podToolRunning()}}, repeat(10, step{err: errRefused}), []step{{pod: podToolRunning()}},
+				repeat(5, step{err: errStarting}), []step{{pod: podFinished(0)}}),
+			jobs:     running,
+			wantDone: true},
 		{name: "restart while the tool runs: refused, draining, starting, back",
 			pods: concat([]step{{pod: podAgentRunning()}, {pod: podToolRunning()}}, repeat(10, step{err: errDraining}),
 				repeat(30, step{err: errRefused}), repeat(10, step{err: errStarting}), []step{{pod: podFinished(0)}}),
@@ -375,8 +380,14 @@ func TestOutageRide(t *testing.T) {
 		t.Error("a success did not end the outage")
 	}
 	o.ok()
+	now = now.Add(5 * time.Second)
+	if !o.ride(errStarting) {
+		t.Error("a 403 5 s after the outage ended (a server still starting) was not ridden out")
+	}
+	o.ok()
+	now = now.Add(startupGrace)
 	if o.ride(errStarting) {
-		t.Error("a 403 after the outage ended was ridden out")
+		t.Error("a 403 long after the outage ended was ridden out")
 	}
 }
 

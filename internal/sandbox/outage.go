@@ -37,14 +37,21 @@ func transientAPIError(err error) bool {
 }
 
 // outage follows one stretch of an unreachable API server during a call. The first transient error starts
-// it; a success ends it. While it lasts, the refusals a freshly started API server gives before its
-// authentication and authorization caches are filled (401, 403) count as transient too: before the outage
-// the same identity was allowed, and nothing about it changed meanwhile.
+// it; a success ends it. While it lasts, and for startupGrace after the last transient error, the refusals
+// a freshly started API server gives before its authentication and authorization caches are filled (401,
+// 403) count as transient too: before the outage the same identity was allowed, and nothing about it
+// changed meanwhile. (Seen on the local cluster: a 403 for the MCP server's Pod list seconds after the
+// restarted server had answered a read.)
 type outage struct {
 	limit time.Duration
 	now   func() time.Time
 	since time.Time
+	// last is when the last transient error was seen (kept when the outage ends).
+	last time.Time
 }
+
+// startupGrace is how long after an outage a 401 or 403 is still taken for a server that is starting up.
+const startupGrace = 30 * time.Second
 
 func newOutage(limit time.Duration) *outage {
 	if limit <= 0 {
@@ -56,17 +63,20 @@ func newOutage(limit time.Duration) *outage {
 // ride reports whether err is to be ridden out (the request tried again later); false means it is final:
 // not transient, or the outage has lasted longer than the limit.
 func (o *outage) ride(err error) bool {
+	now := o.now()
 	transient := transientAPIError(err)
-	if !transient && !o.since.IsZero() && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)) {
+	recent := !o.since.IsZero() || (!o.last.IsZero() && now.Sub(o.last) < startupGrace)
+	if !transient && recent && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)) {
 		transient = true
 	}
 	if !transient {
 		return false
 	}
 	if o.since.IsZero() {
-		o.since = o.now()
+		o.since = now
 	}
-	return o.now().Sub(o.since) < o.limit
+	o.last = now
+	return now.Sub(o.since) < o.limit
 }
 
 // ok records a request that succeeded: the outage, if any, is over.
