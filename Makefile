@@ -21,7 +21,7 @@ build: ## Build bin/agent-sandbox
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app.version=$(VERSION)" -o $(BIN) ./cmd/agent-sandbox
 
 .PHONY: test
-test: ## Everything CI runs: unit and integration tests, then the live cluster (up, deploy, verify, e2e, down)
+test: ## Everything CI runs: unit and integration tests, then the live cluster (up, deploy, verify, e2e, chaos, down)
 	scripts/test.sh
 
 .PHONY: test-unit
@@ -115,7 +115,7 @@ verify: ## verify-cluster, the admission check (every unsafe object of the corpu
 	scripts/verify.sh
 
 .PHONY: chaos
-chaos: ## On the live cluster: kill a webhook replica, restart Vault and the API server, kill the MCP server, fill the audit disk; PASS/FAIL per scenario
+chaos: ## On the live cluster: kill a webhook replica, restart Vault and the API server (also 90 s down), kill the MCP server, fill the audit disk; PASS/FAIL per scenario; each scenario repairs the cluster before and after (CHAOS_RUN=regexp picks scenarios)
 	scripts/chaos.sh
 
 ##@ Benchmarks (print figures; nothing is asserted)

@@ -179,7 +179,12 @@ main() {
     --experimental-watch-progress-notify-interval=1s
 
   alive kube-apiserver || check_ports kube-apiserver 6443
+  # A bounded stop: on SIGTERM the API server answers new requests with 429 + Retry-After (clients retry)
+  # until its in-flight short requests are done, gives watches 5 s to drain, then closes the rest (log
+  # follows, which it would otherwise wait for up to its 60 s request timeout) after 2 s. make chaos saw
+  # it exit 1-13 s after SIGTERM; its stop escalates to SIGKILL after 30 s.
   start kube-apiserver apiserver_ok 90 -- "$(bin_kube kube-apiserver)" \
+    --shutdown-delay-duration=0s --shutdown-send-retry-after=true --shutdown-watch-termination-grace-period=5s \
     --etcd-servers=http://127.0.0.1:2379 --advertise-address="$HOST_IP" --bind-address=0.0.0.0 --secure-port=6443 \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \

@@ -216,29 +216,46 @@ func Claimable(p *corev1.Pod) bool {
 	return running(p.Status.ContainerStatuses, contract.ToolContainer) && running(p.Status.InitContainerStatuses, contract.CredentialAgentContainer)
 }
 
-// errStreamBroken means the log stream ended or failed before the result; it is opened again.
-var errStreamBroken = errors.New("the log stream broke")
+// streamBroken means the log stream ended or failed before the result; it is opened again. cause is why
+// (a transient error when the API server is away); opened tells a stream that was read from one that could
+// not be opened at all.
+type streamBroken struct {
+	cause  error
+	opened bool
+}
+
+func (e *streamBroken) Error() string { return "the log stream broke: " + e.cause.Error() }
+func (e *streamBroken) Unwrap() error { return e.cause }
+
+// errStreamEnded is the cause of a stream that ended cleanly while its Pod still runs.
+var errStreamEnded = errors.New("the stream ended while the Pod runs")
 
 // followWarm reads the claimed Pod's credential-agent log as a stream until the tool.result event, starting
-// with first when it is not nil. A stream that breaks before it (an API server or kubelet hiccup) is opened
-// again, from the start of the log.
+// with first when it is not nil. A stream that breaks before it (an API server restarting, a kubelet
+// hiccup) is opened again, from the start of the log, after a backoff (250 ms doubling to 4 s), for as long
+// as the runner's OutageTolerance counted from the first break that was not followed by a working stream.
 func (r *Runner) followWarm(ctx context.Context, pod string, first io.ReadCloser, res *Result, progress func(Stage, string), job string) error {
 	claimed := time.Now()
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
-			}
-		}
-		if err = r.followOnce(ctx, pod, first, res, progress, job, claimed); !errors.Is(err, errStreamBroken) {
+	down, b := newOutage(r.OutageTolerance), &backoff{}
+	for {
+		err := r.followOnce(ctx, pod, first, res, progress, job, claimed)
+		first = nil
+		var broken *streamBroken
+		if !errors.As(err, &broken) {
 			return err
 		}
-		first = nil
+		if broken.opened {
+			// The stream worked for a while: a new break starts a new outage.
+			down.ok()
+			b.reset()
+		}
+		if !down.ride(broken.cause) {
+			return r.unreachable("follow warm Pod "+pod, broken.cause, down)
+		}
+		if werr := b.wait(ctx); werr != nil {
+			return werr
+		}
 	}
-	return fmt.Errorf("%w: read warm Pod %s: %s", ErrClusterDown, pod, oneline.Fold(scrub.String(err.Error())))
 }
 
 func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, res *Result, progress func(Stage, string), job string, claimed time.Time) error {
@@ -248,7 +265,7 @@ func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, r
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: follow warm Pod %s: %s", errStreamBroken, pod, oneline.Fold(scrub.String(err.Error())))
+			return &streamBroken{cause: err}
 		}
 	}
 	defer rc.Close()
@@ -296,11 +313,16 @@ func (r *Runner) followOnce(ctx context.Context, pod string, rc io.ReadCloser, r
 		return ctx.Err()
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %s", errStreamBroken, oneline.Fold(scrub.String(err.Error())))
+		return &streamBroken{cause: err, opened: true}
 	}
-	// The stream ended cleanly: the container exited without a result, or the kubelet closed it.
-	if p, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, pod, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-		return fmt.Errorf("%w: the stream ended while the Pod runs", errStreamBroken)
+	// The stream ended cleanly: the container exited without a result, or the kubelet or an API server that
+	// shuts down closed it. Only the Pod tells which; one that cannot be read now is asked again.
+	p, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, pod, metav1.GetOptions{})
+	switch {
+	case err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning:
+		return &streamBroken{cause: errStreamEnded, opened: true}
+	case err != nil && ctx.Err() == nil && transientAPIError(err):
+		return &streamBroken{cause: err, opened: true}
 	}
 	return fmt.Errorf("%w: the warm Pod's credential agent stopped before reporting a result", ErrSandboxFailed)
 }

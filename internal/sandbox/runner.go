@@ -91,7 +91,12 @@ type Runner struct {
 	Namespace string
 	// PollInterval is how often a running Job is checked.
 	PollInterval time.Duration
-	sem          chan struct{}
+	// OutageTolerance is how long a call in flight rides out an API server that does not answer (restarting,
+	// say) before it fails with ErrClusterDown; DefaultOutageTolerance when zero. Every request of a call in
+	// flight is tried again meanwhile: the Job's and Pod's reads, the credential agent's log stream, the
+	// collection of the result.
+	OutageTolerance time.Duration
+	sem             chan struct{}
 }
 
 // NewRunner returns a Runner that runs at most maxConcurrent sandboxes at once.
@@ -168,27 +173,58 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 		return res, err
 	}
 	c := time.Now()
-	pod, err := r.pod(ctx, created.Name)
-	if err == nil {
-		var agent []byte
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			agent, _ = r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
-		}()
-		res.ToolLog, _ = r.logs(ctx, pod.Name, contract.ToolContainer)
-		<-done
-		res.CredentialEvents, res.Output, res.ResultError = parseEvents(agent)
-	}
+	err = r.collect(ctx, created.Name, res)
 	res.Timings.Cleanup = time.Since(c)
+	if err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// collect reads the finished run's logs into res: the credential agent's (its events and the tool's result)
+// and the tool's. An API server that is away meanwhile is waited for (OutageTolerance); a Pod that is gone
+// leaves res without a result, which then says so.
+func (r *Runner) collect(ctx context.Context, job string, res *Result) error {
+	var pod *corev1.Pod
+	err := r.retryAPI(ctx, func(ctx context.Context) (err error) {
+		pod, err = r.pod(ctx, job)
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: find the Pod of Job %s: %s", ErrClusterDown, job, oneline.Fold(scrub.String(err.Error())))
+	}
+	var agent []byte
+	var agentErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		agentErr = r.retryAPI(ctx, func(ctx context.Context) (err error) {
+			agent, err = r.logs(ctx, pod.Name, contract.CredentialAgentContainer)
+			return err
+		})
+	}()
+	_ = r.retryAPI(ctx, func(ctx context.Context) (err error) {
+		res.ToolLog, err = r.logs(ctx, pod.Name, contract.ToolContainer)
+		return err
+	})
+	<-done
+	res.CredentialEvents, res.Output, res.ResultError = parseEvents(agent)
+	if agentErr != nil && transientAPIError(agentErr) {
+		return fmt.Errorf("%w: read the result of Job %s: %s", ErrClusterDown, job, oneline.Fold(scrub.String(agentErr.Error())))
+	}
+	return nil
 }
 
 // follow polls the Job and its Pod until the Job finishes, reporting stages and failing fast when the
 // credential agent fails.
 func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
 	admitted := time.Now()
-	var sidecarStarted, sidecarReady, toolStarted, toolRunning, outage time.Time
+	var sidecarStarted, sidecarReady, toolStarted, toolRunning time.Time
+	// One outage for the Pod's and the Job's reads: the API server is either there or not.
+	down := newOutage(r.OutageTolerance)
 	polls := 0
 	t := time.NewTicker(r.PollInterval)
 	defer t.Stop()
@@ -203,7 +239,19 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			return ctx.Err()
 		case <-t.C:
 		}
-		if pod, err := r.pod(ctx, job.Name); err == nil {
+		pod, err := r.pod(ctx, job.Name)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			down.ok()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case down.ride(err):
+			// An API server that restarts is gone for seconds; the sandbox runs on meanwhile.
+			continue
+		default:
+			return r.unreachable(fmt.Sprintf("list the Pods of Job %s", job.Name), err, down)
+		}
+		if err == nil {
 			for _, s := range pod.Status.InitContainerStatuses {
 				if s.Name == contract.CheckContainer {
 					if term := failedTermination(s); term != nil {
@@ -297,19 +345,12 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			// An API server that restarts is gone for seconds; the sandbox runs on meanwhile. Ride it out
-			// for a while before calling the cluster down.
-			if isConnectionError(err) {
-				if outage.IsZero() {
-					outage = time.Now()
-				}
-				if time.Since(outage) < apiOutageTolerance {
-					continue
-				}
+			if down.ride(err) {
+				continue
 			}
-			return fmt.Errorf("%w: read Job %s: %v", ErrClusterDown, job.Name, err)
+			return r.unreachable("read Job "+job.Name, err, down)
 		}
-		outage = time.Time{}
+		down.ok()
 		for _, c := range cur.Status.Conditions {
 			if c.Status != corev1.ConditionTrue {
 				continue
@@ -337,6 +378,16 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			}
 		}
 	}
+}
+
+// unreachable is the error of a call whose request failed for good: ErrClusterDown with what it tried, for
+// how long the API server had been away (if it was), and the last error, on one line.
+func (r *Runner) unreachable(what string, err error, down *outage) error {
+	msg := oneline.Fold(scrub.String(err.Error()))
+	if d := down.lasted(); d > 0 {
+		return fmt.Errorf("%w: %s: the API server did not answer for %s: %s", ErrClusterDown, what, d.Round(time.Second), msg)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrClusterDown, what, msg)
 }
 
 // gated reports whether the Pod's credential agent has the postStart gate that holds the tool container back
@@ -484,9 +535,6 @@ func (r *Runner) JobsOf(ctx context.Context, tool, requestID string) ([]string, 
 	return out, nil
 }
 
-// apiOutageTolerance is how long a call waits for an API server that stopped answering before it fails.
-const apiOutageTolerance = 2 * time.Minute
-
 // delete removes the Job and its Pod, with a fresh context: it also runs after the call was cancelled.
 // It tries for 30 seconds before the call returns, then goes on trying in the background for ten minutes,
 // so that a call ending while the API server restarts leaves no Job behind. (Past that, or if the server
@@ -553,6 +601,8 @@ type agentWatch struct {
 	result chan struct{}
 	mu     sync.Mutex
 	issued time.Time
+	// reconnects counts the streams that ended before the result (each is opened again).
+	reconnects int
 }
 
 // issuedAt is when the agent's credential.issued event arrived (zero: not yet).
@@ -565,40 +615,59 @@ func (w *agentWatch) issuedAt() time.Time {
 	return w.issued
 }
 
-// watchResult follows the credential agent's log of pod as a stream: it notes when the agent reports the
-// credential issued, and closes result when the agent has reported the tool's result. A stream that fails
-// or ends early just never closes it: the Pod's status still ends the run.
+// watchResult follows the credential agent's log of pod as a stream until ctx ends: it notes when the agent
+// reports the credential issued, and closes result when the agent has reported the tool's result. A stream
+// that fails or ends before the result (an API server restarting, a kubelet closing it) is opened again
+// after a backoff (250 ms doubling to 4 s), from the log's start; meanwhile the Pod's status still ends
+// the run.
 func (r *Runner) watchResult(ctx context.Context, pod string) *agentWatch {
 	w := &agentWatch{result: make(chan struct{})}
 	go func() {
-		rc, err := r.agentLog(ctx, pod)
-		if err != nil {
-			return
-		}
-		defer rc.Close()
-		sc := bufio.NewScanner(rc)
-		sc.Buffer(make([]byte, 64<<10), maxLogBytes)
-		for sc.Scan() {
-			var ev struct {
-				Event string `json:"event"`
-			}
-			if json.Unmarshal(sc.Bytes(), &ev) != nil {
-				continue
-			}
-			switch ev.Event {
-			case credentialIssuedEvent:
-				w.mu.Lock()
-				if w.issued.IsZero() {
-					w.issued = time.Now()
-				}
-				w.mu.Unlock()
-			case toolResultEvent:
+		b := &backoff{}
+		for ctx.Err() == nil {
+			if w.followOnce(ctx, r, pod) {
 				close(w.result)
+				return
+			}
+			w.mu.Lock()
+			w.reconnects++
+			w.mu.Unlock()
+			if b.wait(ctx) != nil {
 				return
 			}
 		}
 	}()
 	return w
+}
+
+// followOnce reads one stream of the agent's log; true once it carried the tool's result.
+func (w *agentWatch) followOnce(ctx context.Context, r *Runner, pod string) bool {
+	rc, err := r.agentLog(ctx, pod)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), maxLogBytes)
+	for sc.Scan() {
+		var ev struct {
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		switch ev.Event {
+		case credentialIssuedEvent:
+			w.mu.Lock()
+			if w.issued.IsZero() {
+				w.issued = time.Now()
+			}
+			w.mu.Unlock()
+		case toolResultEvent:
+			return true
+		}
+	}
+	return false
 }
 
 // closed reports whether ch is closed (a nil channel never is).

@@ -6,15 +6,24 @@ package e2e
 // TestChaos; scripts/chaos.sh prints one PASS or FAIL line per scenario. A scenario passes when nothing
 // unsafe was admitted, every call ended with a result or one clear line of error, nothing was left behind
 // (sandbox Jobs and Pods, Vault-minted ServiceAccounts and Roles) and the next call works.
+//
+// No scenario can break the next one: each starts by checking that the cluster is healthy (every local
+// component running, the API server's /readyz, the node Ready, the webhook's replicas ready, Vault unsealed
+// and configured), repairing it (scripts/up.sh, then `vault configure`) or stopping with one line when it is
+// not, and ends, whatever happened to it, by checking again and repairing what it left broken. Faults are
+// injected with bounds the components honour (a SIGTERM escalated to SIGKILL after stopGrace) and cleared by
+// waiting for readiness, never for a fixed time.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -45,6 +56,9 @@ type chaos struct {
 	ns    string
 	state string // the local cluster's state folder ($AS_STATE)
 	up    string // the command that (re)starts stopped local components
+	// repair starts what is not running (up.sh) and configures Vault again (a restarted dev server has
+	// forgotten its configuration); it changes nothing on a healthy cluster.
+	repair string
 	// before holds the call Jobs that existed when the scenario began: not the scenario's own.
 	before map[string]bool
 }
@@ -79,10 +93,11 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &chaos{t: t, cfg: cfg, cs: admin(t, cfg.AdminKubeconfig), p: p, ns: p.Spec.Sandbox.Namespace,
-		state: env(t, "E2E_STATE"), up: env(t, "E2E_UP")}
+		state: env(t, "E2E_STATE"), up: env(t, "E2E_UP"), repair: env(t, "E2E_VAULT_RESTART")}
 	t.Run("webhook replica killed during 20 calls", c.webhookReplicaKilled)
 	t.Run("Vault restarted during a call", c.vaultRestarted)
-	t.Run("kube-apiserver restarted during a call", c.apiserverRestarted)
+	t.Run("kube-apiserver restarted during a call", func(t *testing.T) { c.apiserverRestarted(t, 0, false) })
+	t.Run("kube-apiserver down for 90 s while a call waits for its Pod", func(t *testing.T) { c.apiserverRestarted(t, apiserverDownFor(t), true) })
 	t.Run("MCP server killed between plan and apply", c.serverKilledBeforeApply)
 	t.Run("MCP server killed during a run", c.serverKilledDuringRun)
 	t.Run("audit disk full", c.auditDiskFull)
@@ -104,7 +119,7 @@ func oneLineError(t *testing.T, what string, res *mcp.Result) {
 func (c *chaos) callJobs(ctx context.Context) []string {
 	all, err := sandbox.CallJobs(ctx, c.cs, c.ns)
 	if err != nil {
-		c.t.Fatal(err)
+		c.t.Fatalf("list the call Jobs: %v", err)
 	}
 	var out []string
 	for _, j := range all {
@@ -115,9 +130,30 @@ func (c *chaos) callJobs(ctx context.Context) []string {
 	return out
 }
 
-// begin starts a scenario: the call Jobs that exist now are not its own.
+// begin starts a scenario on a healthy cluster (repaired first if it is not; the scenario stops with one
+// line if it cannot be) and makes sure it ends on one: whatever the scenario does or fails to do, the
+// cluster is checked again when it ends and repaired if needed. The call Jobs that exist now are not the
+// scenario's own.
 func (c *chaos) begin(t *testing.T) {
 	c.t, c.before = t, nil
+	if bad := c.waitHealthy(20 * time.Second); bad != "" {
+		t.Logf("the cluster is unhealthy before this scenario (%s): repairing it", bad)
+		if bad := c.doRepair(t); bad != "" {
+			t.Fatalf("the cluster is unhealthy and the repair did not fix it: %s", bad)
+		}
+		t.Logf("repaired: the cluster is healthy")
+	}
+	t.Cleanup(func() {
+		defer c.removeLeftovers(t)
+		if bad := c.waitHealthy(time.Minute); bad != "" {
+			t.Errorf("the scenario left the cluster unhealthy (%s): repairing it", bad)
+			if bad := c.doRepair(t); bad != "" {
+				t.Errorf("the repair did not fix the cluster: %s", bad)
+			} else {
+				t.Logf("repaired: the cluster is healthy")
+			}
+		}
+	})
 	before := map[string]bool{}
 	for _, j := range c.callJobs(context.Background()) {
 		before[j] = true
@@ -126,6 +162,229 @@ func (c *chaos) begin(t *testing.T) {
 		t.Logf("call Jobs from before this scenario (not counted): %v", before)
 	}
 	c.before = before
+}
+
+// removeLeftovers deletes the call Jobs a scenario left behind (a failed one: a passing one has checked that
+// there are none), after the cluster was repaired, so that they do not linger for their TTL.
+func (c *chaos) removeLeftovers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all, err := sandbox.CallJobs(ctx, c.cs, c.ns)
+	if err != nil {
+		return
+	}
+	for _, j := range all {
+		if c.before[j] {
+			continue
+		}
+		err := c.cs.BatchV1().Jobs(c.ns).Delete(ctx, j, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		t.Logf("deleted the call Job %s this scenario left behind (err=%v)", j, err)
+	}
+}
+
+// components are the local cluster's processes, as scripts/up.sh starts them, each with its pid file.
+var components = []string{"etcd", "kube-apiserver", "containerd", "kube-controller-manager", "kube-scheduler",
+	"kubelet", "kube-network-policies", "vault"}
+
+// pidOf is the process id in a component's pid file, 0 if there is none.
+func (c *chaos) pidOf(name string) int {
+	b, err := os.ReadFile(filepath.Join(c.state, "run", name+".pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// running reports whether pid is a live process (a zombie is not).
+func running(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) STATE ...; comm may hold spaces and parentheses, so read after the last ')'.
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+	return !strings.HasPrefix(strings.TrimSpace(rest), "Z")
+}
+
+// health says what is wrong with the cluster, in one line; "" when it is fit for a scenario.
+func (c *chaos) health() string {
+	var bad []string
+	for _, name := range components {
+		if !running(c.pidOf(name)) {
+			bad = append(bad, name+" is not running")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := c.cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil || string(out) != "ok" {
+		bad = append(bad, "the API server is not ready")
+		return strings.Join(bad, "; ")
+	}
+	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		bad = append(bad, "no node")
+	}
+	if err == nil {
+		for _, n := range nodes.Items {
+			ready := false
+			for _, cond := range n.Status.Conditions {
+				ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
+			}
+			if !ready {
+				bad = append(bad, "node "+n.Name+" is not Ready")
+			}
+		}
+	}
+	if d, err := c.cs.AppsV1().Deployments(releaseNS).Get(ctx, "agent-sandbox-webhook", metav1.GetOptions{}); err != nil {
+		bad = append(bad, "no webhook Deployment")
+	} else if want := ptr.Deref(d.Spec.Replicas, 1); d.Status.ReadyReplicas < want || d.Status.UpdatedReplicas < want {
+		bad = append(bad, fmt.Sprintf("webhook replicas ready %d of %d", d.Status.ReadyReplicas, want))
+	} else if n := c.readyEndpoints(ctx, d.Name); n < int(want) {
+		// What admission uses: the Service's ready endpoints. After a long API server outage the Deployment
+		// still counts its replicas ready while the endpoints are being rebuilt.
+		bad = append(bad, fmt.Sprintf("webhook Service ready endpoints %d of %d", n, want))
+	}
+	if why := c.vaultHealth(ctx); why != "" {
+		bad = append(bad, why)
+	}
+	return strings.Join(bad, "; ")
+}
+
+// readyEndpoints counts the ready endpoints of a Service of the release namespace.
+func (c *chaos) readyEndpoints(ctx context.Context, service string) int {
+	slices, err := c.cs.DiscoveryV1().EndpointSlices(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if ptr.Deref(e.Conditions.Ready, false) && !ptr.Deref(e.Conditions.Terminating, false) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// vaultHealth says what is wrong with Vault: not answering, sealed, or not configured (a dev server keeps
+// its configuration in memory; a restarted one has no Kubernetes auth until `vault configure` runs again).
+func (c *chaos) vaultHealth(ctx context.Context) string {
+	get := func(path string, token string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:8200"+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		if token != "" {
+			req.Header.Set("X-Vault-Token", token)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := get("/v1/sys/health", "")
+	if err != nil {
+		return "Vault does not answer"
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("Vault is not active and unsealed (sys/health %d)", resp.StatusCode)
+	}
+	token, err := os.ReadFile(filepath.Join(c.state, "vault", "root-token"))
+	if err != nil {
+		return "no Vault root token"
+	}
+	resp, err = get("/v1/sys/auth", strings.TrimSpace(string(token)))
+	if err != nil {
+		return "Vault does not answer"
+	}
+	defer resp.Body.Close()
+	var mounts struct {
+		Data map[string]struct {
+			Type string `json:"type"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&mounts) != nil {
+		return fmt.Sprintf("Vault's auth mounts cannot be read (%d)", resp.StatusCode)
+	}
+	for _, m := range mounts.Data {
+		if m.Type == "kubernetes" {
+			return ""
+		}
+	}
+	return "Vault has no Kubernetes auth (not configured)"
+}
+
+// waitHealthy waits up to limit for the cluster to be healthy; it returns what is still wrong ("" when
+// healthy).
+func (c *chaos) waitHealthy(limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	for {
+		bad := c.health()
+		if bad == "" || time.Now().After(deadline) {
+			return bad
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// doRepair runs the repair command (up.sh starts what is not running and waits for each component's
+// readiness; then Vault is configured again) and waits up to two minutes for the cluster to be healthy.
+// It returns what is still wrong ("" when healthy).
+func (c *chaos) doRepair(t *testing.T) string {
+	start := time.Now()
+	out, err := exec.Command("sh", "-c", c.repair).CombinedOutput()
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return fmt.Sprintf("the repair command failed (%v): %s", err, lines[len(lines)-1])
+	}
+	bad := c.waitHealthy(2 * time.Minute)
+	t.Logf("repair took %s", time.Since(start).Round(100*time.Millisecond))
+	return bad
+}
+
+// stopGrace is how long a component stopped with SIGTERM may take to exit before it gets SIGKILL. The API
+// server, with up.sh's shutdown flags, exits within about ten seconds; without them it may wait 60 s for
+// its long-running requests (log follows). Past stopGrace nothing it waits for matters to a scenario.
+const stopGrace = 30 * time.Second
+
+// stop ends a local component: SIGTERM, then SIGKILL if it is still there after stopGrace; it returns once
+// the process is gone, saying how.
+func (c *chaos) stop(name string) error {
+	pid := c.pidOf(name)
+	if !running(pid) {
+		return fmt.Errorf("%s is not running (pid file says %d)", name, pid)
+	}
+	start := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM %s (pid %d): %w", name, pid, err)
+	}
+	how := "exited on SIGTERM"
+	for running(pid) && time.Since(start) < stopGrace {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if running(pid) {
+		how = fmt.Sprintf("still running %s after SIGTERM: killed", stopGrace)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; running(pid) && i < 100; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if running(pid) {
+			return fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid)
+		}
+	}
+	// Exiting is not gone: until the process is reaped its pid still answers kill -0, and up.sh, which asks
+	// just that, would take it for the running component and wait for it.
+	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+		if i == 100 {
+			return fmt.Errorf("%s (pid %d) exited but was not reaped within 10 s", name, pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Logf("%s (pid %d) %s, after %s", name, pid, how, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 // vaultMinted lists the ServiceAccounts, Roles and RoleBindings Vault minted in demo-app since since.
@@ -344,7 +603,11 @@ func (c *chaos) faultDuringCall(ctx context.Context, s *server, fault, repair fu
 	if err != nil {
 		c.t.Fatalf("no Job appeared for the call: %v", err)
 	}
-	c.t.Logf("Job %s exists: injecting the fault", job)
+	pod := "none yet"
+	if pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job}); err == nil && len(pods.Items) > 0 {
+		pod = pods.Items[0].Name + " " + string(pods.Items[0].Status.Phase)
+	}
+	c.t.Logf("Job %s exists (its Pod: %s): injecting the fault", job, pod)
 	if err := fault(); err != nil {
 		c.t.Fatalf("inject the fault: %v", err)
 	}
@@ -383,8 +646,7 @@ func (c *chaos) vaultRestarted(t *testing.T) {
 	cfg := c.fresh()
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
-	stop, restart := env(t, "E2E_VAULT_STOP"), env(t, "E2E_VAULT_RESTART")
-	res := c.faultDuringCall(ctx, s, func() error { return c.sh(stop) }, func() error { return c.sh(restart) })
+	res := c.faultDuringCall(ctx, s, func() error { return c.stop("vault") }, func() error { return c.sh(c.repair) })
 	if !res.IsError {
 		t.Logf("the call finished before Vault went away (it had its credential already)")
 	}
@@ -393,25 +655,128 @@ func (c *chaos) vaultRestarted(t *testing.T) {
 	c.auditVerify(ctx, cfg.AuditLog)
 }
 
-func (c *chaos) apiserverRestarted(t *testing.T) {
+// apiserverDownFor is how long the long API server scenario keeps it down (E2E_CHAOS_APISERVER_DOWN, a Go
+// duration; 90 s by default): well inside the two minutes a call in flight rides out.
+func apiserverDownFor(t *testing.T) time.Duration {
+	if v := os.Getenv("E2E_CHAOS_APISERVER_DOWN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("E2E_CHAOS_APISERVER_DOWN=%q: %v", v, err)
+		}
+		return d
+	}
+	return 90 * time.Second
+}
+
+// apiserverRestarted stops the API server once a cold call's Job exists, keeps it down for down (0: starts it
+// again at once) and starts it again with up.sh, which returns once /readyz says ok. The call rides it out:
+// it succeeds, its audit chain is complete, nothing is left behind and the next call works.
+//
+// With holdPods the controller-manager is stopped before the call (up.sh starts it again with the API
+// server), so the call's Job has no Pod until the control plane is back: the whole outage falls on the
+// runner's side — its reads of the Job and the Pod refused for all of down — and none on the sandbox's,
+// whose credential agent gives up logging in to Vault after 20 s without an API server (Vault's
+// TokenReview needs one; broker.DefaultLoginTimeout). Without it the outage falls wherever the call is.
+//
+// CHAOS_BREAK_RESTART=1 leaves the API server down (a forced failure: the scenario fails, the cluster is
+// repaired when it ends, and the next scenario passes).
+func (c *chaos) apiserverRestarted(t *testing.T, down time.Duration, holdPods bool) {
 	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	since := time.Now()
 	cfg := c.fresh()
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
-	pidfile := filepath.Join(c.state, "run", "kube-apiserver.pid")
-	// Killed with SIGTERM, it shuts down gracefully; up.sh may only start it again once its port is free.
-	stop := func() error {
-		return c.sh("p=$(cat " + pidfile + ") && kill $p && for i in $(seq 300); do kill -0 $p 2>/dev/null || exit 0; sleep 0.2; done; exit 1")
+	if holdPods {
+		if err := c.stop("kube-controller-manager"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// up.sh starts what is not running; the API server takes about five seconds to be ready.
-	res := c.faultDuringCall(ctx, s, stop, func() error { return c.sh(c.up + " >/dev/null 2>&1") })
-	t.Logf("call during the API server restart: error=%v", res.IsError)
+	var stopped time.Time
+	stop := func() error {
+		err := c.stop("kube-apiserver")
+		stopped = time.Now()
+		return err
+	}
+	restart := func() error {
+		if os.Getenv("CHAOS_BREAK_RESTART") == "1" {
+			t.Logf("CHAOS_BREAK_RESTART=1: the API server is left down")
+			return nil
+		}
+		if wait := down - time.Since(stopped); wait > 0 {
+			time.Sleep(wait)
+		}
+		start := time.Now()
+		if out, err := exec.Command("sh", "-c", c.up).CombinedOutput(); err != nil {
+			return fmt.Errorf("up.sh: %v: %s", err, lastLines(string(out), 5))
+		}
+		t.Logf("the API server was down %s; up.sh took %s to have it ready", time.Since(stopped).Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+		return nil
+	}
+	// The call is still running when the API server is down: its result comes once it is back, so the
+	// restart runs beside the call, not after it.
+	restarted := make(chan error, 1)
+	res := c.faultDuringCall(ctx, s, func() error {
+		if err := stop(); err != nil {
+			return err
+		}
+		go func() { restarted <- restart() }()
+		return nil
+	}, func() error { return <-restarted })
+	if res.IsError {
+		t.Errorf("the call did not ride out the API server's restart: %s", firstN(res.Text, 300))
+	}
+	c.chainComplete(cfg.AuditLog)
 	c.nothingLeft(ctx, since)
 	c.works(ctx, s, "after the API server came back")
 	c.auditVerify(ctx, cfg.AuditLog)
+}
+
+// chainComplete checks that every call in the audit log has its whole chain, in order: tool.request,
+// guardrail.decision, sandbox.started, credential.issued, sandbox.completed, credential.revoked,
+// tool.result.
+func (c *chaos) chainComplete(path string) {
+	c.t.Helper()
+	recs, err := audit.ReadFile(path, audit.Filter{})
+	if err != nil {
+		c.t.Fatalf("read the audit log: %v", err)
+	}
+	byCall := map[string][]string{}
+	var order []string
+	for _, r := range recs {
+		if r.RequestID == "" {
+			continue
+		}
+		if _, ok := byCall[r.RequestID]; !ok {
+			order = append(order, r.RequestID)
+		}
+		byCall[r.RequestID] = append(byCall[r.RequestID], r.Event)
+	}
+	want := []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventSandboxStarted, audit.EventCredentialIssued,
+		audit.EventSandboxCompleted, audit.EventCredentialRevoked, audit.EventToolResult}
+	for _, id := range order {
+		got, i := byCall[id], 0
+		for _, ev := range got {
+			if i < len(want) && ev == want[i] {
+				i++
+			}
+		}
+		if i < len(want) {
+			c.t.Errorf("call %s: audit chain %v lacks %s", id, got, want[i])
+		}
+	}
+	if len(order) == 0 {
+		c.t.Error("no call in the audit log")
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 func (c *chaos) serverKilledBeforeApply(t *testing.T) {
@@ -591,10 +956,17 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest, "--ttl=8s"); err != nil {
+	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires. The
+	// slow call is held, not merely slow: with the scheduler stopped its Pod stays Pending until the approval
+	// has expired (a plan that happened to take longer than 8 s raced the machine's speed).
+	if err := c.stop("kube-scheduler"); err != nil {
 		t.Fatal(err)
 	}
-	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires.
+	const ttl = 8 * time.Second
+	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest, "--ttl="+ttl.String()); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(ttl)
 	slow := make(chan *mcp.Result, 1)
 	go func() {
 		r, _ := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
@@ -606,7 +978,22 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	}
 	t.Logf("the slow call's Job %s holds the only slot", slowJob)
 	start := time.Now()
-	res, err = s.client.Call(ctx, "terraform_apply", args)
+	type outcome struct {
+		res *mcp.Result
+		err error
+	}
+	applyDone := make(chan outcome, 1)
+	go func() {
+		r, err := s.client.Call(ctx, "terraform_apply", args)
+		applyDone <- outcome{r, err}
+	}()
+	time.Sleep(time.Until(expires) + 2*time.Second)
+	if out, err := exec.Command("sh", "-c", c.up).CombinedOutput(); err != nil {
+		t.Fatalf("start the scheduler again: up.sh: %v: %s", err, lastLines(string(out), 5))
+	}
+	t.Logf("the approval expired %s ago; the scheduler is back", time.Since(expires).Round(100*time.Millisecond))
+	o := <-applyDone
+	res, err = o.res, o.err
 	if err != nil {
 		t.Fatal(err)
 	}
