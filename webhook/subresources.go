@@ -101,12 +101,8 @@ var SubresourceAllowlist = []SubresourceUse{
 	{Resource: "jobs", Subresource: "status", Operations: []string{"UPDATE"},
 		Who: "the Job controller, the chart's identity",
 		Why: "reports a Job's progress; never its metadata",
-		check: func(c *Checker, _ context.Context, req Request, obj, old object) error {
-			if !c.isAdmin(req) && !contains(orDefault(c.Identities.JobControllerUsers, DefaultJobControllerUsers), req.User) {
-				return deny(rules.JobStatus, "the status of sandbox Job %s is written by the Job controller, not by %s", req.Name, req.User)
-			}
-			return sameMetadata(rules.JobStatus, "Job", req, obj, old)
-		}},
+		check: controllerWrites(rules.JobStatus, "Job", "the Job controller",
+			func(id Identities) []string { return orDefault(id.JobControllerUsers, DefaultJobControllerUsers) })},
 	{Resource: "serviceaccounts", Subresource: "token", Operations: []string{"CREATE"},
 		Who: "the kubelet (tool ServiceAccounts, bound to a sandbox Pod on its node); the chart's identity (the MCP ServiceAccount, at most 24 h)",
 		Why: "a tool's Vault login; the MCP server's kubeconfig",
@@ -117,12 +113,8 @@ var SubresourceAllowlist = []SubresourceUse{
 	{Resource: "resourcequotas", Subresource: "status", Operations: []string{"UPDATE"},
 		Who: "the resource-quota controller, the API server (system:masters), the chart's identity",
 		Why: "records what the namespace uses; a forged usage would lift the quota",
-		check: func(c *Checker, _ context.Context, req Request, obj, old object) error {
-			if !c.isAdmin(req) && !contains(orDefault(c.Identities.QuotaControllerUsers, DefaultQuotaControllerUsers), req.User) {
-				return deny(rules.SandboxNamespace, "the usage of ResourceQuota %s is written by the quota controller, not by %s", req.Name, req.User)
-			}
-			return sameMetadata(rules.SandboxNamespace, "ResourceQuota", req, obj, old)
-		}},
+		check: controllerWrites(rules.SandboxNamespace, "ResourceQuota", "the quota controller",
+			func(id Identities) []string { return orDefault(id.QuotaControllerUsers, DefaultQuotaControllerUsers) })},
 	{Resource: "namespaces", Subresource: "status", Operations: []string{"UPDATE"},
 		Who:   "the namespace controller, the chart's identity",
 		Why:   "reports a namespace's phase; never its labels (they switch the webhook and Pod Security on)",
@@ -133,11 +125,20 @@ var SubresourceAllowlist = []SubresourceUse{
 		check: namespaceSubresource},
 }
 
-func namespaceSubresource(c *Checker, _ context.Context, req Request, obj, old object) error {
-	if !c.isAdmin(req) && !contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User) {
-		return deny(rules.SandboxNamespace, "namespaces/%s of the sandbox namespace is written by the namespace controller, not by %s", req.SubResource, req.User)
+var namespaceSubresource = controllerWrites(rules.SandboxNamespace, "Namespace", "the namespace controller",
+	func(id Identities) []string {
+		return orDefault(id.NamespaceControllerUsers, DefaultNamespaceControllerUsers)
+	})
+
+// controllerWrites is the check of a status-like subresource that one controller (users) and the chart's
+// identity write, never changing the object's metadata.
+func controllerWrites(rule rules.ID, kind, controller string, users func(Identities) []string) func(*Checker, context.Context, Request, object, object) error {
+	return func(c *Checker, _ context.Context, req Request, obj, old object) error {
+		if !c.isAdmin(req) && !contains(users(c.Identities), req.User) {
+			return deny(rule, "%s/%s of sandbox %s %s is written by %s, not by %s", req.Resource, req.SubResource, kind, req.Name, controller, req.User)
+		}
+		return sameMetadata(rule, kind, req, obj, old)
 	}
-	return sameMetadata(rules.SandboxNamespace, "Namespace", req, obj, old)
 }
 
 // CheckSubresource decides on any subresource request in a sandbox namespace, or on the sandbox
