@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -85,6 +86,9 @@ type AnchorResult struct {
 	HeadLine int
 	// Reason says in one line what was found; it never quotes the log's content.
 	Reason string
+	// File is the log the anchor was judged against, when several were (VerifyFilesAnchors): the one that
+	// has the call, else the first.
+	File string
 }
 
 // AnchorReport is the outcome for every anchor, in the order the calls were admitted.
@@ -177,29 +181,38 @@ func (c *AnchorCheck) Add(rec Record) {
 
 // Report judges every anchor against the lines added so far, at time now.
 func (c *AnchorCheck) Report(now time.Time) AnchorReport {
-	anchors := slices.Clone(c.anchors)
-	slices.SortStableFunc(anchors, func(a, b Anchor) int {
+	rep := AnchorReport{Lines: c.lines}
+	for _, a := range byAdmission(c.anchors) {
+		rep.add(c.judge(a, now))
+	}
+	return rep
+}
+
+// byAdmission is anchors in the order the calls were admitted (then by name).
+func byAdmission(anchors []Anchor) []Anchor {
+	sorted := slices.Clone(anchors)
+	slices.SortStableFunc(sorted, func(a, b Anchor) int {
 		if d := a.Admitted.Compare(b.Admitted); d != 0 {
 			return d
 		}
 		return compareStrings(a.Name, b.Name)
 	})
-	rep := AnchorReport{Lines: c.lines}
-	for _, a := range anchors {
-		r := c.judge(a, now)
-		switch r.Status {
-		case AnchorOK:
-			rep.OK++
-		case AnchorInProgress:
-			rep.InProgress++
-		case AnchorBeforeLog:
-			rep.BeforeLog++
-		default:
-			rep.Failed++
-		}
-		rep.Results = append(rep.Results, r)
+	return sorted
+}
+
+// add appends r and counts its status.
+func (rep *AnchorReport) add(r AnchorResult) {
+	switch r.Status {
+	case AnchorOK:
+		rep.OK++
+	case AnchorInProgress:
+		rep.InProgress++
+	case AnchorBeforeLog:
+		rep.BeforeLog++
+	default:
+		rep.Failed++
 	}
-	return rep
+	rep.Results = append(rep.Results, r)
 }
 
 func compareStrings(a, b string) int {
@@ -226,7 +239,7 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 		return res
 	}
 	cl := c.calls[a.RequestID]
-	seen := len(cl.requests)+len(cl.started)+len(cl.results) > 0
+	seen := c.mentions(a.RequestID)
 	h := c.heads[a.Head]
 	res.HeadLine = h
 	if h == 0 {
@@ -311,11 +324,92 @@ func VerifyAnchors(records []Record, anchors []Anchor, now time.Time) AnchorRepo
 // first bad line, and the report covers the lines before it.
 func VerifyFileAnchors(path string, anchors []Anchor, now time.Time) (Summary, AnchorReport, error) {
 	c := NewAnchorCheck(anchors)
+	sum, err := verifyFileWith(path, c.Add)
+	return sum, c.Report(now), err
+}
+
+// verifyFileWith verifies the chain of the log at path under its read lock, handing each record to visit.
+func verifyFileWith(path string, visit func(Record)) (Summary, error) {
 	var sum Summary
 	err := withReadLock(path, func(f *os.File) error {
 		var err error
-		sum, err = verify(f, c.Add)
+		sum, err = verify(f, visit)
 		return err
 	})
-	return sum, c.Report(now), err
+	return sum, err
+}
+
+// FileResult is one log's chain, as VerifyFilesAnchors verified it.
+type FileResult struct {
+	Path    string
+	Summary Summary
+	// Broken is the first line that fails the chain (nil: intact); the anchors were held against the
+	// lines before it.
+	Broken *VerifyError
+}
+
+// VerifyFilesAnchors verifies the chain of each log in paths and holds them together against anchors at
+// time now: several logs of one cluster identity (rotated files, or servers that share the identity), each
+// a chain of its own. An anchor is judged against the log that has its head, else the one that has lines
+// of its call; an anchor that no log mentions is BEFORE LOG when it is so for every log, and FAIL
+// otherwise. With one path the report is exactly VerifyFileAnchors'. A chain that is broken is reported in
+// its FileResult, not as the error, which is for a log that cannot be read.
+func VerifyFilesAnchors(paths []string, anchors []Anchor, now time.Time) ([]FileResult, AnchorReport, error) {
+	files := make([]FileResult, len(paths))
+	checks := make([]*AnchorCheck, len(paths))
+	for i, p := range paths {
+		c := NewAnchorCheck(anchors)
+		sum, err := verifyFileWith(p, c.Add)
+		var verr *VerifyError
+		if err != nil && !errors.As(err, &verr) {
+			return nil, AnchorReport{}, fmt.Errorf("%s: %w", p, err)
+		}
+		files[i], checks[i] = FileResult{Path: p, Summary: sum, Broken: verr}, c
+	}
+	rep := AnchorReport{}
+	for _, c := range checks {
+		rep.Lines += c.lines
+	}
+	for _, a := range byAdmission(anchors) {
+		rep.add(judgeAcross(checks, paths, a, now))
+	}
+	return files, rep, nil
+}
+
+// judgeAcross judges a against each log and keeps the verdict of the log that has the call.
+func judgeAcross(checks []*AnchorCheck, paths []string, a Anchor, now time.Time) AnchorResult {
+	results := make([]AnchorResult, len(checks))
+	for i, c := range checks {
+		results[i] = c.judge(a, now)
+		results[i].File = paths[i]
+	}
+	for _, pick := range []func(i int) bool{
+		func(i int) bool { return results[i].Status == AnchorOK },
+		func(i int) bool { return results[i].HeadLine > 0 },
+		func(i int) bool { return checks[i].mentions(a.RequestID) },
+	} {
+		for i := range results {
+			if pick(i) {
+				return results[i]
+			}
+		}
+	}
+	if len(results) == 1 {
+		return results[0]
+	}
+	for _, r := range results {
+		if r.Status != AnchorBeforeLog {
+			res := AnchorResult{Anchor: a, Status: AnchorFailed, File: paths[0],
+				Reason: fmt.Sprintf("its head %s is no line of any of these %d logs, and none has a line of the call: its lines were cut or rewritten, or the call was not made through these logs",
+					short(a.Head), len(paths))}
+			return res
+		}
+	}
+	return results[0]
+}
+
+// mentions reports whether the log has any line of the request.
+func (c *AnchorCheck) mentions(requestID string) bool {
+	cl := c.calls[requestID]
+	return cl != nil && len(cl.requests)+len(cl.started)+len(cl.results) > 0
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -307,4 +308,90 @@ func TestHead(t *testing.T) {
 	if _, err := l.Head(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("head after Close: %v", err)
 	}
+}
+
+// TestVerifyFilesAnchors: several logs of one identity are held together against the anchors: each anchor
+// is judged by the log that has its call, an anchor in no log fails, one older than every log is before
+// them, and a call cut out of its own log fails there, whatever the other logs hold.
+func TestVerifyFilesAnchors(t *testing.T) {
+	clock := &anchorClock{t: anchorT0}
+	dir := t.TempDir()
+	early := Anchor{Name: "anchor-early", RequestID: "req-eeeeeeeeeeee", Head: strings.Repeat("e", 64), Tool: "kubectl_get",
+		Job: "as-early", Admitted: clock.now(), Deadline: time.Minute}
+	open := func(name string) (*Log, string) {
+		path := filepath.Join(dir, name)
+		l, err := Open(path, WithClock(clock.now), WithSync(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l, path
+	}
+	l1, p1 := open("one.jsonl")
+	l2, p2 := open("two.jsonl")
+	a := anchoredCall(t, l1, clock, "req-aaaaaaaaaaaa", true)
+	b := anchoredCall(t, l2, clock, "req-bbbbbbbbbbbb", true)
+	c := anchoredCall(t, l2, clock, "req-cccccccccccc", false) // its tool.result never written
+	stray := Anchor{Name: "anchor-stray", RequestID: "req-ffffffffffff", Head: strings.Repeat("f", 64), Tool: "kubectl_get",
+		Job: "as-stray", Admitted: clock.now(), Deadline: time.Minute}
+	later := clock.t.Add(time.Hour)
+	all := []Anchor{a, b, c, stray, early}
+
+	files, rep, err := VerifyFilesAnchors([]string{p1, p2}, all, later)
+	if err != nil || len(files) != 2 || files[0].Summary.Lines != 7 || files[1].Summary.Lines != 11 || files[0].Broken != nil {
+		t.Fatalf("files %+v, %v", files, err)
+	}
+	want := map[string]struct {
+		status AnchorStatus
+		file   string
+		reason string
+	}{
+		"anchor-early":            {AnchorBeforeLog, p1, "before this log's first line"},
+		"anchor-req-aaaaaaaaaaaa": {AnchorOK, p1, "tool.result at line 7"},
+		"anchor-req-bbbbbbbbbbbb": {AnchorOK, p2, "tool.result at line 7"},
+		"anchor-req-cccccccccccc": {AnchorFailed, p2, "no tool.result follows"},
+		"anchor-stray":            {AnchorFailed, p1, "no line of any of these 2 logs"},
+	}
+	if rep.OK != 2 || rep.Failed != 2 || rep.BeforeLog != 1 || rep.Lines != 18 || len(rep.Results) != 5 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Results {
+		w := want[r.Anchor.Name]
+		if r.Status != w.status || r.File != w.file || !strings.Contains(r.Reason, w.reason) {
+			t.Errorf("%s: %s in %s (%s); want %s in %s (%q)", r.Anchor.Name, r.Status, r.File, r.Reason, w.status, w.file, w.reason)
+		}
+	}
+
+	// One log: exactly what VerifyFileAnchors reports.
+	_, one, err := VerifyFilesAnchors([]string{p2}, all, later)
+	_, single, err2 := VerifyFileAnchors(p2, all, later)
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	for i := range single.Results {
+		single.Results[i].File = p2
+	}
+	if fmt := func(r AnchorReport) string { return strings.ReplaceAll(strings.TrimSpace(sprint(r)), p2, "") }; fmt(one) != fmt(single) {
+		t.Errorf("one log:\n%s\nVerifyFileAnchors:\n%s", fmt(one), fmt(single))
+	}
+
+	// A broken chain is the file's, not the error; a missing file is the error.
+	lines := readLines(t, p2)
+	lines[1] = bytes.Replace(lines[1], []byte(`"allow"`), []byte(`"deny!"`), 1)
+	writeLines(t, p2, lines)
+	files, _, err = VerifyFilesAnchors([]string{p1, p2}, all, later)
+	if err != nil || files[1].Broken == nil || files[1].Broken.Line != 2 || files[1].Summary.Lines != 1 {
+		t.Fatalf("broken second log: %+v, %v", files, err)
+	}
+	if _, _, err := VerifyFilesAnchors([]string{p1, filepath.Join(dir, "gone.jsonl")}, all, later); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "gone.jsonl") {
+		t.Fatalf("missing log: %v", err)
+	}
+}
+
+func sprint(r AnchorReport) string {
+	var b strings.Builder
+	for _, x := range r.Results {
+		b.WriteString(string(x.Status) + " " + x.Anchor.Name + " " + x.Reason + "\n")
+	}
+	return b.String()
 }

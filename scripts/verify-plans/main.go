@@ -130,6 +130,14 @@ func run(o options) (bool, error) {
 	// The verdict is this program's own words, counts and the corpus's case names: not scrubbed, since the
 	// scrubber reads "PASS: 27/27" as a password and its value.
 	fmt.Println("  " + verdict)
+	// The section ends as an operator would: audit verify --against-cluster on the logs its MCP servers wrote.
+	logs, _ := filepath.Glob(filepath.Join(work, "*", "audit.jsonl"))
+	summary, err := corpus.AuditAgainstCluster(ctx, o.binary, o.kubeconfig, start, logs)
+	if err != nil {
+		fmt.Println("  FAIL: " + scrub.String(err.Error()))
+		return false, nil
+	}
+	fmt.Println("  audit verify --against-cluster: " + summary)
 	return ok, nil
 }
 

@@ -259,7 +259,7 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 	cfg := config(t)
 	dir := env(t, "E2E_NODE_CLIENT")
 	cmd := exec.Command("node", filepath.Join(dir, "client.mjs"), cfg.Binary, "--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig,
-		"--workspaces", cfg.Workspaces, "--db", filepath.Join(t.TempDir(), "approvals.db"), "--audit-log", filepath.Join(t.TempDir(), "audit.jsonl"))
+		"--workspaces", cfg.Workspaces, "--db", filepath.Join(t.TempDir(), "approvals.db"), "--audit-log", keptAuditLog(t))
 	// Every read tool too: the SDK checks each structured result against the tool's outputSchema.
 	// A Pod that stays: the scenario just replaced the Deployment, and its old Pods are going away.
 	var logPod string
@@ -443,7 +443,7 @@ func TestE2EWarmPool(t *testing.T) {
 				}
 			}
 			c := cfg
-			c.DB, c.AuditLog = filepath.Join(t.TempDir(), "approvals.db"), filepath.Join(t.TempDir(), "audit.jsonl")
+			c.DB, c.AuditLog = filepath.Join(t.TempDir(), "approvals.db"), keptAuditLog(t)
 			// The server exports the call's trace to a real OTLP/HTTP receiver (docs/tracing.md).
 			otlp := telemetrytest.NewReceiver(t)
 			client, err := demoClient(ctx, c, append(mode.args, "--otlp-endpoint", otlp.URL)...)
@@ -626,7 +626,7 @@ func TestE2ETerraformAttacksThroughMCP(t *testing.T) {
 	attacks := map[string]bool{"provider-dynamic-exec-applying": true, "resource-kubernetes-secret": true,
 		"data-kubernetes-secret": true, "output-file-kubeconfig": true, "null-resource-local-exec": true, "provider-exec-comment": true}
 	var results []string
-	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	auditLog := keptAuditLog(t)
 	run := func(name string, files map[string][]byte) mcp.Result {
 		t.Helper()
 		ws := t.TempDir()

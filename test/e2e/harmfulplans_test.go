@@ -71,6 +71,7 @@ func TestE2EHarmfulPlans(t *testing.T) {
 	}
 	cs := admin(t, cfg.AdminKubeconfig)
 	work := t.TempDir()
+	keepAuditLogsUnder(t, work)
 	r := &corpus.HarmfulRun{
 		Env:    &corpus.Env{Policy: p, Approver: key, Identities: &corpus.Identities{Admin: cs, MCP: mcpClient}, Run: "e2e"},
 		Binary: cfg.Binary, PolicyFile: cfg.Policy, MCPKubeconfig: cfg.MCPKubeconfig, WorkDir: filepath.Join(work, "cases"),

@@ -73,6 +73,20 @@ func TestAuditVerify(t *testing.T) {
 		t.Fatalf("verify tampered log: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
+	// Several logs: each chain on its own, the broken one named.
+	intact := writeAuditLog(t)
+	code, out, errOut = runCLI(t, "audit", "verify", "--file", intact, "--file", path)
+	if code != exitTampered || out != "" || !strings.HasPrefix(errOut, "FAIL: "+path+": line 3: ") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("verify two logs, one tampered: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, "audit", "verify", "--file", intact, "--file", intact); code != exitUsage {
+		t.Fatalf("the same log twice: code %d, stdout %q", code, out)
+	}
+	code, out, _ = runCLI(t, "audit", "verify", "--file", intact, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"verdict": "OK"`) || !strings.Contains(out, `"lines": 6`) {
+		t.Fatalf("verify -o json: code %d, stdout %q", code, out)
+	}
+
 	code, _, errOut = runCLI(t, "audit", "verify", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
 	if code != exitNotFound || !strings.Contains(errOut, "does not exist") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("verify missing log: code %d, stderr %q", code, errOut)
@@ -175,7 +189,7 @@ func TestAuditVerifyAgainstCluster(t *testing.T) {
 	run := func(t *testing.T, path string, anchors []audit.Anchor, now time.Time, mod func(o *auditVerifyOptions)) (err error, stdout, stderr string) {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		o := &auditVerifyOptions{File: path, AgainstCluster: true, Namespace: defaultAnchorNamespace, streams: IO{Out: &out, ErrOut: &errOut},
+		o := &auditVerifyOptions{Files: []string{path}, AgainstCluster: true, Namespace: defaultAnchorNamespace, streams: IO{Out: &out, ErrOut: &errOut},
 			now: func() time.Time { return now }, anchors: func(context.Context) ([]audit.Anchor, error) { return anchors, nil }}
 		if mod != nil {
 			mod(o)
@@ -247,6 +261,35 @@ func TestAuditVerifyAgainstCluster(t *testing.T) {
 		if !tampered(err) || out != "" || !strings.HasPrefix(errOut, "FAIL: line 6: ") ||
 			!strings.Contains(errOut, "FAIL: chain broken at line 6, anchors held against the 5 lines before it; 2 anchors") {
 			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+	})
+	t.Run("several logs, text and json", func(t *testing.T) {
+		first, a1 := anchoredLog(t, admitted)
+		second, a2 := anchoredLog(t, admitted.Add(time.Hour)) // the same request IDs, other lines
+		cutLines(t, second, 2)
+		anchors := append(a1, a2...)
+		later := admitted.Add(3 * time.Hour)
+		both := func(o *auditVerifyOptions) { o.Files = []string{first, second} }
+		err, out, errOut := run(t, first, anchors, later, both)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if !tampered(err) || out != "" || len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "FAIL: "+second+": call req-bbbbbbbbbbbb (kubectl_get, Job job-req-bbbbbbbbbbbb, admitted 2026-03-04T06:06:") ||
+			!strings.Contains(lines[0], "no sandbox.started") ||
+			lines[1] != "FAIL: 2 logs, 14 lines, every chain intact; 4 anchors in agent-sandbox-system: 3 match, 1 do not, 0 in progress, 0 before this log" {
+			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+		err, out, errOut = run(t, first, anchors, later, func(o *auditVerifyOptions) { both(o); o.Output = "json" })
+		var rep verifyJSON
+		if jerr := json.Unmarshal([]byte(out), &rep); !tampered(err) || errOut != "" || jerr != nil {
+			t.Fatalf("json: err %v (%v), stdout %q, stderr %q", err, jerr, out, errOut)
+		}
+		if rep.Verdict != "FAIL" || len(rep.Files) != 2 || rep.Files[1].Lines != 6 || rep.Counts == nil || rep.Counts.Total != 4 || rep.Counts.Failed != 1 ||
+			len(rep.Results) != 4 || rep.Results[3].Status != "failed" || rep.Results[3].File != second || rep.Results[3].Head != a2[1].Head ||
+			rep.Results[0].Status != "ok" || rep.Results[0].File != first || rep.Results[0].HeadLine != 2 {
+			t.Fatalf("json: %s", out)
+		}
+		if err, _, _ := run(t, first, a1, later, func(o *auditVerifyOptions) { o.Output = "json" }); err != nil {
+			t.Fatalf("json, intact: %v", err)
 		}
 	})
 	t.Run("no anchors", func(t *testing.T) {
