@@ -63,6 +63,8 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	argv := append([]any{"//agent-sandbox"}, gated["command"].([]any)[1:]...)
 	gated["command"] = argv
 	spec["tools"] = append(spec["tools"].([]any), gated)
+	egress := egressTargetsOf(t, doc)
+	spec["tools"] = append(spec["tools"].([]any), egressProbeTool(egress))
 	dir := t.TempDir()
 	policyFile := filepath.Join(dir, "policy.yaml")
 	data, err := yaml.Marshal(doc)
@@ -230,6 +232,24 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 		t.Fatal("a Job running the custom tool with another argv was admitted")
 	}
 	t.Logf("twin with --kind=configmap refused: %v", err)
+
+	// Real packets from an admitted sandbox Pod in the sandbox namespace: the API server and Vault are
+	// reached, everything else is dropped.
+	peer := webhookPeer(t, ctx, cs)
+	probe, err := p.Tool(egressProbeToolName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := probe.Invoke(map[string]any{"namespace": "demo-app", "peer": peer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := approval.NewRequestID()
+	probeJob, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, AuditHead: corpus.AuditHead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSandboxEgress(t, ctx, cs, egress, peer, probeJob)
 }
 
 // gatedTool is the example's tool run as a program that is not one of the project's runners.
