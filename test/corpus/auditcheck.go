@@ -63,6 +63,15 @@ func AuditAgainstCluster(ctx context.Context, binary, kubeconfig string, start t
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		return "", fmt.Errorf("agent-sandbox audit verify --output json: %v: %q", err, stdout.String())
 	}
+	summary, problems := judgeAuditReport(rep)
+	if len(problems) > 0 {
+		return summary, fmt.Errorf("audit verify --against-cluster: %s", strings.Join(problems, "; "))
+	}
+	return summary, nil
+}
+
+// judgeAuditReport judges a report as AuditAgainstCluster says: one line of figures, and what is wrong.
+func judgeAuditReport(rep AuditReport) (string, []string) {
 	var problems []string
 	lines := 0
 	for _, f := range rep.Files {
@@ -90,8 +99,5 @@ func AuditAgainstCluster(ctx context.Context, binary, kubeconfig string, start t
 	if logged == 0 {
 		problems = append(problems, "no anchored call was made through an MCP server in this window")
 	}
-	if len(problems) > 0 {
-		return summary, fmt.Errorf("audit verify --against-cluster: %s", strings.Join(problems, "; "))
-	}
-	return summary, nil
+	return summary, problems
 }
