@@ -24,7 +24,8 @@ import (
 // it keeps Min unclaimed warm Pods, at most Max warm Jobs in all, and deletes warm Jobs that finished, that
 // belong to no pool, or that the policy in force no longer renders (unless claimed: a call is running).
 // It creates warm Jobs through the API server like anyone else, so admission checks them by the same rules.
-// Only one replica runs it at a time (see RunPoolLeader).
+// Sync is one pass; internal/warmpool runs it as a controller on the one replica that holds the pool's
+// Lease.
 type Pool struct {
 	Client client.Client
 	// Policy returns the policy in force (nil before the first load).
@@ -36,9 +37,6 @@ type Pool struct {
 	// ClaimKeys is the webhook's --claim-keys value (Checker.claimKeys): part of the warm rendering, so a
 	// warm Job injected with other keys is stale.
 	ClaimKeys string
-	// Watch, when set, watches the warm Pods so that a Pod deleted, evicted or failed gets its Job replaced
-	// at once rather than at the next interval (Run).
-	Watch client.WithWatch
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -55,9 +53,9 @@ type PoolState struct {
 	Created, Deleted int
 }
 
-// Reconcile brings every pool to its size once and returns each warm tool's state. Errors of single
-// objects are joined; the rest of the pass goes on.
-func (p *Pool) Reconcile(ctx context.Context) (map[string]*PoolState, error) {
+// Sync brings every pool to its size once and returns each warm tool's state. Errors of single objects
+// are joined; the rest of the pass goes on.
+func (p *Pool) Sync(ctx context.Context) (map[string]*PoolState, error) {
 	pol := p.Policy()
 	if pol == nil {
 		return nil, nil
@@ -210,64 +208,6 @@ func (p *Pool) delete(ctx context.Context, job *batchv1.Job) error {
 		return fmt.Errorf("delete warm Job %s: %w", job.Name, err)
 	}
 	return nil
-}
-
-// Run reconciles every interval until ctx ends, and with Watch set also as soon as a warm Pod changes (a
-// Pod deleted or evicted is replaced within seconds, not at the next interval).
-func (p *Pool) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	changed := make(chan struct{}, 1)
-	if p.Watch != nil {
-		go p.watchPods(ctx, changed)
-	}
-	for {
-		if _, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			p.Log.Error(err, "warm pool")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-changed:
-		}
-	}
-}
-
-// watchPods signals changed (without blocking: one pending signal is enough) on every event of a warm Pod
-// in the sandbox namespace, re-opening the watch when it ends.
-func (p *Pool) watchPods(ctx context.Context, changed chan<- struct{}) {
-	for ctx.Err() == nil {
-		pol := p.Policy()
-		if pol == nil {
-			sleepCtx(ctx, time.Second)
-			continue
-		}
-		var pods corev1.PodList
-		w, err := p.Watch.Watch(ctx, &pods, client.InNamespace(pol.Spec.Sandbox.Namespace), client.HasLabels{contract.LabelWarm})
-		if err != nil {
-			if ctx.Err() == nil {
-				p.Log.Error(err, "watch warm Pods")
-			}
-			sleepCtx(ctx, 2*time.Second)
-			continue
-		}
-		for range w.ResultChan() {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}
-		w.Stop()
-		sleepCtx(ctx, 100*time.Millisecond)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
 
 // podGone says why a warm Job without a live Pod is to be replaced, or "" while its Pod may still come.

@@ -44,7 +44,7 @@ func TestPoolReconcile(t *testing.T) {
 		NewSuffix: func() (string, error) { n++; return fmt.Sprintf("w%011d", n), nil }}
 	tool, _ := f.p.Tool(warmTestTool)
 
-	states, err := pool.Reconcile(context.Background())
+	states, err := pool.Sync(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestPoolReconcile(t *testing.T) {
 	// The fake client runs no webhook, so the Job the pool created lacks the injection and the API defaults:
 	// it is not the warm rendering as admitted, which is what a warm Job left from an older policy looks like.
 	// The pool deletes it and starts a new one, and never exceeds max.
-	states, err = pool.Reconcile(context.Background())
+	states, err = pool.Sync(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestPoolReplacesPodlessJob(t *testing.T) {
 	if err := c.Status().Update(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
-	states, err := pool.Reconcile(context.Background())
+	states, err := pool.Sync(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,38 +172,5 @@ func TestPoolReplacesPodlessJob(t *testing.T) {
 	tool, _ := f.p.Tool(warmTestTool)
 	if st.Idle+st.Starting < tool.WarmPool.Min && st.Idle+st.Starting+st.Claimed < tool.WarmPool.Max {
 		t.Errorf("state %+v: the pool was not refilled in the same pass", st)
-	}
-}
-
-// TestPoolRunWatchesPods: with Watch, a warm Pod deleted between two intervals gets its Job replaced at
-// once, not at the next interval (here an hour away).
-func TestPoolRunWatchesPods(t *testing.T) {
-	f := newFixture(t)
-	ns := f.p.Spec.Sandbox.Namespace
-	job := currentWarmJob(t, f, "w0000000000a", f.now.Add(-5*time.Minute))
-	pod := podOf(t, job)
-	pod.Name, pod.UID = job.Name+"-aaaaa", "pod-uid-1"
-	pod.Finalizers = []string{batchv1.JobTrackingFinalizer}
-	pool, c := poolFixture(t, f, job, pod)
-	pool.Watch = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); pool.Run(ctx, time.Hour) }()
-	defer func() { cancel(); <-done }()
-
-	// Let the first pass (and the watch) start, then delete the Pod: its finalizer keeps it, terminating.
-	time.Sleep(300 * time.Millisecond)
-	if !warmJobNames(t, c, ns)[job.Name] {
-		t.Fatal("the first pass deleted the Job of a live Pod")
-	}
-	if err := c.Delete(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for warmJobNames(t, c, ns)[job.Name] {
-		if time.Now().After(deadline) {
-			t.Fatal("the Job of the deleted warm Pod was not replaced within 5 s")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

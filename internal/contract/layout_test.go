@@ -53,7 +53,7 @@ func listPackages(t *testing.T) map[string]pkg {
 func TestTrustedCodeStaysTrusted(t *testing.T) {
 	all := listPackages(t)
 	forbidden := []string{"modernc.org/sqlite", "github.com/modelcontextprotocol/go-sdk", module + "mcp", module + "internal/service", module + "internal/approval/store"}
-	for _, trusted := range []string{"webhook", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
+	for _, trusted := range []string{"webhook", "internal/warmpool", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
 		p, ok := all[trusted]
 		if !ok {
 			t.Fatalf("package %s is gone: update the layout test", trusted)

@@ -707,7 +707,7 @@ func TestChartRBAC(t *testing.T) {
 
 		var jobs rbacv1.Role
 		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
-		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,delete", ""}, {"", "pods", "list,watch", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,watch,delete", ""}, {"", "pods", "list,watch", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
 		}
 		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)

@@ -37,14 +37,28 @@ import (
 // pods webhooks do not see — is refused by the Pod's own verifier (the warm entry point's command, run
 // on the claim volume as the kubelet would project it from the stored Pod), and a claim made through the
 // webhook carries its signature and verifies.
-func TestWarmClaimSignature(t *testing.T) {
+// warmCluster is a real kube-apiserver with the Job controller (no kubelet: Pods stay Pending), the sandbox
+// namespace and the warm tool's ServiceAccount, and the webhook registered with the shipped policy, its
+// ledgers in ConfigMaps and its claim signing key in a Secret, as production keeps them. The harness's
+// admin is the Job controller's and the pool's identity.
+type warmCluster struct {
+	api     *harness.APIServer
+	p       *policy.Compiled
+	tool    *policy.Tool
+	ns      string
+	direct  client.Client
+	scheme  *runtime.Scheme
+	signer  *webhook.ClaimSigner
+	checker *webhook.Checker
+}
+
+func startWarmCluster(t *testing.T, ctx context.Context) *warmCluster {
+	t.Helper()
 	api := harness.StartAPIServer(t, harness.WithControllerManager("job", "serviceaccount-token"))
 	p, err := policy.LoadFile("../../policy/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	cs := api.Clientset
 	ns := p.Spec.Sandbox.Namespace
 	for _, n := range []*corev1.Namespace{
@@ -83,6 +97,14 @@ func TestWarmClaimSignature(t *testing.T) {
 		Identities: webhook.Identities{JobControllerUsers: []string{"harness-admin", webhook.DefaultJobControllerUsers[0]}, PoolUsers: []string{"admin"}}}
 	checker.SetPolicy(p)
 	harness.StartWebhook(t, api, checker)
+	return &warmCluster{api: api, p: p, tool: tool, ns: ns, direct: direct, scheme: scheme, signer: signer, checker: checker}
+}
+
+func TestWarmClaimSignature(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w := startWarmCluster(t, ctx)
+	api, p, tool, ns, cs, signer := w.api, w.p, w.tool, w.ns, w.api.Clientset, w.signer
 
 	// Two warm Jobs, as the pool submits them; the Job controller makes their Pods (no kubelet: Pending).
 	warmPod := func(suffix string) *corev1.Pod {

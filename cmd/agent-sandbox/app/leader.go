@@ -53,3 +53,11 @@ func runLeader(ctx context.Context, cfg *rest.Config, namespace, name string, lo
 	}
 	return nil
 }
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

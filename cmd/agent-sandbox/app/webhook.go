@@ -26,6 +26,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
 
@@ -223,10 +224,18 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	}
 	runnables := o.maintenanceLoops(src, ledger, direct, p, log)
 	if o.WarmPool {
-		pool := &webhook.Pool{Client: direct, Watch: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
+		pool := &webhook.Pool{Client: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
+		rec := &warmpool.Reconciler{Pool: pool, Interval: o.WarmPoolInterval, Log: log.WithName("warm-pool")}
 		runnables = append(runnables, func(ctx context.Context) error {
 			return runLeader(ctx, cfg, o.Namespace, o.WarmPoolLease, log.WithName("warm-pool"), func(ctx context.Context) {
-				pool.Run(ctx, o.WarmPoolInterval)
+				// While this replica leads, the controller runs; one that stops on its own (its cache could not
+				// sync, say) is started again rather than leaving the Lease held by a replica doing nothing.
+				for ctx.Err() == nil {
+					if err := warmpool.Run(ctx, cfg, scheme, rec, p.Spec.Sandbox.Namespace); err != nil && ctx.Err() == nil {
+						log.Error(err, "warm pool controller; starting it again")
+					}
+					sleepCtx(ctx, 2*time.Second)
+				}
 			})
 		})
 	}
