@@ -45,6 +45,15 @@ check_ports() { # NAME PORT...: every port must be free before NAME starts
   done
 }
 
+# close_fds closes every descriptor above 2 of the current (sub)shell.
+close_fds() {
+  local fd
+  for fd in /proc/"$BASHPID"/fd/*; do
+    fd=${fd##*/}
+    if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
+}
+
 # start NAME HEALTH_FN TIMEOUT -- CMD...: start CMD in the background unless NAME already runs, then wait up
 # to TIMEOUT seconds for HEALTH_FN. A process that exits while we wait is reported with its log.
 start() {
@@ -55,7 +64,9 @@ start() {
   else
     if [ -f "$pf" ]; then log "$name: stale pid file from an earlier run (pid $(cat "$pf") is gone); starting it again"; rm -f "$pf"; fi
     local s; s=$(date +%s.%N)
-    setsid "$@" >>"$log" 2>&1 < /dev/null &
+    # The daemon gets none of this shell's other descriptors: a lock a caller holds (flock file make up,
+    # say) must not outlive the caller in a daemon that inherited it.
+    (close_fds; exec setsid "$@") >>"$log" 2>&1 < /dev/null &
     echo $! > "$pf"
     STARTED[$name]=$s
   fi
