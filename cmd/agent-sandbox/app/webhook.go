@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
@@ -208,8 +209,8 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Anchors: ledger, AnchorRetention: o.AnchorRetention,
+	records := &ledger.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
+	checker := &webhook.Checker{Ledger: records, Pods: records, Claims: records, Anchors: records, AnchorRetention: o.AnchorRetention,
 		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: o.identities()}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
@@ -222,7 +223,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	for path, h := range webhook.Handlers(scheme, checker, metrics) {
 		srv.Register(path, h)
 	}
-	runnables := o.maintenanceLoops(src, ledger, direct, p, log)
+	runnables := o.maintenanceLoops(src, records, direct, p, log)
 	if o.WarmPool {
 		pool := &webhook.Pool{Client: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
 		rec := &warmpool.Reconciler{Pool: pool, Interval: o.WarmPoolInterval, Log: log.WithName("warm-pool")}
@@ -302,11 +303,11 @@ func (o *webhookOptions) identities() webhook.Identities {
 
 // maintenanceLoops are the loops every webhook replica runs beside serving: reloading the policy and
 // approver keys, and pruning the ledger and the expired workspaces and saved plans.
-func (o *webhookOptions) maintenanceLoops(src *webhook.FileSource, ledger *webhook.ConfigMapLedger, direct client.Client, p *policy.Compiled, log logr.Logger) []manager.RunnableFunc {
+func (o *webhookOptions) maintenanceLoops(src *webhook.FileSource, records *ledger.ConfigMapLedger, direct client.Client, p *policy.Compiled, log logr.Logger) []manager.RunnableFunc {
 	return []manager.RunnableFunc{
 		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
 		func(ctx context.Context) error {
-			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", ledger.Prune, log.WithName("ledger"))
+			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", records.Prune, log.WithName("ledger"))
 			return nil
 		},
 		func(ctx context.Context) error {
