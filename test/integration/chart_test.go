@@ -46,6 +46,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
@@ -1411,7 +1412,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	}
 
 	t.Run("self-managed TLS as the webhook", func(t *testing.T) {
-		tlsm := &webhook.SelfManagedTLS{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
+		tlsm := &servingcert.SelfManaged{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
 			ServiceName: flags["--service-name"], WebhookConfigs: []string{flags["--webhook-config"]}, CertDir: t.TempDir()}
 		for i := range 2 { // the first run creates the Secret, the second reads it back
 			if err := tlsm.Ensure(ctx); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
@@ -264,11 +265,11 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 // ensureServingCert, with --tls-mode=self, makes sure the serving certificate exists in its Secret and on
 // disk before anything serves, retrying while the API server is not reachable yet. It returns nil when
 // certificates are managed elsewhere.
-func (o *webhookOptions) ensureServingCert(ctx context.Context, log logr.Logger, direct client.Client) (*webhook.SelfManagedTLS, error) {
+func (o *webhookOptions) ensureServingCert(ctx context.Context, log logr.Logger, direct client.Client) (*servingcert.SelfManaged, error) {
 	if o.TLSMode != "self" {
 		return nil, nil
 	}
-	tlsm := &webhook.SelfManagedTLS{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
+	tlsm := &servingcert.SelfManaged{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
 		ServiceName: o.ServiceName, WebhookConfigs: []string{o.WebhookConfig}, CertDir: o.CertDir}
 	if err := retryUntil(ctx, 60*time.Second, func() error { return tlsm.Ensure(ctx) }); err != nil {
 		return nil, fmt.Errorf("self-managed TLS: %w", err)
