@@ -53,7 +53,7 @@ func listPackages(t *testing.T) map[string]pkg {
 func TestTrustedCodeStaysTrusted(t *testing.T) {
 	all := listPackages(t)
 	forbidden := []string{"modernc.org/sqlite", "github.com/modelcontextprotocol/go-sdk", module + "mcp", module + "internal/service", module + "internal/approval/store"}
-	for _, trusted := range []string{"webhook", "internal/warmpool", "internal/ledger", "internal/servingcert", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
+	for _, trusted := range []string{"webhook", "internal/warmpool", "internal/ledger", "internal/servingcert", "internal/contentgc", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
 		p, ok := all[trusted]
 		if !ok {
 			t.Fatalf("package %s is gone: update the layout test", trusted)
@@ -82,11 +82,12 @@ func TestUntrustedCodeDoesNotDecide(t *testing.T) {
 }
 
 // TestStorageDoesNotDecide: the webhook's storage and upkeep — its ledgers and the audit anchors, its
-// serving certificate — never import the decision package, so the decisions declare what they consume,
-// and `agent-sandbox audit verify` reads the anchors (ledger.ListAnchors) without linking in what admits.
+// serving certificate, the pruning of expired content — never import the decision package, so the
+// decisions declare what they consume, and `agent-sandbox audit verify` reads the anchors
+// (ledger.ListAnchors) without linking in what admits.
 func TestStorageDoesNotDecide(t *testing.T) {
 	all := listPackages(t)
-	for _, storage := range []string{"internal/ledger", "internal/servingcert"} {
+	for _, storage := range []string{"internal/ledger", "internal/servingcert", "internal/contentgc"} {
 		p, ok := all[storage]
 		if !ok {
 			t.Fatalf("package %s is gone: update the layout test", storage)

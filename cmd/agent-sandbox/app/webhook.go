@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/contentgc"
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
@@ -312,7 +313,7 @@ func (o *webhookOptions) maintenanceLoops(src *webhook.FileSource, records *ledg
 			return nil
 		},
 		func(ctx context.Context) error {
-			pruner := &webhook.ContentPruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
+			pruner := &contentgc.Pruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
 			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
 			return nil
 		},
