@@ -42,14 +42,12 @@ type Cluster interface {
 }
 
 // PodLedger records that a Job has had its one Pod. Like the approval ledger it lives in the API server
-// and is shared by every webhook replica, so two Pods for one Job cannot both be admitted.
+// (ledger.ConfigMapLedger) and is shared by every webhook replica, so two Pods for one Job cannot both be
+// admitted.
 type PodLedger interface {
-	// RecordPod stores that the Job with this UID has had a Pod, or returns ErrSecondPod.
+	// RecordPod stores that the Job with this UID has had a Pod, or returns ledger.ErrSecondPod.
 	RecordPod(ctx context.Context, job types.UID, expires time.Time) error
 }
-
-// ErrSecondPod means a Job already had its Pod.
-var ErrSecondPod = errors.New("this Job already had its Pod")
 
 // Identities describes who may do the few things in a sandbox namespace that nobody else may.
 type Identities struct {

@@ -8,7 +8,7 @@
 //     tool, exactly the image and command the policy renders for the declared parameters, the tool's
 //     ServiceAccount, an allowed target namespace, and for tools that need it signed approval tokens, from
 //     as many distinct trusted approvers as they say the call needs, each consumed in a ledger shared by
-//     every replica (ConfigMapLedger).
+//     every replica (ledger.ConfigMapLedger, in internal/ledger).
 //   - Pods are created only by the Job controller; exec, attach, port-forward, ephemeral containers and
 //     every other workload kind are denied in sandbox namespaces.
 //

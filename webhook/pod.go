@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
@@ -81,7 +82,7 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		}
 		err := c.Pods.RecordPod(ctx, job.UID, job.CreationTimestamp.Add(deadline+podLedgerMargin))
 		switch {
-		case errors.Is(err, ErrSecondPod):
+		case errors.Is(err, ledger.ErrSecondPod):
 			return nil, deny(rules.OnePodPerJob, "Job %s already had its Pod; one admitted Job runs once, whoever asks for a second Pod", job.Name)
 		case err != nil:
 			return nil, deny(rules.OnePodPerJob, "cannot record the Pod of Job %s: %v", job.Name, err)

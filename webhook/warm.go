@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
@@ -23,15 +24,12 @@ import (
 // request ID never seen before, the audit chain head, and for a tool that needs one, the approval, consumed
 // in the shared ledger; the claim's audit anchor is recorded last.
 
-// ClaimLedger records the request IDs of admitted claims, shared by every webhook replica, so a claim cannot
-// be replayed onto another warm Pod.
+// ClaimLedger records the request IDs of admitted claims, shared by every webhook replica
+// (ledger.ConfigMapLedger), so a claim cannot be replayed onto another warm Pod.
 type ClaimLedger interface {
-	// RecordClaim stores requestID, or returns ErrClaimReplayed.
+	// RecordClaim stores requestID, or returns ledger.ErrClaimReplayed.
 	RecordClaim(ctx context.Context, requestID string, expires time.Time) error
 }
-
-// ErrClaimReplayed means a claim with this request ID was admitted before.
-var ErrClaimReplayed = errors.New("a claim with this request ID was admitted before")
 
 // claimLedgerLife keeps a claim's request ID long past any call that could carry it.
 const claimLedgerLife = 24 * time.Hour
@@ -169,7 +167,7 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		}
 		err := c.Claims.RecordClaim(ctx, claim.RequestID, c.now().Add(claimLedgerLife))
 		switch {
-		case errors.Is(err, ErrClaimReplayed):
+		case errors.Is(err, ledger.ErrClaimReplayed):
 			return nil, deny(rules.ClaimReplayed, "request %s was already claimed; every call claims one warm Pod, once", claim.RequestID)
 		case err != nil:
 			return nil, deny(rules.ClaimLedger, "cannot record the claim: %v", err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
@@ -25,7 +26,7 @@ const (
 	warmTestTool = "k8s_get_pod_status"
 )
 
-// memClaimLedger is an in-memory claim ledger for unit tests; the integration tests use ConfigMapLedger.
+// memClaimLedger is an in-memory claim ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
 type memClaimLedger struct {
 	mu   sync.Mutex
 	seen map[string]bool
@@ -35,7 +36,7 @@ func (l *memClaimLedger) RecordClaim(_ context.Context, id string, _ time.Time) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.seen[id] {
-		return ErrClaimReplayed
+		return ledger.ErrClaimReplayed
 	}
 	if l.seen == nil {
 		l.seen = map[string]bool{}

@@ -32,6 +32,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
@@ -49,7 +50,15 @@ func loadPolicy(t testing.TB) *policy.Compiled {
 	return p
 }
 
-// memLedger is an in-memory approval ledger for unit tests; the integration tests use ConfigMapLedger.
+// The ledger the webhook runs with (internal/ledger) is each of the ledgers the Checker consumes; it cannot
+// say so itself, since it does not import this package.
+var (
+	_ PodLedger    = (*ledger.ConfigMapLedger)(nil)
+	_ ClaimLedger  = (*ledger.ConfigMapLedger)(nil)
+	_ AnchorLedger = (*ledger.ConfigMapLedger)(nil)
+)
+
+// memLedger is an in-memory approval ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
 type memLedger struct {
 	mu   sync.Mutex
 	used map[string]bool
@@ -84,10 +93,10 @@ type fixture struct {
 	now     time.Time
 }
 
-// memAnchorLedger is an in-memory anchor ledger for unit tests; the integration tests use ConfigMapLedger.
+// memAnchorLedger is an in-memory anchor ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
 type memAnchorLedger struct {
 	mu      sync.Mutex
-	anchors map[string]audit.Anchor // by AnchorName
+	anchors map[string]audit.Anchor // by ledger.AnchorName
 	expires map[string]time.Time
 	err     error // returned by every RecordAnchor when set
 }
@@ -101,7 +110,7 @@ func (l *memAnchorLedger) RecordAnchor(_ context.Context, a audit.Anchor, expire
 	if l.anchors == nil {
 		l.anchors, l.expires = map[string]audit.Anchor{}, map[string]time.Time{}
 	}
-	name := AnchorName(a.RequestID, a.Job)
+	name := ledger.AnchorName(a.RequestID, a.Job)
 	if _, ok := l.anchors[name]; !ok {
 		l.anchors[name], l.expires[name] = a, expires
 	}
@@ -118,7 +127,7 @@ func (l *memAnchorLedger) all() []audit.Anchor {
 	return out
 }
 
-// memPodLedger is an in-memory Pod ledger for unit tests; the integration tests use ConfigMapLedger.
+// memPodLedger is an in-memory Pod ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
 type memPodLedger struct {
 	mu   sync.Mutex
 	seen map[types.UID]bool
@@ -128,7 +137,7 @@ func (l *memPodLedger) RecordPod(_ context.Context, job types.UID, _ time.Time) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.seen[job] {
-		return ErrSecondPod
+		return ledger.ErrSecondPod
 	}
 	if l.seen == nil {
 		l.seen = map[types.UID]bool{}

@@ -53,7 +53,7 @@ func listPackages(t *testing.T) map[string]pkg {
 func TestTrustedCodeStaysTrusted(t *testing.T) {
 	all := listPackages(t)
 	forbidden := []string{"modernc.org/sqlite", "github.com/modelcontextprotocol/go-sdk", module + "mcp", module + "internal/service", module + "internal/approval/store"}
-	for _, trusted := range []string{"webhook", "internal/warmpool", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
+	for _, trusted := range []string{"webhook", "internal/warmpool", "internal/ledger", "internal/servingcert", "internal/contentgc", "cel", "internal/policy", "internal/sandbox", "internal/approval", "internal/contract", "broker"} {
 		p, ok := all[trusted]
 		if !ok {
 			t.Fatalf("package %s is gone: update the layout test", trusted)
@@ -76,6 +76,25 @@ func TestUntrustedCodeDoesNotDecide(t *testing.T) {
 		for _, d := range all[untrusted].Deps {
 			if d == module+"webhook" || d == module+"broker" {
 				t.Errorf("untrusted package %s depends on %s", untrusted, d)
+			}
+		}
+	}
+}
+
+// TestStorageDoesNotDecide: the webhook's storage and upkeep — its ledgers and the audit anchors, its
+// serving certificate, the pruning of expired content — never import the decision package, so the
+// decisions declare what they consume, and `agent-sandbox audit verify` reads the anchors
+// (ledger.ListAnchors) without linking in what admits.
+func TestStorageDoesNotDecide(t *testing.T) {
+	all := listPackages(t)
+	for _, storage := range []string{"internal/ledger", "internal/servingcert", "internal/contentgc"} {
+		p, ok := all[storage]
+		if !ok {
+			t.Fatalf("package %s is gone: update the layout test", storage)
+		}
+		for _, d := range p.Deps {
+			if d == module+"webhook" || strings.HasPrefix(d, module+"webhook/") {
+				t.Errorf("%s depends on %s, the decision package", storage, d)
 			}
 		}
 	}

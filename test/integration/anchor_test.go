@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
@@ -47,8 +48,8 @@ func TestAuditAnchorsAgainstCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
-	checker := &webhook.Checker{Anchors: ledger, AnchorRetention: time.Hour}
+	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
+	checker := &webhook.Checker{Anchors: records, AnchorRetention: time.Hour}
 	checker.SetPolicy(p)
 	const mcpUser = "system:serviceaccount:agent-sandbox:agent-sandbox-mcp"
 
@@ -106,7 +107,7 @@ func TestAuditAnchorsAgainstCluster(t *testing.T) {
 	if err := log.Close(); err != nil {
 		t.Fatal(err)
 	}
-	anchors, err := webhook.ListAnchors(ctx, direct, ledgerNamespace)
+	anchors, err := ledger.ListAnchors(ctx, direct, ledgerNamespace)
 	if err != nil || len(anchors) != 3 {
 		t.Fatalf("anchors in the API server: %d, %v; want 3 (the dry runs record none)", len(anchors), err)
 	}
@@ -188,15 +189,15 @@ func TestAuditAnchorsAgainstCluster(t *testing.T) {
 	})
 
 	t.Run("prune after the retention", func(t *testing.T) {
-		ledger.Now = func() time.Time { return time.Now().Add(30 * time.Minute) }
-		if n, err := ledger.Prune(ctx); err != nil || n != 0 {
+		records.Now = func() time.Time { return time.Now().Add(30 * time.Minute) }
+		if n, err := records.Prune(ctx); err != nil || n != 0 {
 			t.Fatalf("prune within the retention: %d, %v", n, err)
 		}
-		ledger.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-		if n, err := ledger.Prune(ctx); err != nil || n != 3 {
+		records.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+		if n, err := records.Prune(ctx); err != nil || n != 3 {
 			t.Fatalf("prune after the retention: %d, %v; want 3", n, err)
 		}
-		if anchors, err := webhook.ListAnchors(ctx, direct, ledgerNamespace); err != nil || len(anchors) != 0 {
+		if anchors, err := ledger.ListAnchors(ctx, direct, ledgerNamespace); err != nil || len(anchors) != 0 {
 			t.Fatalf("anchors left: %d, %v", len(anchors), err)
 		}
 	})

@@ -44,7 +44,9 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
@@ -1410,7 +1412,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	}
 
 	t.Run("self-managed TLS as the webhook", func(t *testing.T) {
-		tlsm := &webhook.SelfManagedTLS{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
+		tlsm := &servingcert.SelfManaged{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
 			ServiceName: flags["--service-name"], WebhookConfigs: []string{flags["--webhook-config"]}, CertDir: t.TempDir()}
 		for i := range 2 { // the first run creates the Secret, the second reads it back
 			if err := tlsm.Ensure(ctx); err != nil {
@@ -1435,7 +1437,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	})
 
 	t.Run("approval ledger as the webhook", func(t *testing.T) {
-		l := &webhook.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
+		l := &ledger.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
 		const id = "00112233445566778899aabbccddeeff"
 		if seen, err := l.Seen(ctx, id); err != nil || seen {
 			t.Fatalf("Seen before Record with the chart's RBAC = %v, %v; want false", seen, err)
@@ -1455,7 +1457,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	})
 
 	t.Run("audit anchors: recorded as the webhook, read as an auditor bound to the audit-reader Role", func(t *testing.T) {
-		l := &webhook.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
+		l := &ledger.ConfigMapLedger{Client: asWebhook, Namespace: chartNamespace}
 		a := audit.Anchor{RequestID: "req-0123456789ab", Head: strings.Repeat("ab", 32), Tool: "k8s_get_pod_status", Job: "as-k8s-get-pod-status-0123456789ab",
 			Admitted: time.Now(), Deadline: 2 * time.Minute}
 		if err := l.RecordAnchor(ctx, a, time.Now().Add(time.Hour)); err != nil {
@@ -1476,7 +1478,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		// RBAC grants a new binding at once, but give the authorizer's cache a moment.
 		var got []audit.Anchor
 		for i := 0; i < 50; i++ {
-			if got, err = webhook.ListAnchors(ctx, asAuditor, chartNamespace); err == nil {
+			if got, err = ledger.ListAnchors(ctx, asAuditor, chartNamespace); err == nil {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

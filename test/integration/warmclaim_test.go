@@ -25,6 +25,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
@@ -92,8 +93,8 @@ func startWarmCluster(t *testing.T, ctx context.Context) *warmCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Anchors: ledger, Cluster: apiReader{direct}, ClaimSigner: signer,
+	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
+	checker := &webhook.Checker{Ledger: records, Pods: records, Claims: records, Anchors: records, Cluster: apiReader{direct}, ClaimSigner: signer,
 		Identities: webhook.Identities{JobControllerUsers: []string{"harness-admin", webhook.DefaultJobControllerUsers[0]}, PoolUsers: []string{"admin"}}}
 	checker.SetPolicy(p)
 	harness.StartWebhook(t, api, checker)

@@ -30,6 +30,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
@@ -153,11 +154,11 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
+	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
 	checker := &webhook.Checker{
-		Ledger:  ledger,
-		Pods:    ledger,
-		Anchors: ledger,
+		Ledger:  records,
+		Pods:    records,
+		Anchors: records,
 		Cluster: apiReader{direct},
 		Identities: webhook.Identities{
 			// The harness's controller-manager authenticates as the admin user; the corpus poses as the
@@ -283,7 +284,7 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchors, err := webhook.ListAnchors(ctx, reader, ledgerNamespace)
+	anchors, err := ledger.ListAnchors(ctx, reader, ledgerNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/screen"
-	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
 
 // newAuditCommand builds `agent-sandbox audit show|verify`.
@@ -224,7 +224,7 @@ func (o *auditVerifyOptions) listAnchors(ctx context.Context) ([]audit.Anchor, e
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	anchors, err := webhook.ListAnchors(ctx, c, o.Namespace)
+	anchors, err := ledger.ListAnchors(ctx, c, o.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("%w (read them with your own kubeconfig: list ConfigMaps in %s, the chart's audit-reader Role)", err, o.Namespace)
 	}

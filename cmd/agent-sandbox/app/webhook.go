@@ -25,7 +25,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/contentgc"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
@@ -208,8 +211,8 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	ledger := &webhook.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
-	checker := &webhook.Checker{Ledger: ledger, Pods: ledger, Claims: ledger, Anchors: ledger, AnchorRetention: o.AnchorRetention,
+	records := &ledger.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
+	checker := &webhook.Checker{Ledger: records, Pods: records, Claims: records, Anchors: records, AnchorRetention: o.AnchorRetention,
 		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: o.identities()}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
@@ -222,7 +225,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 	for path, h := range webhook.Handlers(scheme, checker, metrics) {
 		srv.Register(path, h)
 	}
-	runnables := o.maintenanceLoops(src, ledger, direct, p, log)
+	runnables := o.maintenanceLoops(src, records, direct, p, log)
 	if o.WarmPool {
 		pool := &webhook.Pool{Client: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
 		rec := &warmpool.Reconciler{Pool: pool, Interval: o.WarmPoolInterval, Log: log.WithName("warm-pool")}
@@ -263,11 +266,11 @@ func (o *webhookOptions) Run(ctx context.Context, streams IO) error {
 // ensureServingCert, with --tls-mode=self, makes sure the serving certificate exists in its Secret and on
 // disk before anything serves, retrying while the API server is not reachable yet. It returns nil when
 // certificates are managed elsewhere.
-func (o *webhookOptions) ensureServingCert(ctx context.Context, log logr.Logger, direct client.Client) (*webhook.SelfManagedTLS, error) {
+func (o *webhookOptions) ensureServingCert(ctx context.Context, log logr.Logger, direct client.Client) (*servingcert.SelfManaged, error) {
 	if o.TLSMode != "self" {
 		return nil, nil
 	}
-	tlsm := &webhook.SelfManagedTLS{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
+	tlsm := &servingcert.SelfManaged{Client: direct, Namespace: o.Namespace, SecretName: o.TLSSecret,
 		ServiceName: o.ServiceName, WebhookConfigs: []string{o.WebhookConfig}, CertDir: o.CertDir}
 	if err := retryUntil(ctx, 60*time.Second, func() error { return tlsm.Ensure(ctx) }); err != nil {
 		return nil, fmt.Errorf("self-managed TLS: %w", err)
@@ -302,15 +305,15 @@ func (o *webhookOptions) identities() webhook.Identities {
 
 // maintenanceLoops are the loops every webhook replica runs beside serving: reloading the policy and
 // approver keys, and pruning the ledger and the expired workspaces and saved plans.
-func (o *webhookOptions) maintenanceLoops(src *webhook.FileSource, ledger *webhook.ConfigMapLedger, direct client.Client, p *policy.Compiled, log logr.Logger) []manager.RunnableFunc {
+func (o *webhookOptions) maintenanceLoops(src *webhook.FileSource, records *ledger.ConfigMapLedger, direct client.Client, p *policy.Compiled, log logr.Logger) []manager.RunnableFunc {
 	return []manager.RunnableFunc{
 		func(ctx context.Context) error { src.Run(ctx, o.ReloadInterval); return nil },
 		func(ctx context.Context) error {
-			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", ledger.Prune, log.WithName("ledger"))
+			pruneLoop(ctx, "approval, Pod, claim and audit anchor ledger", records.Prune, log.WithName("ledger"))
 			return nil
 		},
 		func(ctx context.Context) error {
-			pruner := &webhook.ContentPruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
+			pruner := &contentgc.Pruner{Client: direct, Namespace: p.Spec.Sandbox.Namespace, MaxAge: p.Spec.Approval.RequestTTL.Duration}
 			pruneLoop(ctx, "expired workspaces and saved plans", pruner.Prune, log.WithName("gc"))
 			return nil
 		},

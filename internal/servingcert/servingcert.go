@@ -1,4 +1,18 @@
-package webhook
+// Package servingcert gives the admission webhook its serving certificate without cert-manager or any
+// manual step (--tls-mode=self): a CA and a serving certificate for the webhook's Service kept in one
+// Secret shared by every replica, renewed before they expire, written to --cert-dir, and the CA injected
+// as caBundle into the webhook configurations that call the Service. With --tls-mode=files (the chart's
+// cert-manager mode) cert-manager issues the certificate and its CA injector sets caBundle instead, and
+// this package is not used.
+//
+// Serving the files is not this package's job: the webhook server and the secure metrics server of
+// controller-runtime load tls.crt and tls.key from --cert-dir through its certwatcher, which picks up a
+// renewal (this package's or cert-manager's) without a restart; the files are written atomically so that
+// it never reads half a pair.
+//
+// Trust role: in the cluster, trusted. It runs in the webhook process before the manager starts and then
+// hourly; it holds the CA's private key in the Secret, and decides nothing about sandboxes.
+package servingcert
 
 import (
 	"bytes"
@@ -33,10 +47,10 @@ const (
 	renewBefore     = 30 * 24 * time.Hour
 )
 
-// SelfManagedTLS gives the webhook a serving certificate without cert-manager or any manual step: a CA and
-// a serving certificate kept in a Secret (shared by all replicas), written to the serving folder, and the
-// CA injected as caBundle into the webhook configurations that point at this webhook's Service.
-type SelfManagedTLS struct {
+// SelfManaged gives the webhook a serving certificate without cert-manager or any manual step: a CA and a
+// serving certificate kept in a Secret (shared by all replicas), written to the serving folder, and the CA
+// injected as caBundle into the webhook configurations that point at this webhook's Service.
+type SelfManaged struct {
 	// Client talks to the API server directly (not through a cache): it runs before the manager starts.
 	Client         client.Client
 	Namespace      string
@@ -49,7 +63,7 @@ type SelfManagedTLS struct {
 
 // Ensure makes sure the Secret holds a valid CA and serving certificate, writes them to CertDir and
 // patches every webhook configuration's caBundle. Replicas racing through it converge on one Secret.
-func (s *SelfManagedTLS) Ensure(ctx context.Context) error {
+func (s *SelfManaged) Ensure(ctx context.Context) error {
 	bundle, err := s.ensureSecret(ctx)
 	if err != nil {
 		return err
@@ -62,7 +76,7 @@ func (s *SelfManagedTLS) Ensure(ctx context.Context) error {
 
 // Run re-checks every interval until ctx ends, so that certificates are renewed and a caBundle reset by
 // an upgrade is restored.
-func (s *SelfManagedTLS) Run(ctx context.Context, interval time.Duration, onError func(error)) {
+func (s *SelfManaged) Run(ctx context.Context, interval time.Duration, onError func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -79,7 +93,7 @@ func (s *SelfManagedTLS) Run(ctx context.Context, interval time.Duration, onErro
 
 type certBundle struct{ ca, caKey, cert, key []byte }
 
-func (s *SelfManagedTLS) ensureSecret(ctx context.Context) (certBundle, error) {
+func (s *SelfManaged) ensureSecret(ctx context.Context) (certBundle, error) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.SecretName}
 	var sec corev1.Secret
 	err := s.Client.Get(ctx, key, &sec)
@@ -120,7 +134,7 @@ func (s *SelfManagedTLS) ensureSecret(ctx context.Context) (certBundle, error) {
 
 // valid: the serving certificate parses, matches its key, chains to the CA, names the Service, and has
 // more than renewBefore left.
-func (s *SelfManagedTLS) valid(b certBundle) bool {
+func (s *SelfManaged) valid(b certBundle) bool {
 	pair, err := tls.X509KeyPair(b.cert, b.key)
 	if err != nil {
 		return false
@@ -137,13 +151,13 @@ func (s *SelfManagedTLS) valid(b certBundle) bool {
 	return err == nil
 }
 
-func (s *SelfManagedTLS) dnsNames() []string {
+func (s *SelfManaged) dnsNames() []string {
 	svc, ns := s.ServiceName, s.Namespace
 	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
 }
 
 // issue creates a serving certificate, and a CA too when none (or an expiring one) is given.
-func (s *SelfManagedTLS) issue(caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (certBundle, error) {
+func (s *SelfManaged) issue(caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (certBundle, error) {
 	now := s.now()
 	ca := &certs.Pair{Cert: caCert, Key: caKey}
 	if caCert == nil {
@@ -216,7 +230,7 @@ func writeFiles(dir string, b certBundle) error {
 }
 
 // injectCABundle sets caBundle on every webhook of the named configurations that calls our Service.
-func (s *SelfManagedTLS) injectCABundle(ctx context.Context, ca []byte) error {
+func (s *SelfManaged) injectCABundle(ctx context.Context, ca []byte) error {
 	var errs []error
 	for _, name := range s.WebhookConfigs {
 		errs = append(errs, retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -254,7 +268,7 @@ func (s *SelfManagedTLS) injectCABundle(ctx context.Context, ca []byte) error {
 	return nil
 }
 
-func (s *SelfManagedTLS) setCA(cc *admissionregistrationv1.WebhookClientConfig, ca []byte) bool {
+func (s *SelfManaged) setCA(cc *admissionregistrationv1.WebhookClientConfig, ca []byte) bool {
 	if cc.Service == nil || cc.Service.Name != s.ServiceName || cc.Service.Namespace != s.Namespace || bytes.Equal(cc.CABundle, ca) {
 		return false
 	}
@@ -262,7 +276,7 @@ func (s *SelfManagedTLS) setCA(cc *admissionregistrationv1.WebhookClientConfig, 
 	return true
 }
 
-func (s *SelfManagedTLS) now() time.Time {
+func (s *SelfManaged) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}

@@ -1,4 +1,11 @@
-package webhook
+// Package contentgc deletes the sandbox namespace's content-addressed ConfigMaps — Terraform workspaces
+// (tfws-…) and saved plans (tfplan-…) that the MCP server uploads — once no approval that could name them
+// is still valid. The MCP server cannot delete them itself (its role has no delete), so the webhook, which
+// runs in the cluster all the time, does.
+//
+// Trust role: in the cluster, trusted: upkeep run by every webhook replica beside serving. It decides
+// nothing about admission and never imports the decision package.
+package contentgc
 
 import (
 	"context"
@@ -13,11 +20,10 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
 
-// ContentPruner deletes the sandbox namespace's content-addressed ConfigMaps (workspaces, tfws-…, and
-// saved plans, tfplan-…) once they are older than the approval request lifetime: by then no approval that
-// could name them is still valid. The MCP server cannot delete them itself (its role has no delete), so the
-// webhook, which runs in the cluster all the time, does.
-type ContentPruner struct {
+// Pruner deletes the sandbox namespace's content-addressed ConfigMaps (workspaces, tfws-…, and saved
+// plans, tfplan-…) once they are older than the approval request lifetime: by then no approval that could
+// name them is still valid.
+type Pruner struct {
 	Client    client.Client
 	Namespace string
 	// MaxAge is the policy's approval request TTL.
@@ -26,7 +32,7 @@ type ContentPruner struct {
 }
 
 // Prune deletes the expired ConfigMaps and returns how many it deleted.
-func (p *ContentPruner) Prune(ctx context.Context) (int, error) {
+func (p *Pruner) Prune(ctx context.Context) (int, error) {
 	var list corev1.ConfigMapList
 	if err := p.Client.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 		return 0, fmt.Errorf("list ConfigMaps of %s: %w", p.Namespace, err)

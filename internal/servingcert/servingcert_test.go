@@ -1,4 +1,4 @@
-package webhook
+package servingcert
 
 import (
 	"crypto/tls"
@@ -13,7 +13,7 @@ import (
 // year, under a ten-year CA it creates once and then reuses (parseCA), so the caBundle stays put.
 func TestIssueServingCert(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	s := &SelfManagedTLS{Namespace: "ns", ServiceName: "hook", Now: func() time.Time { return now }}
+	s := &SelfManaged{Namespace: "ns", ServiceName: "hook", Now: func() time.Time { return now }}
 	b, err := s.issue(nil, nil)
 	if err != nil {
 		t.Fatal(err)

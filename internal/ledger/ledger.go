@@ -1,7 +1,18 @@
-package webhook
+// Package ledger keeps the admission webhook's records in the API server, one immutable ConfigMap per
+// entry in the webhook's namespace: the approval token IDs used (approval.Ledger), the Jobs that have had
+// their Pod, the request IDs of warm-Pod claims, and the calls' audit anchors, and it prunes the entries
+// that expired. Creating an object is atomic across every webhook replica, which is what makes a token, a
+// Pod or a claim single-use. It also reads the anchors back for `agent-sandbox audit verify
+// --against-cluster` (ListAnchors), with the auditor's own credentials.
+//
+// Trust role: in the cluster, trusted: the webhook's storage. It decides nothing; the decisions that
+// consume it (package webhook) declare the interfaces it satisfies, and it never imports them, so the
+// auditor's side reads anchors without the decision package.
+package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -25,6 +36,12 @@ var (
 	uidRE     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
+// ErrSecondPod means a Job already had its Pod: RecordPod found the Job's entry.
+var ErrSecondPod = errors.New("this Job already had its Pod")
+
+// ErrClaimReplayed means a claim with this request ID was admitted before: RecordClaim found its entry.
+var ErrClaimReplayed = errors.New("a claim with this request ID was admitted before")
+
 // ConfigMapLedger records used approval token IDs, the Jobs that have had their Pod, the request IDs of
 // warm-Pod claims and the calls' audit anchors in the API server, one immutable ConfigMap per entry
 // (approval-<token ID>, pod-<Job UID>, claim-<request ID>, anchor-<request ID>-<Job hash>). Creating an
@@ -37,10 +54,6 @@ type ConfigMapLedger struct {
 }
 
 var _ approval.Ledger = (*ConfigMapLedger)(nil)
-
-var _ PodLedger = (*ConfigMapLedger)(nil)
-
-var _ ClaimLedger = (*ConfigMapLedger)(nil)
 
 // Record stores tokenID, or returns approval.ErrReplayed if it is already there.
 func (l *ConfigMapLedger) Record(ctx context.Context, tokenID string, expires time.Time) error {
@@ -128,7 +141,7 @@ func (l *ConfigMapLedger) createEntry(ctx context.Context, name string, labels, 
 
 // Prune deletes entries whose tokens expired more than the allowed clock skew ago: such a token is refused
 // as expired anyway, so its entry is no longer needed to refuse a replay. Audit anchors expire after the
-// Checker's AnchorRetention.
+// retention the webhook recorded them with (webhook.Checker.AnchorRetention).
 func (l *ConfigMapLedger) Prune(ctx context.Context) (int, error) {
 	var list corev1.ConfigMapList
 	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{contract.LabelApprovalLedger: "true"}); err != nil {

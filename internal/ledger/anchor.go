@@ -1,0 +1,121 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+)
+
+// The storage of audit anchors (internal/audit, Anchor; docs/design/audit-anchors.md): the webhook records
+// one per admitted call, and `agent-sandbox audit verify --against-cluster` lists them back.
+
+// Keys of an anchor's ConfigMap.
+const (
+	anchorKeyRequestID = "requestID"
+	anchorKeyHead      = "head"
+	anchorKeyTool      = "tool"
+	anchorKeyJob       = "job"
+	anchorKeyUser      = "user"
+	anchorKeyAdmitted  = "admitted"
+	anchorKeyDeadline  = "deadline"
+)
+
+// AnchorName is the name of the anchor of request requestID served by Job job: unique per admission,
+// since one request may be admitted twice (a warm claim, then a cold Job when the warm Pod could not
+// serve it), each time with another Job.
+func AnchorName(requestID, job string) string {
+	sum := sha256.Sum256([]byte(job))
+	return "anchor-" + requestID + "-" + hex.EncodeToString(sum[:])[:10]
+}
+
+// RecordAnchor stores a as the immutable ConfigMap AnchorName(a.RequestID, a.Job), labelled
+// contract.LabelAuditAnchor and pruned with the other ledger entries once expires has passed. An anchor
+// that already exists is left as it is: the same call's Job was admitted before, and its create did not
+// persist; the first head stands (it precedes the call's sandbox too).
+func (l *ConfigMapLedger) RecordAnchor(ctx context.Context, a audit.Anchor, expires time.Time) error {
+	if !approval.ValidRequestID(a.RequestID) {
+		return fmt.Errorf("request ID %q is not a request ID", a.RequestID)
+	}
+	if !audit.ValidHead(a.Head) {
+		return fmt.Errorf("audit head %q is not 64 lowercase hex digits", a.Head)
+	}
+	name := AnchorName(a.RequestID, a.Job)
+	data := map[string]string{
+		anchorKeyRequestID: a.RequestID,
+		anchorKeyHead:      a.Head,
+		anchorKeyTool:      a.Tool,
+		anchorKeyJob:       a.Job,
+		anchorKeyUser:      a.User,
+		anchorKeyAdmitted:  a.Admitted.UTC().Format(time.RFC3339Nano),
+		anchorKeyDeadline:  a.Deadline.String(),
+	}
+	err := l.createEntry(ctx, name, map[string]string{contract.LabelAuditAnchor: "true"}, data, expires)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("record audit anchor %s: %w", name, err)
+	}
+	return nil
+}
+
+// AnchorFromConfigMap decodes an anchor that RecordAnchor stored.
+func AnchorFromConfigMap(cm *corev1.ConfigMap) (audit.Anchor, error) {
+	d := cm.Data
+	a := audit.Anchor{Name: cm.Name, RequestID: d[anchorKeyRequestID], Head: d[anchorKeyHead], Tool: d[anchorKeyTool], Job: d[anchorKeyJob], User: d[anchorKeyUser]}
+	var err error
+	if a.Admitted, err = time.Parse(time.RFC3339Nano, d[anchorKeyAdmitted]); err != nil {
+		return a, fmt.Errorf("anchor %s: admission time: %w", cm.Name, err)
+	}
+	if a.Deadline, err = time.ParseDuration(d[anchorKeyDeadline]); err != nil {
+		return a, fmt.Errorf("anchor %s: deadline: %w", cm.Name, err)
+	}
+	switch {
+	case !approval.ValidRequestID(a.RequestID):
+		return a, fmt.Errorf("anchor %s: request ID %q is not a request ID", cm.Name, a.RequestID)
+	case !audit.ValidHead(a.Head):
+		return a, fmt.Errorf("anchor %s: head %q is not 64 lowercase hex digits", cm.Name, a.Head)
+	case cm.Name != AnchorName(a.RequestID, a.Job):
+		return a, fmt.Errorf("anchor %s: the name does not match its request ID and Job", cm.Name)
+	}
+	return a, nil
+}
+
+// anchorPageSize is how many anchors ListAnchors asks the API server for at a time.
+const anchorPageSize = 500
+
+// ListAnchors reads every audit anchor in namespace, a page at a time.
+func ListAnchors(ctx context.Context, c client.Reader, namespace string) ([]audit.Anchor, error) {
+	var out []audit.Anchor
+	cont := ""
+	for {
+		var list corev1.ConfigMapList
+		opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{contract.LabelAuditAnchor: "true"}, client.Limit(anchorPageSize)}
+		if cont != "" {
+			opts = append(opts, client.Continue(cont))
+		}
+		if err := c.List(ctx, &list, opts...); err != nil {
+			return nil, fmt.Errorf("list audit anchors in %s: %w", namespace, err)
+		}
+		for i := range list.Items {
+			a, err := AnchorFromConfigMap(&list.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+		}
+		if cont = list.Continue; cont == "" {
+			return out, nil
+		}
+	}
+}
