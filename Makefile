@@ -29,7 +29,7 @@ test-unit: ## Unit tests only (no cluster, no root)
 	$(GO) test -count=1 ./...
 
 .PHONY: test-integration
-test-integration: ## Tests against a real etcd + kube-apiserver (+ Vault), started by the test harness
+test-integration: ## Tests against a real etcd + kube-apiserver (+ Vault), started by the test harness; against every supported Kubernetes release (INTEGRATION_ALL_VERSIONS=0: the default only)
 	scripts/test-integration.sh
 
 .PHONY: lint

@@ -54,7 +54,7 @@ build_kubernetes() {
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1"
   ld="$ld -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
   for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
-    gobuild "$AS_TOOLS_SRC/kubernetes" "$1/$c" "k8s.io/kubernetes/cmd/$c" "$ld" providerless
+    gobuild "$(tool_src kubernetes "$KUBE_VERSION")" "$1/$c" "k8s.io/kubernetes/cmd/$c" "$ld" providerless
   done
 }
 
@@ -136,6 +136,7 @@ main() {
     done
     return
   fi
+  check_kube_version
   command -v go >/dev/null || die "go is not on PATH (need Go 1.26)"
   # One build at a time: two concurrent cold builds would thrash a 2-core machine and race on the cache.
   mkdir -p "$AS_CACHE"

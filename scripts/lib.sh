@@ -12,7 +12,11 @@ AS_TOOLS_SRC=$AS_ROOT/scripts/tools
 
 # Versions of everything the local cluster runs. The Go-built ones are pinned by the wrapper modules in
 # scripts/tools/*/go.mod; these names only label the cache.
-KUBE_VERSION=v1.35.4
+# The Kubernetes releases the project builds and tests, each with its wrapper module in
+# scripts/tools/kubernetes/<version>: the first is the default (make up, the live phase of make test);
+# make test-integration runs the integration suite against every one. KUBE_VERSION=… picks another of them.
+KUBE_VERSIONS=(v1.35.4 v1.37.2)
+KUBE_VERSION=${KUBE_VERSION:-${KUBE_VERSIONS[0]}}
 CONTAINERD_VERSION=v2.1.5
 GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
 NETPOL_VERSION=v0.8.0
@@ -29,11 +33,20 @@ has_cap() { local eff; eff=$(awk '/^CapEff:/{print $2}' /proc/self/status); (( (
 # CAP_SYS_RESOURCE is 24. Without it nobody may lower an oom_score_adj, which containerd and gVisor's shim do.
 has_cap_sys_resource() { has_cap 24; }
 
+# tool_src COMPONENT VERSION: the wrapper module a component is built from (Kubernetes: one per release).
+tool_src() {
+  if [ "$1" = kubernetes ]; then echo "$AS_TOOLS_SRC/kubernetes/$2"; else echo "$AS_TOOLS_SRC/$1"; fi
+}
+# check_kube_version: KUBE_VERSION must be one the project has a wrapper module for.
+check_kube_version() {
+  [ -f "$(tool_src kubernetes "$KUBE_VERSION")/go.mod" ] ||
+    die "KUBE_VERSION=$KUBE_VERSION is not supported; supported: ${KUBE_VERSIONS[*]} (scripts/tools/kubernetes/regen.sh adds a release)"
+}
 # tool_dir COMPONENT VERSION: the cache folder for one wrapper module's binaries. The key includes a hash of the
 # wrapper's go.mod and go.sum so that a dependency change never reuses a stale binary.
 tool_dir() {
-  local comp=$1 ver=$2 variant=${3:-} h
-  h=$(cat "$AS_TOOLS_SRC/$comp/go.mod" "$AS_TOOLS_SRC/$comp/go.sum" 2>/dev/null | sha256sum | cut -c1-8)
+  local comp=$1 ver=$2 variant=${3:-} h src; src=$(tool_src "$comp" "$ver")
+  h=$(cat "$src/go.mod" "$src/go.sum" 2>/dev/null | sha256sum | cut -c1-8)
   printf '%s/tools/%s-%s%s-%s\n' "$AS_CACHE" "$comp" "$ver" "${variant:+-$variant}" "$h"
 }
 gvisor_variant() { has_cap_sys_resource || echo oomfix; }

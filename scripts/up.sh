@@ -10,6 +10,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "scripts/up.sh" up
+check_kube_version
 
 T0=$(date +%s.%N)
 POD_CIDR=10.244.0.0/24
