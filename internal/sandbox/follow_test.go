@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -120,8 +121,62 @@ func (s *script) next() step {
 	return st
 }
 
-// scripted is a fake clientset whose Pod lists and Job reads follow pods and jobs. Its log reads return an
-// empty log (the stream-following code has its own tests).
+// take returns the next step if it is an object (the watch delivers it as a change) and last if it is the
+// script's last; false if it is an error or no object (the watch ends there and a list reads it).
+func (s *script) take() (st step, last, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st = s.steps[min(s.i, len(s.steps)-1)]
+	if st.err != nil || (st.pod == nil && st.job == nil) {
+		return st, false, false
+	}
+	s.i++
+	return st, s.i >= len(s.steps), true
+}
+
+// scriptWatch is a watch that delivers its script's objects as changes until the script reaches an error
+// or a step without an object, where it ends (the watcher lists again and reads it); at the script's last
+// step it stays open.
+type scriptWatch struct {
+	ch   chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (w *scriptWatch) ResultChan() <-chan watch.Event { return w.ch }
+func (w *scriptWatch) Stop()                          { w.once.Do(func() { close(w.stop) }) }
+
+func newScriptWatch(s *script) *scriptWatch {
+	w := &scriptWatch{ch: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(w.ch)
+		for {
+			st, last, ok := s.take()
+			if !ok {
+				return
+			}
+			var obj runtime.Object = st.job
+			if st.pod != nil {
+				obj = st.pod
+			}
+			select {
+			case w.ch <- watch.Event{Type: watch.Modified, Object: obj}:
+			case <-w.stop:
+				return
+			}
+			if last {
+				<-w.stop
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// scripted is a fake clientset whose Pod lists and watches and Job reads and watches follow pods and jobs:
+// a list or a read takes the next step, a watch delivers the steps that follow as changes until an error
+// or a step without an object ends it. Its log reads return an empty log (the stream-following code has
+// its own tests).
 func scripted(pods, jobs []step) *fake.Clientset {
 	cs := fake.NewClientset()
 	ps, js := &script{steps: pods}, &script{steps: jobs}
@@ -136,12 +191,18 @@ func scripted(pods, jobs []step) *fake.Clientset {
 		}
 		return true, l, nil
 	})
+	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, newScriptWatch(ps), nil
+	})
 	cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		st := js.next()
 		if st.err != nil {
 			return true, nil, st.err
 		}
 		return true, st.job, nil
+	})
+	cs.PrependWatchReactor("jobs", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, newScriptWatch(js), nil
 	})
 	cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "log" {
@@ -151,6 +212,9 @@ func scripted(pods, jobs []step) *fake.Clientset {
 	})
 	return cs
 }
+
+// fastRetry makes a cold call's watches retry within milliseconds.
+var fastRetry = backoff{first: time.Millisecond, limit: 4 * time.Millisecond}
 
 // repeat is n copies of st.
 func repeat(n int, st step) []step {
@@ -205,7 +269,6 @@ func TestFollowRidesOutAPIServerRestart(t *testing.T) {
 			jobs:     running,
 			wantDone: true},
 		{name: "Job reads during the restart: refused, then draining",
-			// The Job is read every tenth poll that reached the Pod.
 			pods: concat(repeat(10, step{pod: podToolRunning()}), repeat(10, step{err: errRefused}),
 				repeat(10, step{pod: podToolRunning()}), []step{{pod: podFinished(0)}}),
 			jobs:     []step{{err: errRefused}, {err: errDraining}, {job: jobRunning()}},
@@ -243,7 +306,7 @@ func TestFollowRidesOutAPIServerRestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewRunner(scripted(tt.pods, tt.jobs), "ns", 1)
-			r.PollInterval = time.Millisecond
+			r.retry = fastRetry
 			r.OutageTolerance = tt.tolerance
 			if r.OutageTolerance == 0 {
 				r.OutageTolerance = time.Minute
@@ -308,7 +371,7 @@ func TestRunRidesOutAPIServerRestart(t *testing.T) {
 		return true, nil, nil
 	})
 	r := NewRunner(cs, "ns", 1)
-	r.PollInterval = time.Millisecond
+	r.retry = fastRetry
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	job := jobRunning()
@@ -335,7 +398,7 @@ func TestRunCollectFailsClearly(t *testing.T) {
 		return true, nil, nil
 	})
 	r := NewRunner(cs, "ns", 1)
-	r.PollInterval = time.Millisecond
+	r.retry = fastRetry
 	r.OutageTolerance = 100 * time.Millisecond
 	job := jobRunning()
 	job.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
@@ -448,7 +511,7 @@ func TestWatchResultReconnects(t *testing.T) {
 	r := &Runner{Client: c, Namespace: "ns"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := r.watchResult(ctx, "p")
+	w := r.watchResult(ctx, "p", nil)
 	select {
 	case <-w.result:
 	case <-time.After(10 * time.Second):
