@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -553,4 +554,98 @@ func TestFollowWarmRidesOutBrokenStreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFollowWatches: the cold call's watches deliver the Pod's and the Job's changes as they happen (the
+// fake clientset's tracker, not a script): the run ends at the Pod's end, at the Job's deletion, or when
+// the call is cancelled, with what it measured so far.
+func TestFollowWatches(t *testing.T) {
+	tests := []struct {
+		name    string
+		then    func(ctx context.Context, cs *fake.Clientset, cancel context.CancelFunc)
+		wantErr error
+		wantMsg string
+		stages  []Stage
+	}{
+		{name: "the Pod ends", then: func(ctx context.Context, cs *fake.Clientset, _ context.CancelFunc) {
+			_, _ = cs.CoreV1().Pods("ns").UpdateStatus(ctx, withGate(podFinished(0)), metav1.UpdateOptions{})
+		}, stages: []Stage{StageCredentials, StageRunning, StageDone}},
+		{name: "the Job is deleted", then: func(ctx context.Context, cs *fake.Clientset, _ context.CancelFunc) {
+			_ = cs.BatchV1().Jobs("ns").Delete(ctx, "j", metav1.DeleteOptions{})
+		}, wantErr: ErrClusterDown, wantMsg: `read Job j: jobs.batch "j" not found`, stages: []Stage{StageCredentials, StageRunning}},
+		{name: "the call is cancelled", then: func(_ context.Context, _ *fake.Clientset, cancel context.CancelFunc) { cancel() },
+			wantErr: context.Canceled, stages: []Stage{StageCredentials, StageRunning}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := jobRunning()
+			job.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
+			cs := fake.NewClientset(job)
+			cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				return a.GetSubresource() == "log", &runtime.Unknown{}, nil
+			})
+			r := NewRunner(cs, "ns", 1)
+			r.retry = fastRetry
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res := &Result{ExitCode: -1}
+			var mu sync.Mutex
+			var stages []Stage
+			running := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- r.follow(ctx, job, res, func(s Stage) {
+					mu.Lock()
+					defer mu.Unlock()
+					if stages = append(stages, s); s == StageRunning {
+						close(running)
+					}
+				})
+			}()
+			watching := func() bool {
+				n := 0
+				for _, a := range cs.Actions() {
+					if a.GetVerb() == "watch" {
+						n++
+					}
+				}
+				return n >= 2
+			}
+			for !watching() {
+				time.Sleep(time.Millisecond)
+			}
+			if _, err := cs.CoreV1().Pods("ns").Create(ctx, withGate(podPending()), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods("ns").UpdateStatus(ctx, withGate(podToolRunning()), metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-running:
+			case err := <-done:
+				t.Fatalf("follow ended before the tool ran: %v", err)
+			}
+			tt.then(ctx, cs, cancel)
+			err := <-done
+			if !errors.Is(err, tt.wantErr) || (err != nil && !strings.Contains(err.Error(), tt.wantMsg)) {
+				t.Fatalf("follow: %v, want %v saying %q", err, tt.wantErr, tt.wantMsg)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(stages, tt.stages) {
+				t.Errorf("stages %v, want %v", stages, tt.stages)
+			}
+			if res.Timings.PodStart <= 0 {
+				t.Errorf("pod start %s: the run's measurements were not kept", res.Timings.PodStart)
+			}
+		})
+	}
+}
+
+// withGate gives p a credential agent with the postStart gate: the credential is there once the kubelet
+// reports the agent started.
+func withGate(p *corev1.Pod) *corev1.Pod {
+	p.Spec.InitContainers = []corev1.Container{{Name: contract.CredentialAgentContainer,
+		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"wait"}}}}}}
+	return p
 }
