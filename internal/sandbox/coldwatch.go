@@ -20,8 +20,15 @@ import (
 // arrives, to next, whose actions it carries out. It returns how the run ended; res gets the exit code and
 // the phases' timings, also when ctx ends first.
 func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
+	s, err := r.drive(ctx, job, nil, progress)
+	s.fill(res)
+	return err
+}
+
+// drive is follow's loop; observe, when not nil, sees each event before the state machine does (the
+// recorder of testdata/cold uses it). It returns the last state and how the run ended.
+func (r *Runner) drive(ctx context.Context, job *batchv1.Job, observe func(coldEvent), progress func(Stage)) (coldState, error) {
 	s := newColdState(job, time.Now(), r.OutageTolerance)
-	defer func() { s.fill(res) }()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	events := make(chan coldEvent)
@@ -40,11 +47,14 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 		var ev coldEvent
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return s, ctx.Err()
 		case ev = <-events:
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return s, ctx.Err()
+		}
+		if observe != nil {
+			observe(ev)
 		}
 		var acts []coldAction
 		s, acts = s.next(ev)
@@ -60,7 +70,7 @@ func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, prog
 			}
 		}
 		if s.over() {
-			return s.err
+			return s, s.err
 		}
 	}
 }

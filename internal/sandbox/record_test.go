@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 )
@@ -81,52 +82,15 @@ func TestRecordColdCalls(t *testing.T) {
 
 // record follows one cold Job as Runner.follow does and returns every event its state machine was fed.
 func (r *Runner) record(ctx context.Context, job *batchv1.Job) *recording {
-	s := newColdState(job, time.Now(), 0)
-	rec := &recording{Job: job.Name, DeadlineSeconds: s.deadline}
-	var mu sync.Mutex
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	events := make(chan coldEvent)
-	send := func(ev coldEvent) bool {
-		ev.At = time.Now()
-		select {
-		case events <- ev:
-			return true
-		case <-wctx.Done():
-			return false
-		}
+	rec := &recording{Job: job.Name, DeadlineSeconds: ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0)}
+	admitted := time.Now()
+	_, err := r.drive(ctx, job, func(ev coldEvent) { rec.Events = append(rec.Events, recorded(ev, admitted)) },
+		func(st Stage) { rec.Stages = append(rec.Stages, st) })
+	rec.Outcome = "finished"
+	if err != nil {
+		rec.Outcome = err.Error()
 	}
-	go r.keep(wctx, &podView{c: r.Client, w: r.Client, ns: r.Namespace, job: job.Name}, send)
-	go r.keep(wctx, &jobView{c: r.Client, w: r.Client, ns: r.Namespace, job: job.Name}, send)
-	for {
-		var ev coldEvent
-		select {
-		case <-ctx.Done():
-			rec.Outcome = "recording ended first"
-			return rec
-		case ev = <-events:
-		}
-		mu.Lock()
-		rec.Events = append(rec.Events, recorded(ev, s.admitted))
-		mu.Unlock()
-		var acts []coldAction
-		s, acts = s.next(ev)
-		for _, a := range acts {
-			if a.FollowAgent != "" {
-				r.watchResult(wctx, a.FollowAgent, func(k coldEventKind) { send(coldEvent{Kind: k}) })
-			}
-			if a.Stage != "" {
-				rec.Stages = append(rec.Stages, a.Stage)
-			}
-		}
-		if s.over() {
-			rec.Outcome = "finished"
-			if s.err != nil {
-				rec.Outcome = s.err.Error()
-			}
-			return rec
-		}
-	}
+	return rec
 }
 
 // recording is one cold call's events as testdata/cold holds them. Stages and Outcome are what the state
