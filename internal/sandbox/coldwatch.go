@@ -84,7 +84,7 @@ func (r *Runner) streams() kubernetes.Interface {
 }
 
 // coldRetry is the backoff of the cold call's watches: an API server that is back is noticed within a
-// second, as the polling that came before did.
+// second.
 var coldRetry = backoff{first: 100 * time.Millisecond, limit: time.Second}
 
 // watchTimeout is how long one watch lasts before the API server ends it and it is listed and watched
