@@ -85,8 +85,8 @@ type Timings struct {
 // only a client for the sandbox namespace: the untrusted MCP server's identity.
 type Runner struct {
 	Client kubernetes.Interface
-	// Streams follows a warm Pod's log: a client without a whole-request timeout, since the stream lasts as
-	// long as the call (Client when nil).
+	// Streams carries the requests that last as long as a call — the credential agent's log follows and a
+	// cold call's watches of its Job and Pod: a client without a whole-request timeout (Client when nil).
 	Streams   kubernetes.Interface
 	Namespace string
 	// OutageTolerance is how long a call in flight rides out an API server that does not answer (restarting,
