@@ -46,11 +46,12 @@ type coldEvent struct {
 	Err  error
 }
 
-// coldAction is what next asks the runner to do: report Stage, or follow the credential agent's log of
-// the Pod FollowAgent.
+// coldAction is what next asks the runner to do: report Stage, follow the credential agent's log of the
+// Pod FollowAgent, or read the Pod afresh (ReadPod) and report it.
 type coldAction struct {
 	Stage       Stage
 	FollowAgent string
+	ReadPod     bool
 }
 
 // coldPhase is how far a cold call has got. Phases only advance, and may be skipped (a Pod first seen with
@@ -79,6 +80,9 @@ type coldState struct {
 	err      error
 	// pod is the Job's Pod as last reported (nil: none); the agent's log events are judged against it.
 	pod *corev1.Pod
+	// ended is a Job that has finished (complete or failed) and waits for a Pod read newer than it: the
+	// Pod decides first (the tool's exit code, the agent's result), then the Job, as when both were read.
+	ended *batchv1.Job
 	// issued and result: what the credential agent's log has reported.
 	issued, result bool
 	// agentUp is when the credential agent was first seen running; credential when its credential was
@@ -126,7 +130,15 @@ func (s coldState) next(ev coldEvent) (coldState, []coldAction) {
 		s.pod = ev.Pod
 	case evJob:
 		s.down.ok()
-		return s, s.onJob(ev.At, ev.Job)
+		if !finished(ev.Job) {
+			return s, nil
+		}
+		first := s.ended == nil
+		s.ended = ev.Job
+		if !first {
+			return s, nil
+		}
+		return s, []coldAction{{ReadPod: true}}
 	case evIssued:
 		s.issued = true
 	case evResult:
@@ -134,6 +146,9 @@ func (s coldState) next(ev coldEvent) (coldState, []coldAction) {
 	}
 	if s.pod != nil {
 		acts = s.onPod(ev.At, s.pod)
+	}
+	if ev.Kind == evPod && s.ended != nil && !s.over() {
+		acts = append(acts, s.onJob(ev.At, s.ended)...)
 	}
 	return s, acts
 }
@@ -244,8 +259,8 @@ func (s *coldState) onInitContainers(at time.Time, pod *corev1.Pod) (acts []cold
 	return acts, false
 }
 
-// onJob reads the Job's conditions. The Job itself only matters when it fails (deadline, pod failure) or
-// completes before its Pod was seen to end.
+// onJob reads the conditions of a Job that has finished, once the Pod was read after it. The Job itself only
+// matters when it fails (deadline, pod failure) or completes before its Pod was seen to end.
 func (s *coldState) onJob(at time.Time, job *batchv1.Job) []coldAction {
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
@@ -267,6 +282,16 @@ func (s *coldState) onJob(at time.Time, job *batchv1.Job) []coldAction {
 		return []coldAction{{Stage: StageDone}}
 	}
 	return nil
+}
+
+// finished reports whether the Job has completed or failed.
+func finished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
 }
 
 // agentEnded reports whether the Pod's credential agent has exited.

@@ -32,6 +32,8 @@ type coldWant struct {
 	RunMs         int64 `json:"runMs"`
 	// FollowAgent is the Pod whose agent log the run follows ("" for none).
 	FollowAgent string `json:"followAgent,omitempty"`
+	// ReadPods is how often the run asks for a fresh read of the Pod.
+	ReadPods int `json:"readPods,omitempty"`
 }
 
 var sentinels = map[string]error{"ErrClusterDown": ErrClusterDown, "ErrCredentials": ErrCredentials, "ErrDeadline": ErrDeadline,
@@ -70,6 +72,7 @@ func replay(t *testing.T, deadline int64, tolerance time.Duration, events []reco
 	s := newColdState(job, admitted, tolerance)
 	var stages []Stage
 	var follow []string
+	reads := 0
 	for i, re := range events {
 		ev := coldEvent{At: admitted.Add(time.Duration(re.Ms) * time.Millisecond), Kind: re.Kind, Pod: re.Pod, Job: re.Job, What: re.What}
 		if re.Error != nil {
@@ -87,7 +90,13 @@ func replay(t *testing.T, deadline int64, tolerance time.Duration, events []reco
 			if a.FollowAgent != "" {
 				follow = append(follow, a.FollowAgent)
 			}
+			if a.ReadPod {
+				reads++
+			}
 		}
+	}
+	if reads != want.ReadPods {
+		t.Errorf("asked for %d fresh reads of the Pod, want %d", reads, want.ReadPods)
 	}
 	if !s.over() {
 		t.Fatalf("the run has not ended after %d events (stages %v)", len(events), stages)
@@ -288,22 +297,31 @@ func TestColdNext(t *testing.T) {
 			want: coldWant{Err: "ErrSandboxFailed", Message: "container " + contract.ToolContainer + ": ErrImagePull: pull access denied for x", ExitCode: -1, PodStartMs: 2000,
 				Stages: []Stage{StageCredentials}, FollowAgent: "p"}},
 		{name: "the deadline, seen on the Job",
-			events: []recordedEvent{job(10, jobWith("", "")), pod(2000, gatedPod(all(agentRunning(true), toolRunning))), job(62000, jobWith(batchv1.JobFailed, "DeadlineExceeded"))},
-			want:   coldWant{Err: "ErrDeadline", Message: "(60s)", Stages: []Stage{StageCredentials, StageRunning}, ExitCode: -1, PodStartMs: 2000, RunMs: 60000, FollowAgent: "p"}},
+			events: []recordedEvent{job(10, jobWith("", "")), pod(2000, gatedPod(all(agentRunning(true), toolRunning))), job(62000, jobWith(batchv1.JobFailed, "DeadlineExceeded")),
+				pod(62010, gatedPod(all(agentRunning(true), toolRunning)))},
+			want: coldWant{Err: "ErrDeadline", Message: "(60s)", Stages: []Stage{StageCredentials, StageRunning}, ExitCode: -1, PodStartMs: 2000, RunMs: 60010,
+				FollowAgent: "p", ReadPods: 1}},
 		{name: "the Job fails without the tool's failure: evicted, say",
-			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), pod(3000, nil), job(4000, jobWith(batchv1.JobFailed, "PodFailurePolicy"))},
+			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), pod(3000, nil), job(4000, jobWith(batchv1.JobFailed, "PodFailurePolicy")), pod(4010, nil)},
 			want: coldWant{Err: "ErrSandboxFailed", Message: "PodFailurePolicy: the Job failed", Stages: []Stage{StageCredentials, StageRunning}, ExitCode: -1,
-				PodStartMs: 2000, RunMs: 2000, FollowAgent: "p"}},
+				PodStartMs: 2000, RunMs: 2010, FollowAgent: "p", ReadPods: 1}},
 		{name: "the Job fails because the tool did: its result",
-			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolExited(2)))), job(3000, jobWith(batchv1.JobFailed, "BackoffLimitExceeded"))},
-			want:   coldWant{Stages: allStages, ExitCode: 2, PodStartMs: 2000, RunMs: 1000, FollowAgent: "p"}},
+			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolExited(2)))), job(3000, jobWith(batchv1.JobFailed, "BackoffLimitExceeded")),
+				pod(3010, gatedPod(all(agentRunning(true), toolExited(2))))},
+			want: coldWant{Stages: allStages, ExitCode: 2, PodStartMs: 2000, RunMs: 1010, FollowAgent: "p", ReadPods: 1}},
+		{name: "a finished Job waits for a Pod read newer than it: the tool's exit seen there is its result",
+			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), job(3000, jobWith(batchv1.JobFailed, "BackoffLimitExceeded")),
+				job(3005, jobWith(batchv1.JobFailed, "BackoffLimitExceeded")), pod(3010, gatedPod(all(agentRunning(true), toolExited(2))))},
+			want: coldWant{Stages: allStages, ExitCode: 2, PodStartMs: 2000, RunMs: 1010, FollowAgent: "p", ReadPods: 1}},
 		{name: "the Job fails although the tool exited 0: a sandbox failure",
-			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolExited(0)))), job(3000, jobWith(batchv1.JobFailed, "BackoffLimitExceeded"))},
+			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolExited(0)))), job(3000, jobWith(batchv1.JobFailed, "BackoffLimitExceeded")),
+				pod(3010, gatedPod(all(agentRunning(true), toolExited(0))))},
 			want: coldWant{Err: "ErrSandboxFailed", Message: "BackoffLimitExceeded: the Job failed", Stages: []Stage{StageCredentials, StageRunning},
-				PodStartMs: 2000, RunMs: 1000, FollowAgent: "p"}},
+				PodStartMs: 2000, RunMs: 1010, FollowAgent: "p", ReadPods: 1}},
 		{name: "the Job completes before the Pod was seen to end",
-			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), job(3000, jobWith(batchv1.JobComplete, ""))},
-			want:   coldWant{Stages: allStages, ExitCode: -1, PodStartMs: 2000, RunMs: 1000, FollowAgent: "p"}},
+			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), job(3000, jobWith(batchv1.JobComplete, "")),
+				pod(3010, gatedPod(all(agentRunning(true), toolRunning)))},
+			want: coldWant{Stages: allStages, ExitCode: -1, PodStartMs: 2000, RunMs: 1010, FollowAgent: "p", ReadPods: 1}},
 		{name: "an outage while the tool runs is ridden out, and a 403 just after it",
 			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), failed(3000, podsOf, refused), failed(3100, jobOf, draining),
 				failed(89000, podsOf, refused), pod(90000, gatedPod(all(agentRunning(true), toolRunning))), failed(91000, jobOf, forbidden),

@@ -65,6 +65,9 @@ func (r *Runner) drive(ctx context.Context, job *batchv1.Job, observe func(coldE
 				// that the agent exited.
 				r.watchResult(wctx, a.FollowAgent, func(k coldEventKind) { send(coldEvent{Kind: k}) })
 			}
+			if a.ReadPod {
+				go r.readPod(wctx, job.Name, send)
+			}
 			if a.Stage != "" {
 				progress(a.Stage)
 			}
@@ -72,6 +75,20 @@ func (r *Runner) drive(ctx context.Context, job *batchv1.Job, observe func(coldE
 		if s.over() {
 			return s, s.err
 		}
+	}
+}
+
+// readPod reads the Job's Pod once and reports it (or the failed read, which the state machine judges as
+// any other: the Pod is read again by its watch meanwhile).
+func (r *Runner) readPod(ctx context.Context, job string, send func(coldEvent) bool) {
+	pod, err := r.pod(ctx, job)
+	switch {
+	case err == nil:
+		send(coldEvent{Kind: evPod, Pod: pod})
+	case apierrors.IsNotFound(err):
+		send(coldEvent{Kind: evPod})
+	case ctx.Err() == nil:
+		send(coldEvent{Kind: evReadFailed, What: "list the Pods of Job " + job, Err: err})
 	}
 }
 
