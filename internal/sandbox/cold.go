@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -302,4 +303,58 @@ func agentEnded(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// gated reports whether the Pod's credential agent has the postStart gate that holds the tool container back
+// until the kubeconfig exists (webhook.WaitsForCredential: every tool but the project's own runners).
+func gated(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == contract.CredentialAgentContainer {
+			return c.Lifecycle != nil && c.Lifecycle.PostStart != nil
+		}
+	}
+	return false
+}
+
+// toolTerminated reports whether the Pod's tool container has ended.
+func toolTerminated(pod *corev1.Pod) bool {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == contract.ToolContainer && s.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// failedTermination returns the termination record of a container that exited with an error.
+func failedTermination(s corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
+		return t
+	}
+	if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+		return t
+	}
+	return nil
+}
+
+// stuck reports a Pod that cannot start for a reason that will not fix itself.
+func stuck(pod *corev1.Pod) error {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, s := range list {
+			if w := s.State.Waiting; w != nil {
+				switch w.Reason {
+				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
+					return fmt.Errorf("%w: container %s: %s: %s", ErrSandboxFailed, s.Name, w.Reason, oneline.Fold(w.Message))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// lastLine is the last non-empty line of a termination message: the kubelet fills it with the tail of the
+// container's log, and the credential agent's reason is its last line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return oneline.Fold(lines[len(lines)-1])
 }
