@@ -250,7 +250,7 @@ func (r *Runner) followWarm(ctx context.Context, pod string, first io.ReadCloser
 			b.reset()
 		}
 		if !down.ride(broken.cause) {
-			return r.unreachable("follow warm Pod "+pod, broken.cause, down)
+			return unreachable("follow warm Pod "+pod, broken.cause, down.lasted())
 		}
 		if werr := b.wait(ctx); werr != nil {
 			return werr

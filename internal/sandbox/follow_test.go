@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -120,8 +122,62 @@ func (s *script) next() step {
 	return st
 }
 
-// scripted is a fake clientset whose Pod lists and Job reads follow pods and jobs. Its log reads return an
-// empty log (the stream-following code has its own tests).
+// take returns the next step if it is an object (the watch delivers it as a change) and last if it is the
+// script's last; false if it is an error or no object (the watch ends there and a list reads it).
+func (s *script) take() (st step, last, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st = s.steps[min(s.i, len(s.steps)-1)]
+	if st.err != nil || (st.pod == nil && st.job == nil) {
+		return st, false, false
+	}
+	s.i++
+	return st, s.i >= len(s.steps), true
+}
+
+// scriptWatch is a watch that delivers its script's objects as changes until the script reaches an error
+// or a step without an object, where it ends (the watcher lists again and reads it); at the script's last
+// step it stays open.
+type scriptWatch struct {
+	ch   chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (w *scriptWatch) ResultChan() <-chan watch.Event { return w.ch }
+func (w *scriptWatch) Stop()                          { w.once.Do(func() { close(w.stop) }) }
+
+func newScriptWatch(s *script) *scriptWatch {
+	w := &scriptWatch{ch: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(w.ch)
+		for {
+			st, last, ok := s.take()
+			if !ok {
+				return
+			}
+			var obj runtime.Object = st.job
+			if st.pod != nil {
+				obj = st.pod
+			}
+			select {
+			case w.ch <- watch.Event{Type: watch.Modified, Object: obj}:
+			case <-w.stop:
+				return
+			}
+			if last {
+				<-w.stop
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// scripted is a fake clientset whose Pod lists and watches and Job reads and watches follow pods and jobs:
+// a list or a read takes the next step, a watch delivers the steps that follow as changes until an error
+// or a step without an object ends it. Its log reads return an empty log (the stream-following code has
+// its own tests).
 func scripted(pods, jobs []step) *fake.Clientset {
 	cs := fake.NewClientset()
 	ps, js := &script{steps: pods}, &script{steps: jobs}
@@ -136,12 +192,18 @@ func scripted(pods, jobs []step) *fake.Clientset {
 		}
 		return true, l, nil
 	})
+	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, newScriptWatch(ps), nil
+	})
 	cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		st := js.next()
 		if st.err != nil {
 			return true, nil, st.err
 		}
 		return true, st.job, nil
+	})
+	cs.PrependWatchReactor("jobs", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, newScriptWatch(js), nil
 	})
 	cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "log" {
@@ -151,6 +213,9 @@ func scripted(pods, jobs []step) *fake.Clientset {
 	})
 	return cs
 }
+
+// fastRetry makes a cold call's watches retry within milliseconds.
+var fastRetry = backoff{first: time.Millisecond, limit: 4 * time.Millisecond}
 
 // repeat is n copies of st.
 func repeat(n int, st step) []step {
@@ -205,7 +270,6 @@ func TestFollowRidesOutAPIServerRestart(t *testing.T) {
 			jobs:     running,
 			wantDone: true},
 		{name: "Job reads during the restart: refused, then draining",
-			// The Job is read every tenth poll that reached the Pod.
 			pods: concat(repeat(10, step{pod: podToolRunning()}), repeat(10, step{err: errRefused}),
 				repeat(10, step{pod: podToolRunning()}), []step{{pod: podFinished(0)}}),
 			jobs:     []step{{err: errRefused}, {err: errDraining}, {job: jobRunning()}},
@@ -243,7 +307,7 @@ func TestFollowRidesOutAPIServerRestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewRunner(scripted(tt.pods, tt.jobs), "ns", 1)
-			r.PollInterval = time.Millisecond
+			r.retry = fastRetry
 			r.OutageTolerance = tt.tolerance
 			if r.OutageTolerance == 0 {
 				r.OutageTolerance = time.Minute
@@ -308,7 +372,7 @@ func TestRunRidesOutAPIServerRestart(t *testing.T) {
 		return true, nil, nil
 	})
 	r := NewRunner(cs, "ns", 1)
-	r.PollInterval = time.Millisecond
+	r.retry = fastRetry
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	job := jobRunning()
@@ -335,7 +399,7 @@ func TestRunCollectFailsClearly(t *testing.T) {
 		return true, nil, nil
 	})
 	r := NewRunner(cs, "ns", 1)
-	r.PollInterval = time.Millisecond
+	r.retry = fastRetry
 	r.OutageTolerance = 100 * time.Millisecond
 	job := jobRunning()
 	job.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
@@ -448,7 +512,7 @@ func TestWatchResultReconnects(t *testing.T) {
 	r := &Runner{Client: c, Namespace: "ns"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := r.watchResult(ctx, "p")
+	w := r.watchResult(ctx, "p", nil)
 	select {
 	case <-w.result:
 	case <-time.After(10 * time.Second):
@@ -490,4 +554,98 @@ func TestFollowWarmRidesOutBrokenStreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFollowWatches: the cold call's watches deliver the Pod's and the Job's changes as they happen (the
+// fake clientset's tracker, not a script): the run ends at the Pod's end, at the Job's deletion, or when
+// the call is cancelled, with what it measured so far.
+func TestFollowWatches(t *testing.T) {
+	tests := []struct {
+		name    string
+		then    func(ctx context.Context, cs *fake.Clientset, cancel context.CancelFunc)
+		wantErr error
+		wantMsg string
+		stages  []Stage
+	}{
+		{name: "the Pod ends", then: func(ctx context.Context, cs *fake.Clientset, _ context.CancelFunc) {
+			_, _ = cs.CoreV1().Pods("ns").UpdateStatus(ctx, withGate(podFinished(0)), metav1.UpdateOptions{})
+		}, stages: []Stage{StageCredentials, StageRunning, StageDone}},
+		{name: "the Job is deleted", then: func(ctx context.Context, cs *fake.Clientset, _ context.CancelFunc) {
+			_ = cs.BatchV1().Jobs("ns").Delete(ctx, "j", metav1.DeleteOptions{})
+		}, wantErr: ErrClusterDown, wantMsg: `read Job j: jobs.batch "j" not found`, stages: []Stage{StageCredentials, StageRunning}},
+		{name: "the call is cancelled", then: func(_ context.Context, _ *fake.Clientset, cancel context.CancelFunc) { cancel() },
+			wantErr: context.Canceled, stages: []Stage{StageCredentials, StageRunning}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := jobRunning()
+			job.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
+			cs := fake.NewClientset(job)
+			cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				return a.GetSubresource() == "log", &runtime.Unknown{}, nil
+			})
+			r := NewRunner(cs, "ns", 1)
+			r.retry = fastRetry
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res := &Result{ExitCode: -1}
+			var mu sync.Mutex
+			var stages []Stage
+			running := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- r.follow(ctx, job, res, func(s Stage) {
+					mu.Lock()
+					defer mu.Unlock()
+					if stages = append(stages, s); s == StageRunning {
+						close(running)
+					}
+				})
+			}()
+			watching := func() bool {
+				n := 0
+				for _, a := range cs.Actions() {
+					if a.GetVerb() == "watch" {
+						n++
+					}
+				}
+				return n >= 2
+			}
+			for !watching() {
+				time.Sleep(time.Millisecond)
+			}
+			if _, err := cs.CoreV1().Pods("ns").Create(ctx, withGate(podPending()), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods("ns").UpdateStatus(ctx, withGate(podToolRunning()), metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-running:
+			case err := <-done:
+				t.Fatalf("follow ended before the tool ran: %v", err)
+			}
+			tt.then(ctx, cs, cancel)
+			err := <-done
+			if !errors.Is(err, tt.wantErr) || (err != nil && !strings.Contains(err.Error(), tt.wantMsg)) {
+				t.Fatalf("follow: %v, want %v saying %q", err, tt.wantErr, tt.wantMsg)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(stages, tt.stages) {
+				t.Errorf("stages %v, want %v", stages, tt.stages)
+			}
+			if res.Timings.PodStart <= 0 {
+				t.Errorf("pod start %s: the run's measurements were not kept", res.Timings.PodStart)
+			}
+		})
+	}
+}
+
+// withGate gives p a credential agent with the postStart gate: the credential is there once the kubelet
+// reports the agent started.
+func withGate(p *corev1.Pod) *corev1.Pod {
+	p.Spec.InitContainers = []corev1.Container{{Name: contract.CredentialAgentContainer,
+		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"wait"}}}}}}
+	return p
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -62,8 +63,10 @@ func newOutage(limit time.Duration) *outage {
 
 // ride reports whether err is to be ridden out (the request tried again later); false means it is final:
 // not transient, or the outage has lasted longer than the limit.
-func (o *outage) ride(err error) bool {
-	now := o.now()
+func (o *outage) ride(err error) bool { return o.rideAt(o.now(), err) }
+
+// rideAt is ride for an error seen at now.
+func (o *outage) rideAt(now time.Time, err error) bool {
 	transient := transientAPIError(err)
 	recent := !o.since.IsZero() || (!o.last.IsZero() && now.Sub(o.last) < startupGrace)
 	if !transient && recent && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)) {
@@ -83,23 +86,27 @@ func (o *outage) ride(err error) bool {
 func (o *outage) ok() { o.since = time.Time{} }
 
 // lasted is how long the current outage has lasted (zero when there is none).
-func (o *outage) lasted() time.Duration {
+func (o *outage) lasted() time.Duration { return o.lastedAt(o.now()) }
+
+// lastedAt is how long the current outage has lasted at now.
+func (o *outage) lastedAt(now time.Time) time.Duration {
 	if o.since.IsZero() {
 		return 0
 	}
-	return o.now().Sub(o.since)
+	return now.Sub(o.since)
 }
 
-// backoff is the wait before the next attempt of a request that failed transiently: 250 ms, doubling to 4 s.
-type backoff struct{ next time.Duration }
+// backoff is the wait before the next attempt of a request that failed transiently: first (250 ms when
+// zero), doubling to limit (4 s when zero).
+type backoff struct{ first, limit, next time.Duration }
 
 func (b *backoff) wait(ctx context.Context) error {
 	if b.next == 0 {
-		b.next = 250 * time.Millisecond
+		b.next = cmp.Or(b.first, 250*time.Millisecond)
 	}
 	t := time.NewTimer(b.next)
 	defer t.Stop()
-	b.next = min(2*b.next, 4*time.Second)
+	b.next = min(2*b.next, cmp.Or(b.limit, 4*time.Second))
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

@@ -85,18 +85,19 @@ type Timings struct {
 // only a client for the sandbox namespace: the untrusted MCP server's identity.
 type Runner struct {
 	Client kubernetes.Interface
-	// Streams follows a warm Pod's log: a client without a whole-request timeout, since the stream lasts as
-	// long as the call (Client when nil).
+	// Streams carries the requests that last as long as a call — the credential agent's log follows and a
+	// cold call's watches of its Job and Pod: a client without a whole-request timeout (Client when nil).
 	Streams   kubernetes.Interface
 	Namespace string
-	// PollInterval is how often a running Job is checked.
-	PollInterval time.Duration
 	// OutageTolerance is how long a call in flight rides out an API server that does not answer (restarting,
 	// say) before it fails with ErrClusterDown; DefaultOutageTolerance when zero. Every request of a call in
 	// flight is tried again meanwhile: the Job's and Pod's reads, the credential agent's log stream, the
 	// collection of the result.
 	OutageTolerance time.Duration
 	sem             chan struct{}
+	// retry is the backoff of the cold call's Pod and Job watches when a request fails or a watch ends
+	// (coldRetry when zero; tests make it short).
+	retry backoff
 }
 
 // NewRunner returns a Runner that runs at most maxConcurrent sandboxes at once.
@@ -104,7 +105,7 @@ func NewRunner(c kubernetes.Interface, namespace string, maxConcurrent int) *Run
 	if maxConcurrent <= 0 {
 		maxConcurrent = 4
 	}
-	return &Runner{Client: c, Namespace: namespace, PollInterval: 100 * time.Millisecond, sem: make(chan struct{}, maxConcurrent)}
+	return &Runner{Client: c, Namespace: namespace, sem: make(chan struct{}, maxConcurrent)}
 }
 
 type beforeCreateKey struct{}
@@ -218,223 +219,14 @@ func (r *Runner) collect(ctx context.Context, job string, res *Result) error {
 	return nil
 }
 
-// follow polls the Job and its Pod until the Job finishes, reporting stages and failing fast when the
-// credential agent fails.
-func (r *Runner) follow(ctx context.Context, job *batchv1.Job, res *Result, progress func(Stage)) error {
-	admitted := time.Now()
-	var sidecarStarted, sidecarReady, toolStarted, toolRunning time.Time
-	// One outage for the Pod's and the Job's reads: the API server is either there or not.
-	down := newOutage(r.OutageTolerance)
-	polls := 0
-	t := time.NewTicker(r.PollInterval)
-	defer t.Stop()
-	// Once the credential agent runs, its log is followed as a stream: the agent reports the result right
-	// after it revoked, and the kubelet takes another relist or two to publish that the agent exited.
-	sctx, stopStream := context.WithCancel(ctx)
-	defer stopStream()
-	var agentLog *agentWatch
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		pod, err := r.pod(ctx, job.Name)
-		switch {
-		case err == nil || apierrors.IsNotFound(err):
-			down.ok()
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case down.ride(err):
-			// An API server that restarts is gone for seconds; the sandbox runs on meanwhile.
-			continue
-		default:
-			return r.unreachable(fmt.Sprintf("list the Pods of Job %s", job.Name), err, down)
-		}
-		if err == nil {
-			for _, s := range pod.Status.InitContainerStatuses {
-				if s.Name == contract.CheckContainer {
-					if term := failedTermination(s); term != nil {
-						return fmt.Errorf("%w: %s", ErrInputRefused, oneline.Fold(scrub.String(term.Message)))
-					}
-					continue
-				}
-				if s.Name != contract.CredentialAgentContainer {
-					continue
-				}
-				if s.State.Running != nil && sidecarStarted.IsZero() {
-					sidecarStarted = time.Now()
-					res.Timings.PodStart = sidecarStarted.Sub(admitted)
-					agentLog = r.watchResult(sctx, pod.Name)
-				}
-				// The credential is there: with the postStart gate, when the kubelet reports the sidecar
-				// started (the hook returned once the kubeconfig existed); without it (the project's runners,
-				// which wait for the file themselves), when the agent reports credential.issued.
-				var credReady bool
-				if gated(pod) {
-					credReady = s.Started != nil && *s.Started && !sidecarStarted.IsZero()
-				} else {
-					credReady = !agentLog.issuedAt().IsZero()
-				}
-				if credReady && sidecarReady.IsZero() {
-					sidecarReady = time.Now()
-					progress(StageCredentials)
-				}
-				// An agent that fails before the tool has ended fails the call: before its credential (the
-				// tool, held back by the gate or waiting for the file itself, cannot run without one) or
-				// during the run.
-				if term := failedTermination(s); term != nil && !toolTerminated(pod) {
-					return fmt.Errorf("%w; the agent said: %s", ErrCredentials, lastLine(scrub.String(term.Message)))
-				}
-			}
-			toolDone, agentDone := false, false
-			for _, s := range pod.Status.ContainerStatuses {
-				if s.Name != contract.ToolContainer {
-					continue
-				}
-				if (s.State.Running != nil || s.State.Terminated != nil) && toolStarted.IsZero() {
-					toolStarted = time.Now()
-				}
-				if s.State.Terminated != nil {
-					res.ExitCode = s.State.Terminated.ExitCode
-					toolDone = true
-				}
-			}
-			// The tool runs once its container does and its credential is there (in this order with the gate;
-			// without it the container usually starts first and waits). A stream that never reported the
-			// credential leaves the container's start.
-			if !toolStarted.IsZero() && toolRunning.IsZero() && (!sidecarReady.IsZero() || toolDone) {
-				toolRunning = toolStarted
-				if sidecarReady.After(toolRunning) {
-					toolRunning = sidecarReady
-				}
-				if !sidecarStarted.IsZero() {
-					// From the sidecar's start to the tool's run: Vault login, the credential, the kubeconfig
-					// written, the tool container started (with the gate: after all that).
-					res.Timings.Credentials = toolRunning.Sub(sidecarStarted)
-				}
-				if sidecarReady.IsZero() {
-					sidecarReady = toolRunning
-					progress(StageCredentials)
-				}
-				progress(StageRunning)
-			}
-			for _, s := range pod.Status.InitContainerStatuses {
-				if s.Name == contract.CredentialAgentContainer && s.State.Terminated != nil {
-					agentDone = true
-				}
-			}
-			// The tool has exited and the credential agent has revoked and reported (or exited): the run is
-			// over. The Pod's phase and the Job's condition follow a few seconds later; nothing here waits
-			// for them.
-			if toolDone && (agentDone || (agentLog != nil && closed(agentLog.result))) {
-				res.Timings.Run = time.Since(toolRunning)
-				progress(StageDone)
-				return nil
-			}
-			if err := stuck(pod); err != nil {
-				return err
-			}
-		}
-		// The Job itself only matters when it fails (deadline, pod failure): read it once a second.
-		if polls++; polls%10 != 0 {
-			continue
-		}
-		cur, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if down.ride(err) {
-				continue
-			}
-			return r.unreachable("read Job "+job.Name, err, down)
-		}
-		down.ok()
-		for _, c := range cur.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				continue
-			}
-			switch c.Type {
-			case batchv1.JobComplete:
-				if !toolRunning.IsZero() {
-					res.Timings.Run = time.Since(toolRunning)
-				}
-				progress(StageDone)
-				return nil
-			case batchv1.JobFailed:
-				if !toolRunning.IsZero() {
-					res.Timings.Run = time.Since(toolRunning)
-				}
-				if c.Reason == "DeadlineExceeded" {
-					return fmt.Errorf("%w (%ds)", ErrDeadline, *job.Spec.ActiveDeadlineSeconds)
-				}
-				if res.ExitCode > 0 {
-					// The tool ran and failed; its own error result is in its output.
-					progress(StageDone)
-					return nil
-				}
-				return fmt.Errorf("%w: %s: %s", ErrSandboxFailed, c.Reason, oneline.Fold(c.Message))
-			}
-		}
-	}
-}
-
 // unreachable is the error of a call whose request failed for good: ErrClusterDown with what it tried, for
-// how long the API server had been away (if it was), and the last error, on one line.
-func (r *Runner) unreachable(what string, err error, down *outage) error {
+// how long the API server had been away (lasted, if it was), and the last error, on one line.
+func unreachable(what string, err error, lasted time.Duration) error {
 	msg := oneline.Fold(scrub.String(err.Error()))
-	if d := down.lasted(); d > 0 {
-		return fmt.Errorf("%w: %s: the API server did not answer for %s: %s", ErrClusterDown, what, d.Round(time.Second), msg)
+	if lasted > 0 {
+		return fmt.Errorf("%w: %s: the API server did not answer for %s: %s", ErrClusterDown, what, lasted.Round(time.Second), msg)
 	}
 	return fmt.Errorf("%w: %s: %s", ErrClusterDown, what, msg)
-}
-
-// gated reports whether the Pod's credential agent has the postStart gate that holds the tool container back
-// until the kubeconfig exists (webhook.WaitsForCredential: every tool but the project's own runners).
-func gated(pod *corev1.Pod) bool {
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == contract.CredentialAgentContainer {
-			return c.Lifecycle != nil && c.Lifecycle.PostStart != nil
-		}
-	}
-	return false
-}
-
-// toolTerminated reports whether the Pod's tool container has ended.
-func toolTerminated(pod *corev1.Pod) bool {
-	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name == contract.ToolContainer && s.State.Terminated != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// failedTermination returns the termination record of a container that exited with an error.
-func failedTermination(s corev1.ContainerStatus) *corev1.ContainerStateTerminated {
-	if t := s.State.Terminated; t != nil && t.ExitCode != 0 {
-		return t
-	}
-	if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-		return t
-	}
-	return nil
-}
-
-// stuck reports a Pod that cannot start for a reason that will not fix itself.
-func stuck(pod *corev1.Pod) error {
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, s := range list {
-			if w := s.State.Waiting; w != nil {
-				switch w.Reason {
-				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
-					return fmt.Errorf("%w: container %s: %s: %s", ErrSandboxFailed, s.Name, w.Reason, oneline.Fold(w.Message))
-				}
-			}
-		}
-	}
-	return nil
 }
 
 func (r *Runner) pod(ctx context.Context, job string) (*corev1.Pod, error) {
@@ -599,34 +391,27 @@ func parseEvents(out []byte) (events []map[string]any, result []byte, resultErr 
 type agentWatch struct {
 	// result is closed when the agent has reported the tool's result (never, if the stream fails).
 	result chan struct{}
+	// notify, when set, hears of the agent's credential.issued (once) and tool.result (evIssued, evResult).
+	notify func(coldEventKind)
 	mu     sync.Mutex
 	issued time.Time
 	// reconnects counts the streams that ended before the result (each is opened again).
 	reconnects int
 }
 
-// issuedAt is when the agent's credential.issued event arrived (zero: not yet).
-func (w *agentWatch) issuedAt() time.Time {
-	if w == nil {
-		return time.Time{}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.issued
-}
-
 // watchResult follows the credential agent's log of pod as a stream until ctx ends: it notes when the agent
-// reports the credential issued, and closes result when the agent has reported the tool's result. A stream
-// that fails or ends before the result (an API server restarting, a kubelet closing it) is opened again
-// after a backoff (250 ms doubling to 4 s), from the log's start; meanwhile the Pod's status still ends
-// the run.
-func (r *Runner) watchResult(ctx context.Context, pod string) *agentWatch {
-	w := &agentWatch{result: make(chan struct{})}
+// reports the credential issued, and closes result when the agent has reported the tool's result, telling
+// notify (if not nil) of both. A stream that fails or ends before the result (an API server restarting, a
+// kubelet closing it) is opened again after a backoff (250 ms doubling to 4 s), from the log's start;
+// meanwhile the Pod's status still ends the run.
+func (r *Runner) watchResult(ctx context.Context, pod string, notify func(coldEventKind)) *agentWatch {
+	w := &agentWatch{result: make(chan struct{}), notify: notify}
 	go func() {
 		b := &backoff{}
 		for ctx.Err() == nil {
 			if w.followOnce(ctx, r, pod) {
 				close(w.result)
+				w.tell(evResult)
 				return
 			}
 			w.mu.Lock()
@@ -638,6 +423,12 @@ func (r *Runner) watchResult(ctx context.Context, pod string) *agentWatch {
 		}
 	}()
 	return w
+}
+
+func (w *agentWatch) tell(k coldEventKind) {
+	if w.notify != nil {
+		w.notify(k)
+	}
 }
 
 // followOnce reads one stream of the agent's log; true once it carried the tool's result.
@@ -659,25 +450,19 @@ func (w *agentWatch) followOnce(ctx context.Context, r *Runner, pod string) bool
 		switch ev.Event {
 		case credentialIssuedEvent:
 			w.mu.Lock()
-			if w.issued.IsZero() {
+			first := w.issued.IsZero()
+			if first {
 				w.issued = time.Now()
 			}
 			w.mu.Unlock()
+			if first {
+				w.tell(evIssued)
+			}
 		case toolResultEvent:
 			return true
 		}
 	}
 	return false
-}
-
-// closed reports whether ch is closed (a nil channel never is).
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // The credential agent's events that end the mint and the run (broker.EventIssued,
@@ -707,11 +492,4 @@ func isConnectionError(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") || strings.Contains(s, "i/o timeout") ||
 		strings.Contains(s, "dial tcp") || strings.Contains(s, "EOF")
-}
-
-// lastLine is the last non-empty line of a termination message: the kubelet fills it with the tail of the
-// container's log, and the credential agent's reason is its last line.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return oneline.Fold(lines[len(lines)-1])
 }

@@ -61,7 +61,7 @@ func TestWatchResult(t *testing.T) {
 			r := &Runner{Client: logServer(t, tt.lines, tt.hold), Namespace: "ns"}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			done := r.watchResult(ctx, "p").result
+			done := r.watchResult(ctx, "p", nil).result
 			select {
 			case <-done:
 				if !tt.want {

@@ -372,8 +372,9 @@ func kubeClients(kubeconfig string) (cfg *rest.Config, cs, logStreams *kubernete
 		return nil, nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.Timeout = 30 * time.Second
-	// Each running sandbox is followed with a few requests a second; client-go's default of 5 per second
-	// would queue them and add whole seconds to every call.
+	// Each running sandbox is created, listed, watched, streamed and collected, and every request is tried
+	// again while the API server restarts; client-go's default of 5 per second would queue concurrent calls'
+	// requests and add whole seconds to every call.
 	cfg.QPS, cfg.Burst = 50, 100
 	cs, err = kubernetes.NewForConfig(cfg)
 	if err != nil {
