@@ -120,3 +120,59 @@ func TestOneImporterEach(t *testing.T) {
 		}
 	}
 }
+
+// The command packages by trust role (cmd/agent-sandbox/app's package comment, docs/architecture.md).
+const commands = "cmd/agent-sandbox/app/"
+
+// TestCommandsByTrustRole: each role's commands link only what the role needs. The approver's, the
+// sandbox's and the audit commands never link the webhook's decision package, the MCP server or its SDK;
+// the sandbox's and the cluster's never link the approvals store or SQLite (which only the MCP host and the
+// approver keep); only the commands that configure Vault or log in to it link Vault's API. No role links
+// another, nor the root that wires them, and the plumbing they share (cli) links nothing of this module.
+func TestCommandsByTrustRole(t *testing.T) {
+	all := listPackages(t)
+	decision := []string{module + "webhook", module + "internal/warmpool", module + "internal/servingcert", module + "internal/contentgc"}
+	mcpSide := []string{"github.com/modelcontextprotocol/go-sdk", module + "mcp", module + "internal/service"}
+	storage := []string{"modernc.org/sqlite", module + "internal/approval/store"}
+	vault := []string{"github.com/hashicorp/vault/api", module + "broker"}
+	roles := map[string][][]string{
+		"approver":  {decision, mcpSide, vault},
+		"sandboxed": {decision, mcpSide, storage},
+		"auditor":   {decision, mcpSide, storage, vault},
+		"cluster":   {mcpSide, storage},
+	}
+	for role, groups := range roles {
+		p, ok := all[commands+role]
+		if !ok {
+			t.Fatalf("package %s%s is gone: update the layout test", commands, role)
+		}
+		var forbidden []string
+		for other := range roles {
+			if other != role {
+				forbidden = append(forbidden, module+commands+other)
+			}
+		}
+		for _, g := range groups {
+			forbidden = append(forbidden, g...)
+		}
+		for _, d := range p.Deps {
+			if d == module+"cmd/agent-sandbox/app" {
+				t.Errorf("the %s commands depend on the root command package, which wires them", role)
+			}
+			for _, f := range forbidden {
+				if d == f || strings.HasPrefix(d, f+"/") {
+					t.Errorf("the %s commands (%s%s) depend on %s", role, commands, role, d)
+				}
+			}
+		}
+	}
+	cli, ok := all[commands+"cli"]
+	if !ok {
+		t.Fatalf("package %scli is gone: update the layout test", commands)
+	}
+	for _, d := range cli.Deps {
+		if strings.HasPrefix(d, module) {
+			t.Errorf("%scli, the plumbing every role shares, depends on %s", commands, d)
+		}
+	}
+}

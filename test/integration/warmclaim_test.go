@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/sandboxed"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
@@ -190,14 +191,14 @@ func TestWarmClaimSignature(t *testing.T) {
 	}
 	t.Logf("forged claim refused in the Pod: %s", firstLine(errOut.String(), "refused the claim"))
 	// The credential agent's check refuses it too, and the argv of the original report besides.
-	if _, err := app.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-keys"),
+	if _, err := sandboxed.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-keys"),
 		flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-spec")); err == nil {
 		t.Fatal("the credential agent's check accepted the forged claim")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "claim"), []byte(forged), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-keys"),
+	if _, err := sandboxed.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-keys"),
 		flagValue(t, containerCommand(t, stored, contract.CredentialAgentContainer), "--claim-spec")); err == nil {
 		t.Fatal("the credential agent's check accepted the forged claim")
 	}
@@ -217,12 +218,12 @@ func TestWarmClaimSignature(t *testing.T) {
 	}
 	dir = projectClaimVolume(t, claimed)
 	agent := containerCommand(t, claimed, contract.CredentialAgentContainer)
-	c, err := app.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, agent, "--claim-keys"), flagValue(t, agent, "--claim-spec"))
+	c, err := sandboxed.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, agent, "--claim-keys"), flagValue(t, agent, "--claim-spec"))
 	if err != nil || c.RequestID != id2 {
 		t.Fatalf("the Pod's verifier refused the admitted claim: %v", err)
 	}
 	tc := containerCommand(t, claimed, contract.ToolContainer)
-	if _, err := app.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, tc, "--claim-keys"), flagValue(t, tc, "--claim-spec")); err != nil {
+	if _, err := sandboxed.VerifyWarmClaim(filepath.Join(dir, "claim"), flagValue(t, tc, "--claim-keys"), flagValue(t, tc, "--claim-spec")); err != nil {
 		t.Fatalf("the warm entry point's verifier refused the admitted claim: %v", err)
 	}
 	// The admitted signature is bound to its Pod: copied onto the forged Pod's volume, it does not verify.
@@ -232,7 +233,7 @@ func TestWarmClaimSignature(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := app.VerifyWarmClaim(filepath.Join(other, "claim"), flagValue(t, tc, "--claim-keys"), flagValue(t, tc, "--claim-spec")); err == nil {
+	if _, err := sandboxed.VerifyWarmClaim(filepath.Join(other, "claim"), flagValue(t, tc, "--claim-keys"), flagValue(t, tc, "--claim-spec")); err == nil {
 		t.Fatal("a signature moved to another Pod verified")
 	}
 	// A dry-run claim gets no real signature back.

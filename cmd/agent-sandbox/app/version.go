@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
 
 // version, commit and commitTime override what the build info reports. Release builds set them with
@@ -101,7 +103,7 @@ func buildVersion(bi *debug.BuildInfo, override stamp) VersionInfo {
 	return v
 }
 
-func newVersionCommand(streams IO) *cobra.Command {
+func newVersionCommand(streams cli.IO) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "version",
@@ -110,7 +112,7 @@ func newVersionCommand(streams IO) *cobra.Command {
 version of a 'go install ...@VERSION' build), the git commit it was built from when known, and the Go
 version and platform. -o json prints the same as an object with the fields version, commit, commit_time,
 modified, go_version and platform.`,
-		Args: usage(cobra.NoArgs),
+		Args: cli.Usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := versionInfo()
 			switch output {
@@ -122,7 +124,7 @@ modified, go_version and platform.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(v)
 			}
-			return usageError{fmt.Errorf("-o %q: want text or json", output)}
+			return cli.UsageError{Err: fmt.Errorf("-o %q: want text or json", output)}
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

@@ -61,20 +61,3 @@ func TestBuildVersion(t *testing.T) {
 		})
 	}
 }
-
-func TestParseLogLevel(t *testing.T) {
-	for _, ok := range []string{"debug", "info", "warn", "warning", "error", "INFO"} {
-		if _, err := parseLogLevel(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "verbose", "inf", "info+4", "DEBUG-2", "trace"} {
-		if _, err := parseLogLevel(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	// The webhook refuses an unknown level as a usage error too, before it touches a cluster.
-	if code, _, stderr := runCLI(t, "webhook", "--log-level", "verbose"); code != exitUsage || !strings.Contains(stderr, `--log-level "verbose": want debug, info, warn or error`) {
-		t.Errorf("webhook --log-level verbose: exit %d, stderr %q", code, stderr)
-	}
-}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
+	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
+	"github.com/agent-sandbox/agent-sandbox/webhook"
+)
+
+// checkInstallOptions are the flags of `agent-sandbox check-install`.
+type checkInstallOptions struct {
+	Service          string
+	Namespace        string
+	Port             int
+	SandboxNamespace string
+	Image            string
+	Timeout          time.Duration
+}
+
+func NewCheckInstallCommand(streams cli.IO) *cobra.Command {
+	o := &checkInstallOptions{}
+	cmd := &cobra.Command{
+		Use:   "check-install",
+		Short: "Check an installed webhook from inside the cluster (what the chart's helm test runs)",
+		Long: `Check, from a Pod in the cluster, that the installed agent-sandbox webhook works:
+
+  * its Service answers TLS with a certificate for <service>.<namespace>.svc, valid now: every ready
+    endpoint of its https port (from its EndpointSlices, so no cluster DNS is needed), or, when they
+    cannot be listed, the Service's DNS name on --port;
+  * the API server refuses an unsafe Job (privileged, host network, no policy tool) in the sandbox
+    namespace, and the refusal comes from the agent-sandbox webhook. The Job is a server-side dry run:
+    nothing is stored and no approval is consumed. An error calling the webhook fails the check.
+
+Each check is retried until --timeout, since the webhook may still be starting. It needs a Kubernetes
+client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox namespace.`,
+		Args: cli.Usage(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Namespace == "" {
+				o.Namespace = os.Getenv("POD_NAMESPACE")
+			}
+			if err := o.Validate(); err != nil {
+				return cli.UsageError{Err: err}
+			}
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return fmt.Errorf("kubernetes client config: %w", err)
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("kubernetes client: %w", err)
+			}
+			m, v := webhook.Configurations(webhook.ConfigurationsFor{})
+			var names []string
+			for _, w := range m.Webhooks {
+				names = append(names, w.Name)
+			}
+			for _, w := range v.Webhooks {
+				names = append(names, w.Name)
+			}
+			return installcheck.Run(cmd.Context(), installcheck.Options{
+				Service: o.Service, Namespace: o.Namespace, Port: o.Port, SandboxNamespace: o.SandboxNamespace,
+				Jobs: cs.BatchV1().Jobs(o.SandboxNamespace), WebhookNames: names, Image: o.Image, Timeout: o.Timeout, Out: streams.Out,
+				Endpoints: func(ctx context.Context) ([]string, error) { return webhookEndpoints(ctx, cs, o.Namespace, o.Service) },
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Service, "service", "agent-sandbox-webhook", "the webhook's Service")
+	f.StringVar(&o.Namespace, "namespace", "", "the webhook's namespace (default $POD_NAMESPACE)")
+	f.IntVar(&o.Port, "port", 443, "the Service's HTTPS port")
+	f.StringVar(&o.SandboxNamespace, "sandbox-namespace", "agent-sandbox", "the namespace the webhook guards")
+	f.StringVar(&o.Image, "image", "registry.invalid/agent-sandbox-install-check:unsafe", "image of the unsafe Job (a dry run never pulls it)")
+	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to retry the checks")
+	return cmd
+}
+
+// Validate reports every problem with the flags at once.
+func (o *checkInstallOptions) Validate() error {
+	var errs []error
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace (or $POD_NAMESPACE) is required"))
+	}
+	if o.Service == "" || o.SandboxNamespace == "" {
+		errs = append(errs, errors.New("--service and --sandbox-namespace must not be empty"))
+	}
+	if o.Port <= 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d is not a port", o.Port))
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, errors.New("--timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// webhookEndpoints lists the ready endpoints of the Service's https port as host:port, from its
+// EndpointSlices: the test Pod dials each replica directly, which needs no cluster DNS.
+func webhookEndpoints(ctx context.Context, cs kubernetes.Interface, namespace, service string) ([]string, error) {
+	slices, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+	if err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, sl := range slices.Items {
+		for _, p := range sl.Ports {
+			if p.Port == nil || p.Name == nil || *p.Name != "https" {
+				continue
+			}
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+					continue
+				}
+				for _, a := range ep.Addresses {
+					addrs = append(addrs, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
+				}
+			}
+		}
+	}
+	return addrs, nil
+}
