@@ -139,5 +139,9 @@ soak: ## On the live cluster: 32 concurrent MCP sessions for SOAK_DURATION (5m);
 	bench/soak.sh
 
 .PHONY: bench-e2e
-bench-e2e: ## On the live cluster: warm and cold k8s_get_pod_status p50/p95 per phase, 32 concurrent callers (calls/min, errors, leftovers); MCP start-up and RSS
+bench-e2e: ## On the live cluster: warm and cold k8s_get_pod_status p50/p95 per phase, 32 concurrent callers (calls/min, errors, CPU-s per call, leftovers); MCP start-up and RSS
 	bench/e2e.sh
+
+.PHONY: bench-cost
+bench-cost: ## On the live cluster (root): CPU-seconds per call, cold, warm and under load, by component (/proc, Pod cgroups, process accounting), idle subtracted; COST_N, COST_IDLE, COST_CONCURRENT, COST_DURATION
+	bench/cost.sh

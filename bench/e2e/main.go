@@ -3,8 +3,10 @@
 // by warm Pods that have been ready for a moment, a few (-fresh) claiming a Pod the moment it becomes ready,
 // and N served by cold Jobs back to back, then a few (-quiet) cold calls that each wait for a quiet node,
 // with p50/p95 of the total and of each phase as the server recorded them in the audit log (the cold
-// phases cover both cold series); and C concurrent callers for a while, in calls per minute. It prints figures; it
-// asserts nothing.
+// phases cover both cold series); and C concurrent callers for a while, in calls per minute and CPU-seconds
+// per call (package bench/cpu, idle baseline subtracted). With -cost (make bench-cost) it measures instead
+// what each cold, warm and loaded call costs the node in CPU-seconds, by component (cost.go). It prints
+// figures; it asserts nothing.
 package main
 
 import (
@@ -17,8 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +41,11 @@ type options struct {
 	bin, policy, kubeconfig, adminKubeconfig, workspaces string
 	n, fresh, quiet, concurrent, maxConcurrency          int
 	duration                                             time.Duration
+	// make bench-cost (-cost): CPU per call by component instead of latency.
+	cost  bool
+	costN int
+	idle  time.Duration
+	state string
 }
 
 func main() {
@@ -56,6 +61,10 @@ func main() {
 	flag.IntVar(&o.concurrent, "concurrent", 32, "concurrent callers (0 skips the throughput run)")
 	flag.IntVar(&o.maxConcurrency, "max-concurrency", 8, "the MCP server's --max-concurrency in the throughput run")
 	flag.DurationVar(&o.duration, "duration", time.Minute, "length of the throughput run")
+	flag.BoolVar(&o.cost, "cost", false, "measure CPU-seconds per call by component (make bench-cost) instead of latency")
+	flag.IntVar(&o.costN, "cost-n", 8, "with -cost: sequential calls per mode (cold, warm)")
+	flag.DurationVar(&o.idle, "idle", 15*time.Second, "length of each idle baseline the CPU figures subtract (-cost: one before, one after; the concurrent run: one before it; 0 skips the concurrent run's CPU figure)")
+	flag.StringVar(&o.state, "state", "/var/lib/agent-sandbox-local", "the local cluster's state folder (its run/*.pid files name the components)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", err)
@@ -102,6 +111,9 @@ func run(o options) error {
 		return err
 	}
 	ns := pol.Spec.Sandbox.Namespace
+	if o.cost {
+		return runCost(ctx, o, dir, cs, ns)
+	}
 
 	// Start-up: a few cold starts of the server process, each to its initialize reply.
 	var starts []time.Duration
@@ -213,33 +225,16 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		var ok, failed atomic.Int64
-		var firstErr atomic.Value
-		deadline := time.Now().Add(o.duration)
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		for i := 0; i < o.concurrent; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) {
-					if err := call(ctx, s.c); err != nil {
-						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err.Error())
-						continue
-					}
-					ok.Add(1)
-				}
-			}()
+		st, perCall, how, err := concurrentRun(ctx, o, dir, cs, ns, s)
+		if err != nil {
+			return err
 		}
-		wg.Wait()
-		elapsed := time.Since(t0)
 		s.c.Close()
-		perMin := float64(ok.Load()) / elapsed.Minutes()
-		fmt.Printf("concurrent %d %s calls/min %d errors %d\n", o.concurrent, tool, int(perMin), failed.Load())
-		fmt.Printf("  (%d calls in %s, MCP --max-concurrency %d)\n", ok.Load()+failed.Load(), elapsed.Round(time.Second), o.maxConcurrency)
-		if e, _ := firstErr.Load().(string); e != "" {
-			fmt.Printf("  first error: %s\n", e)
+		perMin := float64(st.ok) / st.elapsed.Minutes()
+		fmt.Printf("concurrent %d %s calls/min %d errors %d cpu per call %s\n", o.concurrent, tool, int(perMin), st.failed, perCall)
+		fmt.Printf("  (%d calls in %s, MCP --max-concurrency %d; CPU per call: %s)\n", st.ok+st.failed, st.elapsed.Round(time.Second), o.maxConcurrency, how)
+		if st.firstErr != "" {
+			fmt.Printf("  first error: %s\n", st.firstErr)
 		}
 		if o.adminKubeconfig != "" {
 			time.Sleep(15 * time.Second)
@@ -280,6 +275,9 @@ func call(ctx context.Context, c *mcp.Client) error {
 // that have run this long, because the kubelet delivers a claim to a just-started Pod about a second late).
 const warmSettle = 2 * time.Second
 
+// pollEvery is how often waitWarm and waitQuiet list the sandbox namespace.
+const pollEvery = 100 * time.Millisecond
+
 // waitWarm waits until the sandbox namespace has a warm Pod of the tool that this process has seen
 // claimable for settle (measured on this host's clock, so a skewed node clock does not matter).
 func waitWarm(ctx context.Context, cs kubernetes.Interface, ns string, settle, limit time.Duration) error {
@@ -304,7 +302,7 @@ func waitWarm(ctx context.Context, cs kubernetes.Interface, ns string, settle, l
 				return nil
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 	return fmt.Errorf("no warm %s Pod became ready within %s: is the pool enabled (policy warmPool, chart webhook.warmPool.enabled)?", tool, limit)
 }
@@ -341,7 +339,7 @@ func waitQuiet(ctx context.Context, cs kubernetes.Interface, ns string, settle, 
 		if quiet {
 			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 	return fmt.Errorf("sandbox Pods in %s were still starting or stopping after %s", ns, limit)
 }
