@@ -110,6 +110,10 @@ deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver k
 helm-test: ## Run the chart's `helm test` on the installed release, with its logs; HELM=3 (default), 4 or a path picks the helm
 	HELM="$(HELM)" scripts/helm-test.sh
 
+.PHONY: helm-compat
+helm-compat: ## On the live local cluster: Helm 4 upgrades and rolls back the Helm 3 release, installs afresh, upgrades and rolls back; Helm 3 takes over and reinstalls; helm test after each step (~10 min; uninstalls twice)
+	scripts/helm-compat.sh
+
 .PHONY: install-client
 install-client: build ## For you (SUDO_USER under sudo; INSTALL_USER=name as root): ~/.local/bin/agent-sandbox, ~/.config/agent-sandbox/{policy.yaml,workspaces/,mcp.kubeconfig}
 	scripts/install-client.sh $(BIN)
