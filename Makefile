@@ -103,8 +103,16 @@ image: ## Build localhost/agent-sandbox:dev without Docker and import it into th
 	scripts/image-agent-sandbox.sh
 
 .PHONY: deploy
-deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver keys, Vault configured, MCP kubeconfig
-	scripts/deploy.sh
+deploy: ## Install agent-sandbox into the cluster: image, Helm chart, approver keys, Vault configured, MCP kubeconfig; HELM=4 (or a path) installs with Helm 4
+	HELM="$(HELM)" scripts/deploy.sh
+
+.PHONY: helm-test
+helm-test: ## Run the chart's `helm test` on the installed release, with its logs; HELM=3 (default), 4 or a path picks the helm
+	HELM="$(HELM)" scripts/helm-test.sh
+
+.PHONY: helm-compat
+helm-compat: ## On the live local cluster: Helm 4 upgrades and rolls back the Helm 3 release, installs afresh, upgrades and rolls back; Helm 3 takes over and reinstalls; helm test after each step (~10 min; uninstalls twice)
+	scripts/helm-compat.sh
 
 .PHONY: install-client
 install-client: build ## For you (SUDO_USER under sudo; INSTALL_USER=name as root): ~/.local/bin/agent-sandbox, ~/.config/agent-sandbox/{policy.yaml,workspaces/,mcp.kubeconfig}
@@ -131,8 +139,8 @@ demo: ## The scenario end to end through a real MCP client (sets up the local cl
 	scripts/demo.sh
 
 .PHONY: e2e
-e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clients, gVisor Jobs, approvals, audit
-	scripts/e2e.sh
+e2e: ## End-to-end suite on the live cluster (after make deploy): real MCP clients, gVisor Jobs, approvals, audit; HELM as for deploy
+	HELM="$(HELM)" scripts/e2e.sh
 
 .PHONY: soak
 soak: ## On the live cluster: 32 concurrent MCP sessions for SOAK_DURATION (5m); audit chains, leaks (Jobs, Vault objects), server RSS/goroutines

@@ -9,7 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-ALL=(apt kubernetes containerd gvisor netpol helm terraform-provider-kubernetes vault)
+ALL=(apt kubernetes containerd gvisor netpol helm helm4 terraform-provider-kubernetes vault)
 APT_PACKAGES=(etcd-server runc containernetworking-plugins iptables conntrack iproute2 busybox-static openssl curl util-linux ca-certificates shellcheck)
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=${GOTOOLCHAIN:-local}
@@ -98,6 +98,15 @@ build_helm() {
   gobuild "$AS_TOOLS_SRC/helm" "$1/helm" "$m/cmd/helm" "$ld"
 }
 
+build_helm4() {
+  local m=helm.sh/helm/v4
+  # Helm 4's Makefile sets the version the same way; without it `helm version` says "v4.3". Unlike Helm 3, the
+  # Kubernetes version that lint and template assume comes from the client-go version in the build info
+  # (pkg/chart/common/capabilities.go), which -trimpath keeps, so it needs no -X flag.
+  local ld="-s -w -X $m/internal/version.version=$HELM4_VERSION -X $m/internal/version.gitTreeState=clean"
+  gobuild "$AS_TOOLS_SRC/helm4" "$1/helm" "$m/cmd/helm" "$ld"
+}
+
 build_terraform-provider-kubernetes() {
   # Laid out as a Terraform filesystem mirror, so `terraform init` needs no registry.
   local d="$1/registry.terraform.io/hashicorp/kubernetes/$TFPROVIDER_K8S_VERSION/linux_amd64"
@@ -121,7 +130,7 @@ install_apt() {
 version_of() {
   case $1 in
     kubernetes) echo "$KUBE_VERSION" ;; containerd) echo "$CONTAINERD_VERSION" ;; gvisor) echo "$GVISOR_VERSION" ;;
-    netpol) echo "$NETPOL_VERSION" ;; helm) echo "$HELM_VERSION" ;; vault) echo "$VAULT_VERSION" ;;
+    netpol) echo "$NETPOL_VERSION" ;; helm) echo "$HELM_VERSION" ;; helm4) echo "$HELM4_VERSION" ;; vault) echo "$VAULT_VERSION" ;;
     terraform-provider-kubernetes) echo "$TFPROVIDER_K8S_VERSION" ;; *) die "unknown component $1 (known: ${ALL[*]})" ;;
   esac
 }

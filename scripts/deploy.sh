@@ -27,6 +27,10 @@
 #                                install a packaged release (make release) instead of charts/agent-sandbox: its
 #                                values name its own images (by digest), so IMAGE is not used; on the local
 #                                cluster they are imported from RELEASE_DIR (default dist/) first.
+#   HELM=4                       install with the pinned Helm 4 instead of the pinned Helm 3 (HELM=3, the default), or
+#   HELM=/path/to/helm           with that binary (Helm 3 or 4). Helm 4 installs a new release with server-side
+#                                apply and keeps the method a release was installed with on upgrade; docs/install.md
+#                                says what differs.
 #   DEPLOY_DRY_RUN=1             print the plan (keys made, approver keys trusted, MCP kubeconfig paths, the
 #                                helm arguments) and stop before building images, or touching the cluster or
 #                                Vault. It builds only the agent-sandbox command, which reads the policy and the
@@ -38,6 +42,7 @@ abs() { case $1 in ''|/*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 for v in KUBECONFIG APPROVERS_JWKS VAULT_TOKEN_FILE MCP_KUBECONFIG CHART RELEASE_DIR; do
   [ -n "${!v:-}" ] && printf -v "$v" '%s' "$(abs "${!v}")"
 done
+case ${HELM:-} in */*) HELM=$(abs "$HELM") ;; esac
 values_files=()
 IFS=, read -r -a vf <<< "${HELM_VALUES:-}"
 for f in "${vf[@]}"; do [ -n "$f" ] && values_files+=("$(abs "$f")"); done
@@ -53,6 +58,13 @@ KEYS=$AS_STATE/approver
 CHART=${CHART:-$AS_ROOT/charts/agent-sandbox}
 RELEASE_DIR=${RELEASE_DIR:-$AS_ROOT/dist}
 [ -e "$CHART" ] || die "CHART=$CHART does not exist (make release writes dist/charts/agent-sandbox-*.tgz)"
+
+# The helm to install with: checked now (a wrong HELM fails before anything is done), built after the plan.
+case ${HELM:-3} in
+  3|v3) HELM_PLAN="the pinned Helm 3 ($HELM_VERSION)"; HELM_BIN= ;;
+  4|v4) HELM_PLAN="the pinned Helm 4 ($HELM4_VERSION)"; HELM_BIN= ;;
+  *) HELM_BIN=$(helm_bin); HELM_PLAN="$HELM_BIN ($("$HELM_BIN" version --template '{{.Version}}'))" ;;
+esac
 
 # The person the MCP kubeconfig is for: the one who ran sudo, else whoever runs this.
 CLIENT_USER=$(sudo_user)
@@ -161,13 +173,13 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
   echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
   echo "  MCP kubeconfig:     $MCP_KC${MCP_KC_OWNER:+ (owner $MCP_KC_OWNER)}"
   [ -n "$USER_KC" ] && echo "  MCP kubeconfig:     $USER_KC (owner $CLIENT_USER)"
+  echo "  helm:               $HELM_PLAN"
   printf '  helm:               upgrade --install agent-sandbox %s -n %s --create-namespace' "${CHART#"$AS_ROOT"/}" "$RELEASE_NS"
   printf ' %q' "${set_args[@]}"; echo
 } >&2
 ((DRY_RUN)) && exit 0
 
-"$AS_ROOT/scripts/build-tools.sh" helm >&2
-HELM=$(bin_helm)
+[ -n "$HELM_BIN" ] || HELM_BIN=$(helm_bin)
 # Another cluster needs no local Kubernetes build: kubectl from PATH serves.
 if ! [ -x "$(bin_kube kubectl)" ]; then
   command -v kubectl >/dev/null || die "kubectl is needed: put it on PATH (or build the local cluster's with make tools)"
@@ -203,8 +215,10 @@ if ((LOCAL)); then
   "$BIN" keys merge --out "$TRUSTED_JWKS" "$KEYS/approver.jwks.json" "$KEYS/verify.jwks.json" "$KEYS/verify2.jwks.json"
 fi
 
-log "installing the Helm chart (release agent-sandbox in $RELEASE_NS)"
-"$HELM" upgrade --install agent-sandbox "$CHART" -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
+log "installing the Helm chart (release agent-sandbox in $RELEASE_NS) with helm $("$HELM_BIN" version --template '{{.Version}}')"
+# The same arguments serve Helm 3 and Helm 4: --wait is Helm 3's readiness check and Helm 4's status watcher
+# (kstatus); Helm 4 applies server-side on a new install and keeps a release's apply method on upgrade.
+"$HELM_BIN" upgrade --install agent-sandbox "$CHART" -n "$RELEASE_NS" --create-namespace "${set_args[@]}" \
   --wait --timeout 3m 2>&1 | sed '/found symbolic link/d' >&2
 KUBECTL -n "$RELEASE_NS" rollout restart deployment/agent-sandbox-webhook >/dev/null
 KUBECTL -n "$RELEASE_NS" rollout status deployment/agent-sandbox-webhook --timeout=120s >&2

@@ -17,7 +17,8 @@ scripts/demo-setup.sh "$DIR"
 AUDIENCE=$(awk '/clusterID:/{print $2; exit}' policy/policy.yaml)
 # approve describes saved plans with terraform and the mirrored kubernetes provider.
 export AGENT_SANDBOX_TF_PROVIDER_MIRROR=${AGENT_SANDBOX_TF_PROVIDER_MIRROR:-$(dir_tfprovider)}
-HELM_BIN=$(bin_helm)
+# The helm the tests upgrade and roll back with: HELM as for make deploy (3, 4 or a path; default the pinned Helm 3).
+HELM_BIN=$(helm_bin)
 KUBECTL_BIN=$(bin_kube kubectl)
 HOST_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
 export E2E_DIR=$DIR E2E_BINARY=$AS_ROOT/bin/agent-sandbox E2E_POLICY=$AS_ROOT/policy/policy.yaml \

@@ -22,6 +22,8 @@ GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
 NETPOL_VERSION=v0.8.0
 VAULT_VERSION=v1.21.0
 HELM_VERSION=v3.22.0
+# Helm 4, which the chart is also tested with (make deploy HELM=4; the chart's integration tests).
+HELM4_VERSION=v4.3.1
 TFPROVIDER_K8S_VERSION=1.13.4
 
 log()  { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -58,7 +60,37 @@ bin_gvisor()     { echo "$(tool_dir gvisor "$GVISOR_VERSION" "$(gvisor_variant)"
 bin_netpol()     { echo "$(tool_dir netpol "$NETPOL_VERSION")/kube-network-policies"; }
 bin_vault()      { echo "$(tool_dir vault "$VAULT_VERSION")/vault"; }
 bin_helm()       { echo "$(tool_dir helm "$HELM_VERSION")/helm"; }
+bin_helm4()      { echo "$(tool_dir helm4 "$HELM4_VERSION")/helm"; }
 dir_tfprovider() { tool_dir terraform-provider-kubernetes "$TFPROVIDER_K8S_VERSION"; }
+
+# helm_major BIN: the major version BIN reports (3, 4, ...), or nothing when it does not run as a helm.
+helm_major() { "$1" version --template '{{.Version}}' 2>/dev/null | sed -n 's/^v\([0-9][0-9]*\)\..*/\1/p'; }
+
+# helm_bin: the helm that make deploy and make e2e run, chosen by $HELM (make deploy HELM=...):
+#   unset, 3 or v3          the pinned Helm 3 ($HELM_VERSION), the default
+#   4 or v4                 the pinned Helm 4 ($HELM4_VERSION)
+#   a path or command name  that binary; it must be Helm 3 or Helm 4
+# A pinned one is built into the cache first when it is missing (scripts/build-tools.sh helm|helm4).
+helm_bin() {
+  local want=${HELM:-3} bin comp major
+  case $want in
+    3|v3) comp=helm; bin=$(bin_helm) ;;
+    4|v4) comp=helm4; bin=$(bin_helm4) ;;
+    [0-9]*|v[0-9]*) die "HELM=$want: the pinned helms are 3 ($HELM_VERSION) and 4 ($HELM4_VERSION); HELM takes 3, 4, or the path of a helm binary" ;;
+    *)
+      if [[ $want == */* ]]; then bin=$want; else bin=$(command -v "$want") || die "HELM=$want: no such command on PATH (HELM takes 3, 4, or the path of a helm binary)"; fi
+      [ -f "$bin" ] && [ -x "$bin" ] || die "HELM=$want: $bin is not an executable file (HELM takes 3, 4, or the path of a helm binary)"
+      ;;
+  esac
+  if [ -n "${comp:-}" ] && ! [ -x "$bin" ]; then "$AS_ROOT/scripts/build-tools.sh" "$comp" >&2; fi
+  major=$(helm_major "$bin")
+  case $major in
+    3|4) ;;
+    '') die "HELM=$want: $bin does not answer \`version\` as a helm binary does" ;;
+    *) die "HELM=$want: $bin is Helm $major; agent-sandbox supports Helm 3 and Helm 4" ;;
+  esac
+  echo "$bin"
+}
 KUBECTL() { "$(bin_kube kubectl)" "$@"; }
 
 # elapsed START: seconds since START (a `date +%s.%N` value), one decimal.

@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it (README: `make test`):
 #   1. go vet, the unit tests and a time-bounded sample of the exactness check's mutations;
 #   2. integration tests against a real etcd + kube-apiserver and a real Vault (started by the harness);
-#   3. the live local cluster: up, deploy, verify (gVisor, egress, the admission corpus), the end-to-end
+#   3. the live local cluster: up, deploy, verify (gVisor, egress, the chart's helm test, the admission corpus),
+#      the chart under Helm 4 and Helm 3 in turn (make helm-compat: 185 s measured; SKIP_HELM_COMPAT=1 skips it), the end-to-end
 #      suite (real MCP clients, approvals, Terraform), the chaos scenarios (make chaos: faults injected while
 #      real calls run; 5.7-6.0 min measured on 2 cores), down, and a check that nothing was left behind.
 # Phase 3 needs root on Linux; set SKIP_CLUSTER=1 to stop after phase 2.
@@ -35,6 +36,10 @@ phase "live cluster: deploy"
 CI=1 scripts/deploy.sh
 phase "live cluster: verify"
 scripts/verify.sh
+if [ "${SKIP_HELM_COMPAT:-0}" != 1 ]; then
+  phase "helm 4 and helm 3: install, upgrade, rollback, helm test"
+  scripts/helm-compat.sh
+fi
 phase "end to end"
 scripts/e2e.sh
 phase "chaos"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make verify: proves on the live cluster that sandboxes are isolated (verify-cluster: gVisor kernel,
-# NetworkPolicy egress) and that admission rejects every unsafe object of the adversarial corpus while it
+# NetworkPolicy egress), that the chart's `helm test` passes (scripts/helm-test.sh, with the helm HELM picks as
+# for make deploy) and that admission rejects every unsafe object of the adversarial corpus while it
 # admits and mutates the safe Job, and (section 4) that malicious Terraform workspaces and a forged approved
 # saved plan, submitted straight to the cluster as the MCP server, are refused before any credential
 # (VERIFY_ALL_WORKSPACES=1: the whole corpus, ~15 min; default: a sample of every trick). Needs `make
@@ -18,6 +19,8 @@ export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
   die "the local cluster is not deployed (no verify approver key or MCP kubeconfig in $AS_STATE); run make up && make deploy first"
 rc=0
 scripts/verify-cluster.sh || rc=1
+# The chart's own helm test (check-install), with the helm make deploy used (HELM).
+scripts/helm-test.sh || rc=1
 go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
   --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" \
   --key2 "$AS_STATE/approver/verify2.key" --passphrase2-file "$AS_STATE/approver/verify2-passphrase" \

@@ -57,8 +57,10 @@ import (
 // Go type, so a misspelt or misplaced field fails here rather than at install time.
 
 const (
-	// chartHelmEnv names the helm binary; scripts/test-integration.sh exports it.
+	// chartHelmEnv names the helm binary under test (Helm 3 or 4); scripts/test-integration.sh exports it.
 	chartHelmEnv = "AGENT_SANDBOX_HELM_BIN"
+	// chartHelm4Env names a Helm 4 binary beside a Helm 3 one in chartHelmEnv, for the hand-over between them.
+	chartHelm4Env = "AGENT_SANDBOX_HELM4_BIN"
 	// chartGoldenEnv=1 rewrites the golden render instead of comparing with it.
 	chartGoldenEnv = "UPDATE_GOLDEN"
 
@@ -89,10 +91,16 @@ func chartHelm(t *testing.T, args ...string) (string, error) {
 	bin := os.Getenv(chartHelmEnv)
 	if bin == "" {
 		t.Fatalf("$%s is not set: it must name the helm binary (scripts/test-integration.sh sets it; by hand: "+
-			"%s=$(bash -c '. scripts/lib.sh; bin_helm'), after scripts/build-tools.sh helm)", chartHelmEnv, chartHelmEnv)
+			"%s=$(bash -c '. scripts/lib.sh; bin_helm'), after scripts/build-tools.sh helm; bin_helm4 for Helm 4)", chartHelmEnv, chartHelmEnv)
 	}
+	return chartHelmWith(t, chartHelmEnv, bin, args...)
+}
+
+// chartHelmWith runs the helm binary bin, named by the environment variable env, as chartHelm does.
+func chartHelmWith(t *testing.T, env, bin string, args ...string) (string, error) {
+	t.Helper()
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("$%s=%s is not an executable helm binary (build it with scripts/build-tools.sh helm): %v", chartHelmEnv, bin, err)
+		t.Fatalf("$%s=%s is not an executable helm binary (build it with scripts/build-tools.sh helm or helm4): %v", env, bin, err)
 	}
 	home := t.TempDir()
 	cmd := exec.Command(bin, args...)
@@ -106,6 +114,26 @@ func chartHelm(t *testing.T, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// chartHelmMajor is the major version of the helm under test (3 or 4): Helm 4 applies server-side on a new
+// install, and the tests check what that changes.
+func chartHelmMajor(t *testing.T) int {
+	t.Helper()
+	return chartHelmMajorOf(t, chartHelmEnv, os.Getenv(chartHelmEnv))
+}
+
+func chartHelmMajorOf(t *testing.T, env, bin string) int {
+	t.Helper()
+	out, err := chartHelmWith(t, env, bin, "version", "--template", "{{.Version}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var major int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "v%d.", &major); err != nil || (major != 3 && major != 4) {
+		t.Fatalf("$%s reports version %q; the chart is tested with Helm 3 and Helm 4", env, out)
+	}
+	return major
 }
 
 // chartTemplate renders the chart (or a packaged chart) as release agent-sandbox in agent-sandbox-system.
@@ -1335,8 +1363,10 @@ func TestChartGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (create it with %s=1)", err, chartGoldenEnv)
 	}
-	if got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+	// Helm 4 ends every document with a blank line where Helm 3 does not; the documents are the same, and
+	// one golden file serves both.
+	if got, want := chartNormalize(got), chartNormalize(string(want)); got != want {
+		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
 		line := 0
 		for line < len(gl) && line < len(wl) && gl[line] == wl[line] {
 			line++
@@ -1345,6 +1375,16 @@ func TestChartGolden(t *testing.T) {
 		t.Errorf("the default render differs from %s from line %d on (rerun with %s=1 if the change is intended)\nrendered:\n%s\ngolden:\n%s",
 			golden, line+1, chartGoldenEnv, show(gl), show(wl))
 	}
+}
+
+// chartNormalize trims the space around each document of a render, so that renders differing only in the
+// blank lines between documents compare equal.
+func chartNormalize(render string) string {
+	docs := strings.Split(render, "\n---\n")
+	for i, d := range docs {
+		docs[i] = strings.TrimSpace(d)
+	}
+	return strings.Join(docs, "\n---\n") + "\n"
 }
 
 // TestHelmInstallOnAPIServer installs the chart with helm into a real kube-apiserver the way the local
@@ -1363,20 +1403,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The local cluster's namespaces, from the same manifest scripts/up.sh applies.
-	manifest, err := os.ReadFile(filepath.Join(root, "cluster", "manifests", "namespaces.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range chartDecode(t, string(manifest)).find("Namespace", "") {
-		var ns corev1.Namespace
-		if err := chartStrictUnmarshal(o.json, &ns); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.Create(ctx, &ns); err != nil {
-			t.Fatalf("create namespace %s: %v", ns.Name, err)
-		}
-	}
+	chartLocalNamespaces(t, ctx, admin, root)
 
 	kube := []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
 	// With the default sandbox.createNamespace=true, Helm refuses a namespace it does not own, before it
@@ -1393,6 +1420,13 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	var dep appsv1.Deployment
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: chartNamespace, Name: chartService}, &dep); err != nil {
 		t.Fatal(err)
+	}
+	// Helm 4 installs a new release with server-side apply (field manager helm, operation Apply); Helm 3
+	// creates and patches (operation Update).
+	major := chartHelmMajor(t)
+	wantOp := map[int]metav1.ManagedFieldsOperationType{3: metav1.ManagedFieldsOperationUpdate, 4: metav1.ManagedFieldsOperationApply}[major]
+	if !chartManagedBy(dep.ManagedFields, "helm", wantOp) {
+		t.Errorf("Helm %d installed the Deployment without a %s by field manager helm: %+v", major, wantOp, dep.ManagedFields)
 	}
 	flags := map[string]string{}
 	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
@@ -1422,8 +1456,23 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		chartCABundles(t, ctx, admin, flags["--webhook-config"], chartWebhookCount())
 
 		// An upgrade that changes the configurations keeps the injected caBundle: the chart never sets it,
-		// so Helm's three-way merge leaves it alone.
-		if out, err := chartHelm(t, append([]string{"upgrade", chartRelease, chart, "--set", "sandbox.createNamespace=false", "--set", "webhook.timeoutSeconds=12"}, kube...)...); err != nil {
+		// so neither Helm's three-way merge nor a server-side apply (whose field manager never owned it)
+		// touches it.
+		upgrade := append([]string{"upgrade", chartRelease, chart, "--set", "sandbox.createNamespace=false", "--set", "webhook.timeoutSeconds=12"}, kube...)
+		if major == 4 {
+			// Helm 4 upgrades a release it installed server-side by applying every object again, changed or
+			// not, so the sandbox namespace's NetworkPolicies and quota go through the webhook that guards
+			// them. No webhook runs here, and it fails closed: the upgrade is refused. (On a cluster the
+			// running webhook admits them for the chart's identity.) With --server-side=false Helm 4 patches
+			// only what changed, as Helm 3 does: docs/install.md gives it as the way to repair a webhook that
+			// is down.
+			out, err := chartHelm(t, upgrade...)
+			if err == nil || !strings.Contains(err.Error(), "protected.validate.agent-sandbox.dev") {
+				t.Fatalf("Helm 4's server-side upgrade without a webhook = %v, want it refused by the protected webhook (fail closed)\n%s", err, out)
+			}
+			upgrade = append(upgrade, "--server-side=false")
+		}
+		if out, err := chartHelm(t, upgrade...); err != nil {
 			t.Fatalf("helm upgrade: %v\n%s", err, out)
 		}
 		var v admissionregistrationv1.ValidatingWebhookConfiguration
@@ -1600,6 +1649,132 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 			t.Errorf("%s may %s %s/%s %s in %q (name %q): %v, want %v", tc.who, tc.verb, tc.resource, tc.sub, tc.group, tc.ns, tc.name, sar.Status.Allowed, tc.allowed)
 		}
 	}
+}
+
+// chartLocalNamespaces creates the local cluster's namespaces, from the same manifest scripts/up.sh applies.
+func chartLocalNamespaces(t *testing.T, ctx context.Context, admin client.Client, root string) {
+	t.Helper()
+	manifest, err := os.ReadFile(filepath.Join(root, "cluster", "manifests", "namespaces.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range chartDecode(t, string(manifest)).find("Namespace", "") {
+		var ns corev1.Namespace
+		if err := chartStrictUnmarshal(o.json, &ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, &ns); err != nil {
+			t.Fatalf("create namespace %s: %v", ns.Name, err)
+		}
+	}
+}
+
+// TestHelmHandOverOnAPIServer: one release passes between Helm 3 and Helm 4 both ways, as `make deploy HELM=4`
+// over a Helm 3 install and `make deploy` (Helm 3) over a Helm 4 install do on the local cluster. Helm 4
+// upgrades and rolls back a Helm 3 release client-side (its "auto" keeps the method the release was installed
+// with), uninstalls it removing the webhook configurations first, installs afresh server-side; Helm 3 reads
+// and upgrades that release, after which Helm 4 continues client-side. No webhook runs here and the
+// configurations fail closed, so every step that re-applied the guarded sandbox objects would be refused:
+// none does. It needs both binaries ($AGENT_SANDBOX_HELM_BIN a Helm 3, $AGENT_SANDBOX_HELM4_BIN a Helm 4).
+func TestHelmHandOverOnAPIServer(t *testing.T) {
+	helm3, helm4 := os.Getenv(chartHelmEnv), os.Getenv(chartHelm4Env)
+	if helm3 == "" || helm4 == "" {
+		t.Skipf("needs $%s (Helm 3) and $%s (Helm 4); scripts/test-integration.sh sets both", chartHelmEnv, chartHelm4Env)
+	}
+	if chartHelmMajorOf(t, chartHelmEnv, helm3) != 3 || chartHelmMajorOf(t, chartHelm4Env, helm4) != 4 {
+		t.Skipf("$%s is not a Helm 3 or $%s not a Helm 4", chartHelmEnv, chartHelm4Env)
+	}
+	root, chart, _ := chartPaths(t)
+	api := harness.StartAPIServer(t)
+	ctx := context.Background()
+	admin, err := client.New(api.Config, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartLocalNamespaces(t, ctx, admin, root)
+	kube := []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
+	run := func(who string, args ...string) {
+		t.Helper()
+		env, bin := chartHelmEnv, helm3
+		if who == "helm4" {
+			env, bin = chartHelm4Env, helm4
+		}
+		if out, err := chartHelmWith(t, env, bin, append(args, kube...)...); err != nil {
+			t.Fatalf("%s %s: %v\n%s", who, strings.Join(args, " "), err, out)
+		}
+	}
+	values := []string{"--set", "sandbox.createNamespace=false"}
+	timeout := func(want int32) {
+		t.Helper()
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := admin.Get(ctx, client.ObjectKey{Name: chartConfig}, &v); err != nil {
+			t.Fatal(err)
+		}
+		if got := v.Webhooks[0].TimeoutSeconds; got == nil || *got != want {
+			t.Errorf("timeoutSeconds = %v, want %d", got, want)
+		}
+	}
+	applyMethod := func(want string) {
+		t.Helper()
+		out, err := chartHelmWith(t, chartHelm4Env, helm4, append([]string{"get", "metadata", chartRelease, "-o", "json"}, kube...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md struct {
+			ApplyMethod string `json:"applyMethod"`
+		}
+		if err := json.Unmarshal([]byte(out), &md); err != nil {
+			t.Fatalf("helm get metadata: %v\n%s", err, out)
+		}
+		if md.ApplyMethod != want {
+			t.Errorf("the release's apply method is %q, want %q", md.ApplyMethod, want)
+		}
+	}
+
+	// A Helm 3 release, upgraded and rolled back by Helm 4: client-side, as Helm 3 would.
+	run("helm3", append([]string{"install", chartRelease, chart, "--create-namespace"}, values...)...)
+	run("helm4", append([]string{"upgrade", chartRelease, chart, "--set", "webhook.timeoutSeconds=11"}, values...)...)
+	timeout(11)
+	applyMethod("csa")
+	run("helm4", "rollback", chartRelease, "1")
+	timeout(10)
+
+	// Helm 4 uninstalls it: the webhook configurations go first, so the guarded NetworkPolicies and quota can
+	// be deleted although no webhook answers (Helm 3 deletes the configurations last).
+	run("helm4", "uninstall", chartRelease, "--wait")
+	var nps networkingv1.NetworkPolicyList
+	if err := admin.List(ctx, &nps, client.InNamespace(chartSandboxNS)); err != nil || len(nps.Items) != 0 {
+		t.Errorf("after helm uninstall: %d NetworkPolicies left in %s (%v)", len(nps.Items), chartSandboxNS, err)
+	}
+
+	// A fresh Helm 4 install is server-side; Helm 3 takes it over with a three-way merge of what changed,
+	// after which Helm 4 follows the release's last method, client-side.
+	run("helm4", append([]string{"install", chartRelease, chart}, values...)...)
+	applyMethod("ssa")
+	run("helm3", append([]string{"upgrade", chartRelease, chart, "--set", "webhook.timeoutSeconds=12"}, values...)...)
+	timeout(12)
+	applyMethod("")
+	run("helm4", append([]string{"upgrade", chartRelease, chart, "--set", "webhook.timeoutSeconds=13"}, values...)...)
+	timeout(13)
+	applyMethod("csa")
+	run("helm3", "rollback", chartRelease, "2")
+	timeout(12)
+	out, err := chartHelmWith(t, chartHelmEnv, helm3, append([]string{"history", chartRelease, "-o", "json"}, kube...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var history []struct {
+		Revision int    `json:"revision"`
+		Status   string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &history); err != nil || len(history) != 4 || history[3].Status != "deployed" {
+		t.Errorf("helm history after the hand-over: %v\n%s", err, out)
+	}
+}
+
+// chartManagedBy reports whether a field manager of that name and operation owns fields of an object.
+func chartManagedBy(entries []metav1.ManagedFieldsEntry, manager string, op metav1.ManagedFieldsOperationType) bool {
+	return slices.ContainsFunc(entries, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager && e.Operation == op })
 }
 
 // chartWebhookNames are the names of the webhooks the chart registers.

@@ -422,3 +422,51 @@ func TestDeployReadsThePolicyWithTheCommand(t *testing.T) {
 		t.Errorf("without AGENT_SANDBOX_BIN: exit %d, stderr %q, calls %q", code, stderr, calls)
 	}
 }
+
+// TestDeployHelmChoice: HELM picks the helm deploy installs with and the plan names it: the pinned Helm 3 by
+// default, the pinned Helm 4 with HELM=4, or a binary by path (relative to where deploy was started) that
+// reports Helm 3 or 4. Anything else stops deploy before it does anything, saying what HELM takes.
+func TestDeployHelmChoice(t *testing.T) {
+	e := newDeployEnv(t)
+	jwks := filepath.Join(e.dir, "approvers.jwks.json")
+	if err := os.WriteFile(jwks, []byte(approversJWKS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fakes := filepath.Join(e.dir, "fakes")
+	if err := os.MkdirAll(fakes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, version := range map[string]string{"helm4": "v4.9.0", "helm2": "v2.17.0"} {
+		if err := os.WriteFile(filepath.Join(fakes, name), []byte("#!/bin/sh\necho "+version+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(e.nonLocal(t), "APPROVERS_JWKS="+jwks)
+	for _, tc := range []struct {
+		helm, want string
+		ok         bool
+	}{
+		{"", "  helm:               the pinned Helm 3 (v3.", true},
+		{"3", "  helm:               the pinned Helm 3 (v3.", true},
+		{"4", "  helm:               the pinned Helm 4 (v4.", true},
+		{"fakes/helm4", "  helm:               " + filepath.Join(fakes, "helm4") + " (v4.9.0)\n", true},
+		{"fakes/helm2", "error: HELM=" + filepath.Join(fakes, "helm2") + ": " + filepath.Join(fakes, "helm2") + " is Helm 2; agent-sandbox supports Helm 3 and Helm 4\n", false},
+		{"fakes/none", "is not an executable file (HELM takes 3, 4, or the path of a helm binary)\n", false},
+		{"no-such-helm", "error: HELM=no-such-helm: no such command on PATH", false},
+		{"5", "error: HELM=5: the pinned helms are 3 (v3.", false},
+	} {
+		t.Run("HELM="+tc.helm, func(t *testing.T) {
+			code, stdout, stderr := e.run(t, e.dir, append(env, "HELM="+tc.helm))
+			if (code == 0) != tc.ok || !strings.Contains(stdout+stderr, tc.want) {
+				t.Errorf("HELM=%q: exit %d, want success %v and output with %q", tc.helm, code, tc.ok, tc.want)
+			}
+			if !tc.ok && strings.Contains(stdout+stderr, "deploy plan") {
+				t.Errorf("HELM=%q: the plan was printed before the refusal", tc.helm)
+			}
+		})
+	}
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("the dry run created %v", files)
+	}
+	e.noCalls(t)
+}
