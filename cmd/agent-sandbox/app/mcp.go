@@ -40,6 +40,7 @@ type mcpOptions struct {
 	Warm           bool
 	HTTPAddr       string
 	HTTPTokenFile  string
+	HTTPStateful   bool
 	AllowedOrigins []string
 	LogLevel       string
 	OTLPEndpoint   string
@@ -64,7 +65,14 @@ func newMCPCommand(streams IO) *cobra.Command {
 		Long: `Serve the policy's tools to an AI agent over the Model Context Protocol: stdio by default (nothing
 but protocol is written to stdout; logs go to stderr), or streamable HTTP with --http.
 
-Over HTTP the MCP endpoint is http://ADDRESS/mcp. Every request to it must carry the bearer token of
+Over HTTP the MCP endpoint is http://ADDRESS/mcp, served stateless (MCP 2026-07-28): every request is
+served on its own, without a session, so several servers behind one address (a plain load balancer, no
+session affinity) serve the same client, provided they share the approvals database and the audit log
+(--db, --audit-log: on one host, the same files). 2026-07-28 clients discover the server; older ones
+(2025-11-25 and before) initialize as they always did and are served the same. Progress notifications
+travel on each call's own response stream. A call that waits for a human's approval is resumed by
+calling again, on any server: the request and the grant are in the approvals database. --http-stateful
+restores sessions (Mcp-Session-Id) for one server with older clients. Every request to it must carry the bearer token of
 --http-token-file, or of $AGENT_SANDBOX_HTTP_TOKEN ("Authorization: Bearer <token>", at least 32
 characters, compared in constant time). The server refuses to start without a token, on any address,
 and names a non-loopback address in its refusal. A request whose Origin header is not one of
@@ -124,6 +132,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.BoolVar(&o.Warm, "warm", true, "claim a ready warm Pod for tools whose policy declares a warm pool; without one (or with --warm=false) the call runs as a cold Job")
 	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765; MCP endpoint /mcp) instead of stdio")
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
+	f.BoolVar(&o.HTTPStateful, "http-stateful", false, "serve HTTP with MCP sessions (Mcp-Session-Id), as before MCP 2026-07-28: each client is bound to this one server, and 2026-07-28 clients fall back to 2025-11-25 (default: stateless, any server behind one address serves any request)")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
 	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
 	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", mcp.DefaultMaxMessageBytes, "stdio: the longest JSON-RPC message (one line) the server reads; a longer one is answered with an invalid-request error and the server goes on serving")
@@ -200,8 +209,8 @@ func (o *mcpOptions) Validate() error {
 	}
 	if o.HTTPAddr != "" {
 		errs = append(errs, o.validateHTTP()...)
-	} else if o.HTTPTokenFile != "" || len(o.AllowedOrigins) > 0 {
-		errs = append(errs, errors.New("--http-token-file and --http-allowed-origin need --http"))
+	} else if o.HTTPTokenFile != "" || len(o.AllowedOrigins) > 0 || o.HTTPStateful {
+		errs = append(errs, errors.New("--http-token-file, --http-allowed-origin and --http-stateful need --http"))
 	}
 	return errors.Join(errs...)
 }
@@ -417,13 +426,13 @@ func (o *mcpOptions) serveMCPHTTP(ctx context.Context, svc *service.Service, log
 		return err
 	}
 	handler, err := mcp.HTTPHandler(server,
-		mcp.HTTPOptions{Token: o.httpToken, AllowedOrigins: o.AllowedOrigins, Gatherer: reg, Log: log})
+		mcp.HTTPOptions{Token: o.httpToken, AllowedOrigins: o.AllowedOrigins, Stateful: o.HTTPStateful, Gatherer: reg, Log: log})
 	if err != nil {
 		return err
 	}
 	return serveHTTP(ctx, o.HTTPAddr, handler, func(addr string) {
 		ready()
-		log.Info("serving MCP over streamable HTTP", "endpoint", "http://"+addr+mcp.PathMCP, "allowedOrigins", o.AllowedOrigins)
+		log.Info("serving MCP over streamable HTTP", "endpoint", "http://"+addr+mcp.PathMCP, "stateless", !o.HTTPStateful, "allowedOrigins", o.AllowedOrigins)
 	})
 }
 
