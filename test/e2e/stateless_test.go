@@ -90,11 +90,58 @@ func TestE2EStatelessHTTP(t *testing.T) {
 		}
 		dep = now
 	}
+	before := len(lb.routed())
+	nodeClientOverHTTP(ctx, t, endpoint, token)
+	if served := repliesBy(lb.routed()[before:]); served[0] == 0 || served[1] == 0 {
+		t.Errorf("the TypeScript SDK client's requests per replica: %v; want both", served)
+	}
 	for _, r := range replicas {
 		r.stop(t)
 	}
 	checkStatelessAudit(t, c.AuditLog, rounds)
 	checkRouted(t, lb.routed())
+}
+
+// nodeClientOverHTTP runs the official TypeScript SDK's client (a 2025-11-25 client nobody here wrote)
+// through the balancer: tools/list and two read calls, each checked against its output schema by the SDK.
+func nodeClientOverHTTP(ctx context.Context, t *testing.T, endpoint, token string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(env(t, "E2E_NODE_CLIENT"), "client.mjs"), "--http", endpoint)
+	calls := `[{"name":"k8s_describe","arguments":{"namespace":"demo-app","kind":"deployment"}}]`
+	cmd.Env = append(os.Environ(), "E2E_HTTP_TOKEN="+token, "E2E_CALLS="+calls)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client over HTTP: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Calls []struct {
+			Name       string `json:"name"`
+			IsError    bool   `json:"isError"`
+			Structured bool   `json:"structured"`
+			Error      string `json:"error"`
+		} `json:"calls"`
+		ProtocolVersion string   `json:"protocolVersion"`
+		IsError         bool     `json:"isError"`
+		Progress        []string `json:"progress"`
+	}
+	if err := json.Unmarshal(lastLine(out), &res); err != nil {
+		t.Fatalf("node client output %q: %v", out, err)
+	}
+	if res.IsError || res.ProtocolVersion != mcp.ProtocolVersion20251125 || len(res.Calls) != 1 || res.Calls[0].IsError || !res.Calls[0].Structured {
+		t.Errorf("TypeScript SDK client over HTTP: %s", out)
+	}
+	t.Logf("TypeScript SDK client over HTTP: protocol %s, progress %v", res.ProtocolVersion, res.Progress)
+}
+
+// repliesBy counts requests per replica.
+func repliesBy(log []routedRequest) map[int]int {
+	served := map[int]int{}
+	for _, r := range log {
+		served[r.Replica]++
+	}
+	return served
 }
 
 // replica is one `agent-sandbox mcp --http` process.
