@@ -84,7 +84,12 @@ func HTTPHandler(s *sdk.Server, o HTTPOptions) (http.Handler, error) {
 	g := &guard{origins: origins, token: sha256.Sum256([]byte(o.Token)), log: log}
 
 	mux := http.NewServeMux()
-	opts := &sdk.StreamableHTTPOptions{Logger: o.Log, Stateless: true}
+	// A 2026-07-28 request lives exactly as long as its POST: a client cancels a call by closing it, and
+	// then the call is cancelled (its sandbox Job deleted), as a cancelled call over stdio is. An older
+	// client's notifications/cancelled cannot reach a stateless server's call (the SDK serves it on a
+	// session of its own); such a call runs to its end, within the policy's deadline and
+	// --max-concurrency.
+	opts := &sdk.StreamableHTTPOptions{Logger: o.Log, Stateless: true, PropagateRequestCancellation: true}
 	if o.Stateful {
 		opts = &sdk.StreamableHTTPOptions{Logger: o.Log, SessionTimeout: sessionIdleTimeout}
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 )
 
@@ -280,5 +282,81 @@ func TestHTTPStatefulClientIsTheSession(t *testing.T) {
 	defer svc.mu.Unlock()
 	if len(svc.clients) != 1 || !strings.HasPrefix(svc.clients[0], "http:") || len(svc.clients[0]) < len("http:")+8 {
 		t.Errorf("clients %q, want one http:<session ID>", svc.clients)
+	}
+}
+
+// blockingService holds each call until its context ends or the test releases it, and says which.
+type blockingService struct {
+	fakeService
+	started chan struct{}
+	release chan struct{}
+	ended   chan string
+}
+
+func (b *blockingService) Call(ctx context.Context, _ string, _ map[string]any, _ service.Progress) (any, error) {
+	b.started <- struct{}{}
+	select {
+	case <-ctx.Done():
+		b.ended <- "cancelled"
+	case <-b.release:
+		b.ended <- "released"
+	}
+	return map[string]any{"request_id": "req-bbbbbbbbbbbb"}, nil
+}
+
+// TestHTTPCancelledCall: a client that gives up on a call cancels it (the service's context ends, so the
+// sandbox Job is deleted) when the server can hear it: a 2026-07-28 client on a stateless server, by
+// closing the call's POST, and a session's client on a stateful one, by notifications/cancelled.
+func TestHTTPCancelledCall(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stateful bool
+		offer    string
+	}{
+		{"stateless 2026-07-28", false, ""},
+		{"stateful 2025-11-25", true, ProtocolVersion20251125},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := policy.LoadFile("../policy/policy.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := &blockingService{fakeService: fakeService{p: p}, started: make(chan struct{}, 1), release: make(chan struct{}), ended: make(chan string, 1)}
+			server, err := NewServer(svc, "test", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := HTTPHandler(server, HTTPOptions{Token: testToken, Stateful: tc.stateful})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			c, err := DialHTTPVersion(context.Background(), srv.URL+PathMCP, testToken, tc.offer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				<-svc.started
+				cancel()
+			}()
+			if _, err := c.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"}); err == nil {
+				t.Error("the cancelled call returned a result")
+			}
+			// A guard, not a deadline: only a call the server never cancels is released, so that the test
+			// fails instead of hanging.
+			got := ""
+			select {
+			case got = <-svc.ended:
+			case <-time.After(time.Minute):
+				close(svc.release)
+				got = <-svc.ended
+			}
+			if got != "cancelled" {
+				t.Errorf("the server's call was %s, not cancelled", got)
+			}
+		})
 	}
 }
