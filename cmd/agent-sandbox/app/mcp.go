@@ -71,10 +71,14 @@ session affinity) serve the same client, provided they share the approvals datab
 (--db, --audit-log: on one host, the same files). 2026-07-28 clients discover the server; older ones
 (2025-11-25 and before) initialize as they always did and are served the same. Progress notifications
 travel on each call's own response stream. A call that waits for a human's approval is resumed by
-calling again, on any server: the request and the grant are in the approvals database. --http-stateful
-restores sessions (Mcp-Session-Id) for one server with older clients. Every request to it must carry the bearer token of
---http-token-file, or of $AGENT_SANDBOX_HTTP_TOKEN ("Authorization: Bearer <token>", at least 32
-characters, compared in constant time). The server refuses to start without a token, on any address,
+calling again, on any server: the request and the grant are in the approvals database. A 2026-07-28
+client that closes a call's request cancels the call. --http-stateful restores MCP sessions
+(Mcp-Session-Id): each client is then bound to one server, and 2026-07-28 clients fall back to
+2025-11-25.
+
+Every HTTP request to /mcp must carry the bearer token of --http-token-file, or of
+$AGENT_SANDBOX_HTTP_TOKEN ("Authorization: Bearer <token>", at least 32 characters, compared in
+constant time). The server refuses to start without a token, on any address,
 and names a non-loopback address in its refusal. A request whose Origin header is not one of
 --http-allowed-origin is refused with 403 whatever its token, so a web page in your browser cannot
 drive the server; clients that send no Origin (every non-browser client) are unaffected.
@@ -139,7 +143,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.IntVar(&o.MaxMessageDepth, "max-message-depth", mcp.DefaultMaxMessageDepth, "stdio: the deepest nesting of objects and arrays in one JSON-RPC message; a deeper one is answered with an invalid-request error")
 	f.IntVar(&o.Audit.ParamBytes, "audit-param-bytes", service.DefaultAuditParamBytes, "the longest value of one tool-call argument the audit log records; a longer one is recorded as its size and SHA-256, marked truncated")
 	f.IntVar(&o.Audit.ParamsBytes, "audit-params-bytes", service.DefaultAuditParamsBytes, "the most JSON of one call's arguments the audit log records; more is recorded as its size and SHA-256, marked truncated")
-	f.Int64Var(&o.Audit.ClientBytes, "audit-client-bytes", service.DefaultAuditClientBytes, "audit bytes one MCP client (the stdio client, or one HTTP session) may make the server write per --audit-window; past it calls are refused with a tool error until the window resets (-1: no limit)")
+	f.Int64Var(&o.Audit.ClientBytes, "audit-client-bytes", service.DefaultAuditClientBytes, "audit bytes one MCP client (the stdio client; over HTTP all token holders together, or one session with --http-stateful) may make the server write per --audit-window; past it calls are refused with a tool error until the window resets (-1: no limit)")
 	f.Int64Var(&o.Audit.TotalBytes, "audit-total-bytes", service.DefaultAuditTotalBytes, "audit bytes all MCP clients together may make the server write per --audit-window (-1: no limit)")
 	f.DurationVar(&o.Audit.Window, "audit-window", service.DefaultAuditWindow, "the window of --audit-client-bytes and --audit-total-bytes")
 	f.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces of every tool call to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; a URL with a path is the full traces URL) [default $"+telemetry.EnvEndpoint+" or $"+telemetry.EnvTracesEndpoint+"; none: no tracing]")
