@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 )
@@ -166,6 +168,7 @@ func TestHTTPStatelessReplicasServeOneClient(t *testing.T) {
 			}
 			mu.Unlock()
 
+			srv.Close() // every request answered and logged
 			checkRouting(t, lb.routed(), tc.want)
 			calls := 0
 			for i, svc := range []*fakeService{svc0, svc1} {
@@ -240,12 +243,20 @@ func TestHTTPStatefulNeedsAffinity(t *testing.T) {
 	srv := httptest.NewServer(lb)
 	defer srv.Close()
 	ctx := context.Background()
-	c, err := DialHTTP(ctx, srv.URL+PathMCP, testToken)
+	// A 2025-11-25 client without the background GET stream: its handshake makes exactly one session,
+	// which the test can end (a 2026-07-28 client would first try server/discover, and the GET stream
+	// could reach a replica after the clean-up).
+	hc := &http.Client{Transport: headers{set: bearer(testToken), next: srv.Client().Transport}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "http-client", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: srv.URL + PathMCP, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1},
+		&sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion20251125})
 	if err == nil {
-		_, err = c.ToolNames(ctx)
-		c.Close()
+		_, err = cs.ListTools(ctx, nil)
+		cs.Close()
 	}
-	// The session lives on in the replica that made it; end it there.
+	// The session lives on in the replica that made it; end it there, once every request has been
+	// answered and logged (Close waits for them).
+	srv.Close()
 	for _, r := range lb.routed() {
 		if r.session != "" {
 			req := httptest.NewRequest(http.MethodDelete, PathMCP, nil)
