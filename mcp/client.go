@@ -42,17 +42,43 @@ func DialCommand(ctx context.Context, cmd *exec.Cmd) (*Client, error) {
 	return c, nil
 }
 
-// DialHTTP initializes a session with the streamable HTTP server at endpoint (http://HOST:PORT/mcp),
-// presenting token as its bearer token.
+// The MCP protocol versions a client can ask DialHTTPVersion for.
+const (
+	// ProtocolVersion20260728 is stateless MCP (SEP-2575): the client probes with server/discover and
+	// every request carries its protocol version and client in _meta; there is no initialize and no
+	// session.
+	ProtocolVersion20260728 = "2026-07-28"
+	// ProtocolVersion20251125 is the last version with the initialize handshake and sessions.
+	ProtocolVersion20251125 = "2025-11-25"
+)
+
+// DialHTTP connects to the streamable HTTP server at endpoint (http://HOST:PORT/mcp), presenting token as
+// its bearer token, at the newest protocol version both sides speak.
 func DialHTTP(ctx context.Context, endpoint, token string) (*Client, error) {
+	return DialHTTPVersion(ctx, endpoint, token, "")
+}
+
+// DialHTTPVersion is DialHTTP offering protocolVersion ("" for the newest this SDK speaks): a 2026-07-28
+// client discovers the server (and falls back to initialize when the server does not serve 2026-07-28),
+// an older one initializes a session. ProtocolVersion says what was agreed.
+func DialHTTPVersion(ctx context.Context, endpoint, token, protocolVersion string) (*Client, error) {
 	c := &Client{}
 	hc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}}
-	s, err := c.sdkClient().Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
+	s, err := c.sdkClient().Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1},
+		&sdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}
 	c.session = s
 	return c, nil
+}
+
+// ProtocolVersion is the protocol version the client and the server agreed on.
+func (c *Client) ProtocolVersion() string {
+	if r := c.session.InitializeResult(); r != nil {
+		return r.ProtocolVersion
+	}
+	return ""
 }
 
 func (c *Client) sdkClient() *sdk.Client {

@@ -31,8 +31,8 @@ const (
 // `openssl rand -hex 16` prints.
 const MinTokenLength = 32
 
-// sessionIdleTimeout closes an MCP session no request has used for this long, so that clients that
-// vanish do not hold server memory forever.
+// sessionIdleTimeout closes a stateful MCP session no request has used for this long, so that clients
+// that vanish do not hold server memory forever.
 const sessionIdleTimeout = 2 * time.Hour
 
 // HTTPOptions secure the streamable HTTP endpoint.
@@ -47,14 +47,23 @@ type HTTPOptions struct {
 	// this is the MCP specification's defence against DNS rebinding. Requests without an Origin header
 	// (every non-browser client) are not affected.
 	AllowedOrigins []string
+	// Stateful keeps an MCP session per client in this process (Mcp-Session-Id, a GET stream for
+	// server-initiated messages, a two-hour idle timeout), as streamable HTTP did before MCP 2026-07-28.
+	// The default, stateless, serves every POST on its own: a 2026-07-28 client (server/discover,
+	// per-request _meta) and an older one (initialize, then requests that the SDK serves with a session
+	// made up for each request) alike, so that several replicas behind one address serve the same client
+	// without session affinity. Nothing this server keeps between requests lives in a session: the
+	// approval workflow is in the approvals database, progress goes out on the call's own response stream,
+	// and the server sends nothing unprompted.
+	Stateful bool
 	// Gatherer, when set, is served on PathMetrics.
 	Gatherer prometheus.Gatherer
 	// Log receives one line per refused request (never the token); nil logs nothing.
 	Log *slog.Logger
 }
 
-// HTTPHandler serves s over streamable HTTP on PathMCP, with PathHealthz and, when o.Gatherer is set,
-// PathMetrics. Every path checks the Origin header first; PathMCP and PathMetrics then require the bearer
+// HTTPHandler serves s over streamable HTTP on PathMCP (stateless unless o.Stateful), with PathHealthz
+// and, when o.Gatherer is set, PathMetrics. Every path checks the Origin header first; PathMCP and PathMetrics then require the bearer
 // token, compared in constant time.
 func HTTPHandler(s *sdk.Server, o HTTPOptions) (http.Handler, error) {
 	if len(o.Token) < MinTokenLength {
@@ -75,8 +84,16 @@ func HTTPHandler(s *sdk.Server, o HTTPOptions) (http.Handler, error) {
 	g := &guard{origins: origins, token: sha256.Sum256([]byte(o.Token)), log: log}
 
 	mux := http.NewServeMux()
-	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
-		&sdk.StreamableHTTPOptions{Logger: o.Log, SessionTimeout: sessionIdleTimeout})
+	// A 2026-07-28 request lives exactly as long as its POST: a client cancels a call by closing it, and
+	// then the call is cancelled (its sandbox Job deleted), as a cancelled call over stdio is. An older
+	// client's notifications/cancelled cannot reach a stateless server's call (the SDK serves it on a
+	// session of its own); such a call runs to its end, within the policy's deadline and
+	// --max-concurrency.
+	opts := &sdk.StreamableHTTPOptions{Logger: o.Log, Stateless: true, PropagateRequestCancellation: true}
+	if o.Stateful {
+		opts = &sdk.StreamableHTTPOptions{Logger: o.Log, SessionTimeout: sessionIdleTimeout}
+	}
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, opts)
 	mux.Handle(PathMCP, g.authenticated(mcpHandler))
 	mux.HandleFunc("GET "+PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -21,6 +21,16 @@ const testToken = "0123456789abcdef0123456789abcdef-test-token"
 // does: the same handler, metrics on their own registry.
 func httpServer(t *testing.T, allowedOrigins ...string) *httptest.Server {
 	t.Helper()
+	h, _ := httpHandler(t, HTTPOptions{AllowedOrigins: allowedOrigins})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// httpHandler is one server process's HTTP handler over its own fake service, with o's transport options
+// and the test token.
+func httpHandler(t *testing.T, o HTTPOptions) (http.Handler, *fakeService) {
+	t.Helper()
 	p, err := policy.LoadFile("../policy/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -30,18 +40,17 @@ func httpServer(t *testing.T, allowedOrigins ...string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, err := NewServer(Instrument(&fakeService{p: p}, m), "test", nil)
+	svc := &fakeService{p: p}
+	server, err := NewServer(Instrument(svc, m), "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := HTTPHandler(server,
-		HTTPOptions{Token: testToken, AllowedOrigins: allowedOrigins, Gatherer: reg, Log: slog.New(slog.DiscardHandler)})
+	o.Token, o.Gatherer, o.Log = testToken, reg, slog.New(slog.DiscardHandler)
+	h, err := HTTPHandler(server, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
+	return h, svc
 }
 
 // headers adds fixed headers to every request of an HTTP client: what a browser or a misconfigured client

@@ -1,7 +1,8 @@
 // Package mcp is agent-sandbox's MCP server: the only package that imports the MCP SDK. It offers the
 // policy's tools plus approval_status, sends progress notifications for long calls, and speaks stdio (the
-// default; nothing but protocol is ever written to stdout) or streamable HTTP (HTTPHandler: a bearer token
-// always, the Origin header checked, /healthz and Prometheus /metrics beside the MCP endpoint).
+// default; nothing but protocol is ever written to stdout) or streamable HTTP (HTTPHandler: stateless by
+// default, so that replicas behind one address serve any request of any client; a bearer token always, the
+// Origin header checked, /healthz and Prometheus /metrics beside the MCP endpoint).
 //
 // Domain failures -- a refusal by the policy, a failed sandbox, an unusable approval -- are tool results
 // with isError and a one-line reason, so the agent can read them and correct course; protocol errors are
@@ -86,7 +87,7 @@ func callHandler(svc Service, name string) sdk.ToolHandler {
 				return toolError("invalid: the arguments are not a JSON object"), nil
 			}
 		}
-		out, err := svc.Call(service.WithClient(ctx, clientID(req.Session)), name, args, progress(ctx, req))
+		out, err := svc.Call(service.WithClient(ctx, clientID(req)), name, args, progress(ctx, req))
 		if err != nil {
 			return toolError(errorText(err)), nil
 		}
@@ -98,13 +99,19 @@ func callHandler(svc Service, name string) sdk.ToolHandler {
 	}
 }
 
-// clientID names the client of a session for the audit budget per client: "stdio" for the one stdio
-// client, "http:" and the session ID for a streamable HTTP session.
-func clientID(ss *sdk.ServerSession) string {
-	if ss == nil || ss.ID() == "" {
+// clientID names the client of a call for the audit budget per client: "stdio" for the one stdio client;
+// over streamable HTTP "http:" and the session ID when the server is stateful, and "http" when it is
+// stateless. A stateless server has no session to tell clients apart by, and nothing a client says of
+// itself (its clientInfo) can be trusted to: every holder of the bearer token is one client, bounded
+// together. (A session never bounded a client either: it could open a new one for a fresh budget.)
+func clientID(req *sdk.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
 		return "stdio"
 	}
-	return "http:" + ss.ID()
+	if req.Session != nil && req.Session.ID() != "" {
+		return "http:" + req.Session.ID()
+	}
+	return "http"
 }
 
 func toolError(text string) *sdk.CallToolResult {

@@ -5,7 +5,8 @@
 # approver key that make deploy creates for automated checks (its passphrase is in a 0600 file), so the
 # suite also runs after a demo whose approver key has a passphrase only a person knows. TestE2EHarmfulPlans
 # tries a sample of the harmful-plan corpus (test/corpus/harmful; E2E_HARMFUL_ALL=1 for all of it, as make
-# verify does), a few minutes more.
+# verify does), a few minutes more. TestE2EStatelessHTTP starts two `agent-sandbox mcp --http` servers on loopback
+# ports behind a listener of its own and plays plan, approval and apply across them.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$AS_ROOT"

@@ -40,6 +40,7 @@ type mcpOptions struct {
 	Warm           bool
 	HTTPAddr       string
 	HTTPTokenFile  string
+	HTTPStateful   bool
 	AllowedOrigins []string
 	LogLevel       string
 	OTLPEndpoint   string
@@ -64,9 +65,20 @@ func newMCPCommand(streams IO) *cobra.Command {
 		Long: `Serve the policy's tools to an AI agent over the Model Context Protocol: stdio by default (nothing
 but protocol is written to stdout; logs go to stderr), or streamable HTTP with --http.
 
-Over HTTP the MCP endpoint is http://ADDRESS/mcp. Every request to it must carry the bearer token of
---http-token-file, or of $AGENT_SANDBOX_HTTP_TOKEN ("Authorization: Bearer <token>", at least 32
-characters, compared in constant time). The server refuses to start without a token, on any address,
+Over HTTP the MCP endpoint is http://ADDRESS/mcp, served stateless (MCP 2026-07-28): every request is
+served on its own, without a session, so several servers behind one address (a plain load balancer, no
+session affinity) serve the same client, provided they share the approvals database and the audit log
+(--db, --audit-log: on one host, the same files). 2026-07-28 clients discover the server; older ones
+(2025-11-25 and before) initialize as they always did and are served the same. Progress notifications
+travel on each call's own response stream. A call that waits for a human's approval is resumed by
+calling again, on any server: the request and the grant are in the approvals database. A 2026-07-28
+client that closes a call's request cancels the call. --http-stateful restores MCP sessions
+(Mcp-Session-Id): each client is then bound to one server, and 2026-07-28 clients fall back to
+2025-11-25.
+
+Every HTTP request to /mcp must carry the bearer token of --http-token-file, or of
+$AGENT_SANDBOX_HTTP_TOKEN ("Authorization: Bearer <token>", at least 32 characters, compared in
+constant time). The server refuses to start without a token, on any address,
 and names a non-loopback address in its refusal. A request whose Origin header is not one of
 --http-allowed-origin is refused with 403 whatever its token, so a web page in your browser cannot
 drive the server; clients that send no Origin (every non-browser client) are unaffected.
@@ -124,13 +136,14 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.BoolVar(&o.Warm, "warm", true, "claim a ready warm Pod for tools whose policy declares a warm pool; without one (or with --warm=false) the call runs as a cold Job")
 	f.StringVar(&o.HTTPAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765; MCP endpoint /mcp) instead of stdio")
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
+	f.BoolVar(&o.HTTPStateful, "http-stateful", false, "serve HTTP with MCP sessions (Mcp-Session-Id), as before MCP 2026-07-28: each client is bound to this one server, and 2026-07-28 clients fall back to 2025-11-25 (default: stateless, any server behind one address serves any request)")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
 	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
 	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", mcp.DefaultMaxMessageBytes, "stdio: the longest JSON-RPC message (one line) the server reads; a longer one is answered with an invalid-request error and the server goes on serving")
 	f.IntVar(&o.MaxMessageDepth, "max-message-depth", mcp.DefaultMaxMessageDepth, "stdio: the deepest nesting of objects and arrays in one JSON-RPC message; a deeper one is answered with an invalid-request error")
 	f.IntVar(&o.Audit.ParamBytes, "audit-param-bytes", service.DefaultAuditParamBytes, "the longest value of one tool-call argument the audit log records; a longer one is recorded as its size and SHA-256, marked truncated")
 	f.IntVar(&o.Audit.ParamsBytes, "audit-params-bytes", service.DefaultAuditParamsBytes, "the most JSON of one call's arguments the audit log records; more is recorded as its size and SHA-256, marked truncated")
-	f.Int64Var(&o.Audit.ClientBytes, "audit-client-bytes", service.DefaultAuditClientBytes, "audit bytes one MCP client (the stdio client, or one HTTP session) may make the server write per --audit-window; past it calls are refused with a tool error until the window resets (-1: no limit)")
+	f.Int64Var(&o.Audit.ClientBytes, "audit-client-bytes", service.DefaultAuditClientBytes, "audit bytes one MCP client (the stdio client; over HTTP all token holders together, or one session with --http-stateful) may make the server write per --audit-window; past it calls are refused with a tool error until the window resets (-1: no limit)")
 	f.Int64Var(&o.Audit.TotalBytes, "audit-total-bytes", service.DefaultAuditTotalBytes, "audit bytes all MCP clients together may make the server write per --audit-window (-1: no limit)")
 	f.DurationVar(&o.Audit.Window, "audit-window", service.DefaultAuditWindow, "the window of --audit-client-bytes and --audit-total-bytes")
 	f.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces of every tool call to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; a URL with a path is the full traces URL) [default $"+telemetry.EnvEndpoint+" or $"+telemetry.EnvTracesEndpoint+"; none: no tracing]")
@@ -200,8 +213,8 @@ func (o *mcpOptions) Validate() error {
 	}
 	if o.HTTPAddr != "" {
 		errs = append(errs, o.validateHTTP()...)
-	} else if o.HTTPTokenFile != "" || len(o.AllowedOrigins) > 0 {
-		errs = append(errs, errors.New("--http-token-file and --http-allowed-origin need --http"))
+	} else if o.HTTPTokenFile != "" || len(o.AllowedOrigins) > 0 || o.HTTPStateful {
+		errs = append(errs, errors.New("--http-token-file, --http-allowed-origin and --http-stateful need --http"))
 	}
 	return errors.Join(errs...)
 }
@@ -418,13 +431,13 @@ func (o *mcpOptions) serveMCPHTTP(ctx context.Context, svc *service.Service, log
 		return err
 	}
 	handler, err := mcp.HTTPHandler(server,
-		mcp.HTTPOptions{Token: o.httpToken, AllowedOrigins: o.AllowedOrigins, Gatherer: reg, Log: log})
+		mcp.HTTPOptions{Token: o.httpToken, AllowedOrigins: o.AllowedOrigins, Stateful: o.HTTPStateful, Gatherer: reg, Log: log})
 	if err != nil {
 		return err
 	}
 	return serveHTTP(ctx, o.HTTPAddr, handler, func(addr string) {
 		ready()
-		log.Info("serving MCP over streamable HTTP", "endpoint", "http://"+addr+mcp.PathMCP, "allowedOrigins", o.AllowedOrigins)
+		log.Info("serving MCP over streamable HTTP", "endpoint", "http://"+addr+mcp.PathMCP, "stateless", !o.HTTPStateful, "allowedOrigins", o.AllowedOrigins)
 	})
 }
 

@@ -77,7 +77,8 @@ func TestMCPHTTPFlags(t *testing.T) {
 		{"two tokens", []string{"--http", "127.0.0.1:0", "--http-token-file", good}, strings.Repeat("e", 40), "--http-token-file and $AGENT_SANDBOX_HTTP_TOKEN both give a token"},
 		{"bad origin", []string{"--http", "127.0.0.1:0", "--http-token-file", good, "--http-allowed-origin", "*"}, "", `allowed origin "*"`},
 		{"bad address", []string{"--http", "8765", "--http-token-file", good}, "", `--http "8765"`},
-		{"token without --http", []string{"--http-token-file", good}, "", "--http-token-file and --http-allowed-origin need --http"},
+		{"token without --http", []string{"--http-token-file", good}, "", "--http-token-file, --http-allowed-origin and --http-stateful need --http"},
+		{"stateful without --http", []string{"--http-stateful"}, "", "--http-token-file, --http-allowed-origin and --http-stateful need --http"},
 		{"unknown log level", []string{"--log-level", "verbose"}, "", `--log-level "verbose": want debug, info, warn or error`},
 		{"log level with offset", []string{"--log-level", "info+4"}, "", `--log-level "info+4"`},
 	} {
@@ -249,6 +250,9 @@ func TestMCPHTTPServe(t *testing.T) {
 	if name := c.ServerName(); !strings.HasPrefix(name, "agent-sandbox ") {
 		t.Errorf("server name %q", name)
 	}
+	if v := c.ProtocolVersion(); v != mcp.ProtocolVersion20260728 {
+		t.Errorf("the default (stateless) server agreed on protocol version %q, want %s", v, mcp.ProtocolVersion20260728)
+	}
 	res, err := c.Call(ctx, "approval_status", map[string]any{"request_id": "req-0000000000aa"})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +277,53 @@ func TestMCPHTTPServe(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), token) || stdout.String() != "" {
 		t.Errorf("the token was logged, or something went to stdout:\nstdout %q\nstderr %s", stdout.String(), stderr.String())
+	}
+}
+
+// TestMCPHTTPStateful: with --http-stateful the real server gives each client a session (Mcp-Session-Id)
+// and a 2026-07-28 client falls back to 2025-11-25; by default a raw initialize gets no session.
+func TestMCPHTTPStateful(t *testing.T) {
+	unsetTokenEnv(t)
+	dir, args := mcpFixture(t)
+	token := "tok-" + strings.Repeat("0123456789", 4)
+	args = append(args, "--http", "127.0.0.1:0", "--http-token-file", writeToken(t, dir, token))
+	initialize := func(endpoint string) string {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("initialize: HTTP %d", resp.StatusCode)
+		}
+		return resp.Header.Get("Mcp-Session-Id")
+	}
+	stateless, _, _ := startMCPHTTP(t, args)
+	if id := initialize(stateless); id != "" {
+		t.Errorf("the default server answered initialize with session %q", id)
+	}
+	stateful, _, stderr := startMCPHTTP(t, append(args, "--http-stateful"))
+	if id := initialize(stateful); id == "" {
+		t.Error("--http-stateful answered initialize without a session")
+	}
+	c, err := mcp.DialHTTP(context.Background(), stateful, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v := c.ProtocolVersion(); v != mcp.ProtocolVersion20251125 {
+		t.Errorf("--http-stateful agreed on %q, want %s", v, mcp.ProtocolVersion20251125)
+	}
+	if !strings.Contains(stderr.String(), `"stateless":false`) {
+		t.Errorf("the serving line does not say stateless=false:\n%s", stderr.String())
 	}
 }
 

@@ -3,12 +3,16 @@
 // tools, the SDK checks each structured result against the tool's outputSchema (Ajv) and throws when one
 // does not match: such a call is reported with its error. Prints one JSON object on stdout for the Go
 // end-to-end test to check.
-//   node client.mjs <agent-sandbox binary> <mcp args...>
+//   node client.mjs <agent-sandbox binary> <mcp args...>      (stdio: starts the server)
+//   node client.mjs --http <endpoint URL>                     (streamable HTTP; bearer token in $E2E_HTTP_TOKEN)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const [command, ...args] = process.argv.slice(2);
-const transport = new StdioClientTransport({ command, args: ["mcp", ...args], stderr: "ignore" });
+const transport = command === "--http"
+  ? new StreamableHTTPClientTransport(new URL(args[0]), { requestInit: { headers: { Authorization: `Bearer ${process.env.E2E_HTTP_TOKEN}` } } })
+  : new StdioClientTransport({ command, args: ["mcp", ...args], stderr: "ignore" });
 const client = new Client({ name: "typescript-sdk-e2e", version: "1.0.0" });
 await client.connect(transport);
 const { tools } = await client.listTools();
@@ -31,6 +35,7 @@ for (const call of JSON.parse(process.env.E2E_CALLS ?? "[]")) {
 console.log(JSON.stringify({
   calls,
   server: client.getServerVersion(),
+  protocolVersion: transport.protocolVersion,
   tools: tools.map((t) => t.name),
   isError: result.isError ?? false,
   structured: result.structuredContent,
