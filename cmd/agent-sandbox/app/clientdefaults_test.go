@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
 
 // TestClientPaths: a flag wins, then the environment, then ~/.config/agent-sandbox, then the working
@@ -101,7 +103,7 @@ func TestMCPMissingDefaultsExit3(t *testing.T) {
 	t.Setenv(envPolicy, "")
 	t.Setenv(envWorkspaces, "")
 	code, stdout, stderr := runCLI(t, "mcp")
-	if code != exitNotFound || stdout != "" {
+	if code != cli.ExitNotFound || stdout != "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	for _, want := range []string{"no policy file", "no workspaces folder", "no kubeconfig", filepath.Join(home, ".config", "agent-sandbox", "policy.yaml")} {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
 
 // exampleServer is one MCP server entry of a client configuration: Claude Desktop and Cursor list them
@@ -89,7 +91,7 @@ func checkExampleCommand(t *testing.T, where, helpOut string, argv []string) {
 		}
 	}
 	var mcpCmd *cobra.Command
-	for _, c := range NewRootCommand(IO{}).Commands() {
+	for _, c := range NewRootCommand(cli.IO{}).Commands() {
 		if c.Name() == "mcp" {
 			mcpCmd = c
 		}

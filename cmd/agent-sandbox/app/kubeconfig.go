@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/clientconfig"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
@@ -33,11 +34,11 @@ const (
 const defaultMCPServiceAccount = "agent-sandbox-mcp"
 
 // newKubeconfigCommand builds `agent-sandbox kubeconfig refresh`.
-func newKubeconfigCommand(streams IO) *cobra.Command {
+func newKubeconfigCommand(streams cli.IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Write the MCP server's kubeconfig (sandbox namespace only)",
-		Args:  usage(cobra.NoArgs),
+		Args:  cli.Usage(cobra.NoArgs),
 	}
 	cmd.AddCommand(newKubeconfigRefreshCommand(streams))
 	return cmd
@@ -53,7 +54,7 @@ type kubeconfigRefreshOptions struct {
 	Out            string
 	Owner          string
 
-	streams IO
+	streams cli.IO
 	paths   clientPaths
 	// owner is Owner resolved; nil writes as the running user.
 	owner *clientconfig.Owner
@@ -64,7 +65,7 @@ type kubeconfigRefreshOptions struct {
 	now        func() time.Time
 }
 
-func newKubeconfigRefreshCommand(streams IO) *cobra.Command {
+func newKubeconfigRefreshCommand(streams cli.IO) *cobra.Command {
 	o := &kubeconfigRefreshOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "refresh",
@@ -90,13 +91,13 @@ the MCP client afterwards.`,
 
   # another cluster, with your own kubeconfig
   agent-sandbox kubeconfig refresh --context prod --duration 8h`,
-		Args: usage(cobra.NoArgs),
+		Args: cli.Usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return o.Run(cmd.Context())
 		},
@@ -141,7 +142,7 @@ func (o *kubeconfigRefreshOptions) Complete() error {
 	if o.Owner != "" {
 		u, err := o.lookupUser(o.Owner)
 		if err != nil {
-			return usageError{fmt.Errorf("--owner %s: %w", o.Owner, err)}
+			return cli.UsageError{Err: fmt.Errorf("--owner %s: %w", o.Owner, err)}
 		}
 		uid, errU := strconv.Atoi(u.Uid)
 		gid, errG := strconv.Atoi(u.Gid)
@@ -160,13 +161,13 @@ func (o *kubeconfigRefreshOptions) Complete() error {
 			}
 		}
 		if err != nil {
-			return usageError{err}
+			return cli.UsageError{Err: err}
 		}
 		o.Out = filepath.Join(dir, clientconfig.KubeconfigName)
 	}
 	p, err := o.paths.policy(o.PolicyFile)
 	if err != nil {
-		return notFoundError{err}
+		return cli.NotFoundError{Err: err}
 	}
 	o.PolicyFile = p
 	return nil

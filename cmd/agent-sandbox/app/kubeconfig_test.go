@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
 
 const (
@@ -66,7 +68,7 @@ current-context: admin
 	env := map[string]string{"HOME": filepath.Join(dir, "home")}
 	f.opts = &kubeconfigRefreshOptions{
 		Kubeconfig: kc, PolicyFile: "../../../policy/policy.yaml", Duration: defaultMCPTokenDuration, ServiceAccount: defaultMCPServiceAccount,
-		streams: IO{Out: f.out, ErrOut: &bytes.Buffer{}},
+		streams: cli.IO{Out: f.out, ErrOut: &bytes.Buffer{}},
 		paths:   clientPaths{getenv: func(k string) string { return env[k] }, stat: os.Stat},
 		geteuid: func() int { return 1000 },
 		now:     func() time.Time { return now },

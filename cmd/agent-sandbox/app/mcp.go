@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/instance"
@@ -57,7 +58,7 @@ type mcpOptions struct {
 	paths    clientPaths
 }
 
-func newMCPCommand(streams IO) *cobra.Command {
+func newMCPCommand(streams cli.IO) *cobra.Command {
 	o := &mcpOptions{paths: newClientPaths()}
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -115,13 +116,13 @@ can approve. Every call is written to the hash-chained audit log.`,
   # streamable HTTP on loopback, with a token only you can read
   (umask 077; openssl rand -hex 32 > ~/.config/agent-sandbox/http-token)
   agent-sandbox mcp --http 127.0.0.1:8765 --http-token-file ~/.config/agent-sandbox/http-token`,
-		Args: usage(cobra.NoArgs),
+		Args: cli.Usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},
@@ -138,7 +139,7 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.StringVar(&o.HTTPTokenFile, "http-token-file", os.Getenv("AGENT_SANDBOX_HTTP_TOKEN_FILE"), "file holding the bearer token HTTP clients must send; --http needs it or $"+EnvHTTPToken+" [$AGENT_SANDBOX_HTTP_TOKEN_FILE]")
 	f.BoolVar(&o.HTTPStateful, "http-stateful", false, "serve HTTP with MCP sessions (Mcp-Session-Id), as before MCP 2026-07-28: each client is bound to this one server, and 2026-07-28 clients fall back to 2025-11-25 (default: stateless, any server behind one address serves any request)")
 	f.StringSliceVar(&o.AllowedOrigins, "http-allowed-origin", nil, "browser origin (scheme://host[:port]) allowed to call the HTTP server; repeatable (default: none, only clients that send no Origin)")
-	f.StringVar(&o.LogLevel, "log-level", "info", logLevelHelp+" (logs go to stderr)")
+	f.StringVar(&o.LogLevel, "log-level", "info", cli.LogLevelHelp+" (logs go to stderr)")
 	f.IntVar(&o.MaxMessageBytes, "max-message-bytes", mcp.DefaultMaxMessageBytes, "stdio: the longest JSON-RPC message (one line) the server reads; a longer one is answered with an invalid-request error and the server goes on serving")
 	f.IntVar(&o.MaxMessageDepth, "max-message-depth", mcp.DefaultMaxMessageDepth, "stdio: the deepest nesting of objects and arrays in one JSON-RPC message; a deeper one is answered with an invalid-request error")
 	f.IntVar(&o.Audit.ParamBytes, "audit-param-bytes", service.DefaultAuditParamBytes, "the longest value of one tool-call argument the audit log records; a longer one is recorded as its size and SHA-256, marked truncated")
@@ -148,13 +149,6 @@ can approve. Every call is written to the hash-chained audit log.`,
 	f.DurationVar(&o.Audit.Window, "audit-window", service.DefaultAuditWindow, "the window of --audit-client-bytes and --audit-total-bytes")
 	f.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces of every tool call to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318; a URL with a path is the full traces URL) [default $"+telemetry.EnvEndpoint+" or $"+telemetry.EnvTracesEndpoint+"; none: no tracing]")
 	return cmd
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // Complete fills the default paths. A default that does not exist is a not-found error naming every path
@@ -175,7 +169,7 @@ func (o *mcpOptions) Complete() error {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return notFoundError{err}
+		return cli.NotFoundError{Err: err}
 	}
 	if o.DB == "" {
 		if o.DB, err = approvalstore.DefaultDBPath(); err != nil {
@@ -203,7 +197,7 @@ func (o *mcpOptions) Validate() error {
 	if st, err := os.Stat(o.Workspaces); err != nil || !st.IsDir() {
 		errs = append(errs, fmt.Errorf("--workspaces %s is not a folder", o.Workspaces))
 	}
-	level, err := parseLogLevel(o.LogLevel)
+	level, err := cli.ParseLogLevel(o.LogLevel)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -296,7 +290,7 @@ func checkHTTPToken(raw string) (string, error) {
 }
 
 // Run wires the server and serves until the client goes away or ctx ends.
-func (o *mcpOptions) Run(ctx context.Context, streams IO) error {
+func (o *mcpOptions) Run(ctx context.Context, streams cli.IO) error {
 	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 
 	// The server renders Jobs and checks calls against the policy; the admission rules are the webhook's.

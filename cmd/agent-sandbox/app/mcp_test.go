@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry/telemetrytest"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
@@ -87,7 +88,7 @@ func TestMCPHTTPFlags(t *testing.T) {
 				t.Setenv(EnvHTTPToken, tc.env)
 			}
 			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
-			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+			if code != cli.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
 			}
 		})
@@ -345,7 +346,7 @@ func TestMCPOTLPFlags(t *testing.T) {
 			t.Setenv(telemetry.EnvEndpoint, tc.env)
 			t.Setenv(telemetry.EnvTracesEndpoint, "")
 			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
-			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+			if code != cli.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
 			}
 		})

@@ -9,12 +9,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
 
-// The exit codes under the names mcp_test.go and kubeconfig_test.go use (see compat.go).
-const (
-	exitUsage    = cli.ExitUsage
-	exitNotFound = cli.ExitNotFound
-)
-
 // runCLI runs the whole command line, as the binary does, with empty standard input.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -31,14 +25,14 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 			t.Errorf("%v: exit %d, help does not end with the exit codes:\n%s", args, code, out)
 		}
 	}
-	for code, line := range map[int]string{exitUsage: "  2  usage error", exitNotFound: "  3  not found", cli.ExitTampered: "  4  tampered"} {
+	for code, line := range map[int]string{cli.ExitUsage: "  2  usage error", cli.ExitNotFound: "  3  not found", cli.ExitTampered: "  4  tampered"} {
 		if !strings.Contains(cli.ExitCodesHelp, line) {
 			t.Errorf("exit code %d is not documented as %q", code, line)
 		}
 	}
 	// A usage error exits 2: an unknown flag, an unknown command, a missing argument.
 	for _, args := range [][]string{{"--bogus"}, {"bogus"}, {"approvals", "bogus"}, {"approvals", "show"}, {"approve"}, {"mcp", "extra"}} {
-		if code, _, stderr := runCLI(t, args...); code != exitUsage || !strings.HasPrefix(stderr, "error: ") {
+		if code, _, stderr := runCLI(t, args...); code != cli.ExitUsage || !strings.HasPrefix(stderr, "error: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
 
 // TestVersionFlag: --version and the version command print the same line; -o json the same facts.
@@ -24,7 +26,7 @@ func TestVersionFlag(t *testing.T) {
 	if v.String()+"\n" != flag {
 		t.Errorf("version -o json %+v does not match --version %q", v, flag)
 	}
-	if code, _, stderr := runCLI(t, "version", "-o", "yaml"); code != exitUsage || !strings.Contains(stderr, `-o "yaml": want text or json`) {
+	if code, _, stderr := runCLI(t, "version", "-o", "yaml"); code != cli.ExitUsage || !strings.Contains(stderr, `-o "yaml": want text or json`) {
 		t.Errorf("version -o yaml: exit %d, stderr %q", code, stderr)
 	}
 }
