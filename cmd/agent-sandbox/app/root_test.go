@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 
@@ -12,9 +10,7 @@ import (
 // runCLI runs the whole command line, as the binary does, with empty standard input.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code = Main(context.Background(), args, strings.NewReader(""), &out, &errOut)
-	return code, out.String(), errOut.String()
+	return cli.Capture(Main, args...)
 }
 
 // TestHelpDocumentsExitCodes: every command's --help ends with the exit codes Main uses.

@@ -5,11 +5,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -87,6 +89,29 @@ func SetupRoot(root *cobra.Command, streams IO) {
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
+}
+
+// MainFunc is an entry point: the binary's app.Main, or MainOf's.
+type MainFunc func(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int
+
+// MainOf is the entry point of a root command named agent-sandbox that holds what cmds builds, set up as the
+// binary's root is (SetupRoot) and exiting as Main does with codes. The role packages' tests run their
+// commands through it, the way the binary runs them.
+func MainOf(cmds func(IO) []*cobra.Command, codes ...func(error) (int, bool)) MainFunc {
+	return func(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+		streams := IO{In: in, Out: out, ErrOut: errOut}
+		root := &cobra.Command{Use: "agent-sandbox"}
+		SetupRoot(root, streams)
+		root.AddCommand(cmds(streams)...)
+		return Main(ctx, root, args, errOut, codes...)
+	}
+}
+
+// Capture runs main with args and empty standard input, and returns its exit code and what it wrote.
+func Capture(main MainFunc, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = main(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
 }
 
 // Main runs root with args and returns the process exit code. Errors are printed once, as one line, on
