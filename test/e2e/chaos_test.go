@@ -61,6 +61,8 @@ type chaos struct {
 	repair string
 	// before holds the call Jobs that existed when the scenario began: not the scenario's own.
 	before map[string]bool
+	// started is when the scenario began (scenario): the window of its calls' audit anchors.
+	started time.Time
 }
 
 // server is one MCP server process and a client session with it.
@@ -454,12 +456,38 @@ func (c *chaos) works(ctx context.Context, s *server, what string) {
 	}
 }
 
-func (c *chaos) auditVerify(ctx context.Context, path string) {
+// auditChain checks the log's hash chain (audit verify).
+func (c *chaos) auditChain(ctx context.Context, path string) {
 	c.t.Helper()
 	out, err := exec.CommandContext(ctx, c.cfg.Binary, "audit", "verify", "--file", path).CombinedOutput()
 	if err != nil {
 		c.t.Errorf("audit verify: %v: %s", err, out)
 	}
+}
+
+// auditVerify checks the log's chain, then holds it against the cluster's anchors of the calls admitted
+// since the scenario began (audit verify --against-cluster, with the admin kubeconfig): whatever the fault,
+// every call the scenario's servers made is anchored and complete in the log — a call a killed server left
+// open included, once the next server closed it.
+func (c *chaos) auditVerify(ctx context.Context, path string) {
+	c.t.Helper()
+	c.auditChain(ctx, path)
+	summary, err := corpus.AuditAgainstCluster(ctx, c.cfg.Binary, c.cfg.AdminKubeconfig, c.started, []string{path})
+	if err != nil {
+		c.t.Errorf("%v", err)
+		return
+	}
+	c.t.Logf("audit verify --against-cluster: %s", summary)
+}
+
+// scenario begins a scenario (begin) with a context of timeout, the time it starts and its own approvals
+// database and audit log.
+func (c *chaos) scenario(t *testing.T, timeout time.Duration) (context.Context, time.Time, demo.Config) {
+	c.begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	c.started = time.Now()
+	return ctx, c.started, c.fresh()
 }
 
 // fresh gives the scenario its own approvals database and audit log.
@@ -471,11 +499,7 @@ func (c *chaos) fresh() demo.Config {
 }
 
 func (c *chaos) webhookReplicaKilled(t *testing.T) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 8*time.Minute)
 	s := c.start(ctx, cfg)
 	defer s.kill()
 
@@ -639,11 +663,7 @@ func (c *chaos) sh(cmd string) error {
 }
 
 func (c *chaos) vaultRestarted(t *testing.T) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 6*time.Minute)
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
 	res := c.faultDuringCall(ctx, s, func() error { return c.stop("vault") }, func() error { return c.sh(c.repair) })
@@ -681,11 +701,7 @@ func apiserverDownFor(t *testing.T) time.Duration {
 // CHAOS_BREAK_RESTART=1 leaves the API server down (a forced failure: the scenario fails, the cluster is
 // repaired when it ends, and the next scenario passes).
 func (c *chaos) apiserverRestarted(t *testing.T, down time.Duration, holdPods bool) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 8*time.Minute)
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
 	if holdPods {
@@ -780,11 +796,7 @@ func lastLines(s string, n int) string {
 }
 
 func (c *chaos) serverKilledBeforeApply(t *testing.T) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 8*time.Minute)
 	s1 := c.start(ctx, cfg)
 	res, err := s1.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
 	if err != nil || res.IsError {
@@ -836,11 +848,7 @@ func (c *chaos) serverKilledBeforeApply(t *testing.T) {
 }
 
 func (c *chaos) serverKilledDuringRun(t *testing.T) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 6*time.Minute)
 	s1 := c.start(ctx, cfg, "--warm=false")
 	go func() { _, _ = s1.client.Call(ctx, "k8s_get_pod_status", map[string]any{"namespace": "demo-app"}) }()
 	jctx, jcancel := context.WithTimeout(ctx, time.Minute)
@@ -876,11 +884,7 @@ func (c *chaos) serverKilledDuringRun(t *testing.T) {
 }
 
 func (c *chaos) auditDiskFull(t *testing.T) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 5*time.Minute)
 	dir := t.TempDir()
 	if err := c.sh("mount -t tmpfs -o size=8m agent-sandbox-chaos " + dir); err != nil {
 		t.Fatal(err)
@@ -918,7 +922,7 @@ func (c *chaos) auditDiskFull(t *testing.T) {
 	if n := len(c.callJobs(ctx)); n > before {
 		t.Errorf("a Job was created for a call that could not be recorded")
 	}
-	c.auditVerify(ctx, cfg.AuditLog)
+	c.auditChain(ctx, cfg.AuditLog) // no call was admitted yet: nothing to hold against the cluster
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -928,11 +932,7 @@ func (c *chaos) auditDiskFull(t *testing.T) {
 }
 
 func (c *chaos) approvalExpiresQueued(t *testing.T) {
-	c.begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	since := time.Now()
-	cfg := c.fresh()
+	ctx, since, cfg := c.scenario(t, 8*time.Minute)
 	// One sandbox at a time, so the apply waits behind a slow call.
 	s := c.start(ctx, cfg, "--max-concurrency=1", "--warm=false")
 	defer s.kill()
