@@ -38,8 +38,8 @@ func Inject(meta *metav1.ObjectMeta, spec *corev1.PodSpec, p *policy.Compiled, i
 // WaitsForCredential reports whether a tool's argv is one of the project's own tool runners
 // (`/agent-sandbox run <tool>`), which wait for the credential agent's kubeconfig themselves. Their sidecar
 // gets no postStart gate: the kubelet then starts the tool container while the agent logs in to Vault,
-// instead of after (measured on the local cluster: the gate's exec under gVisor and the tool container's
-// start, one after the other, took about 2 s of a cold call). Any other program keeps the gate, so it never
+// instead of after (the serial gate cost most of 2 s of a cold call: docs/design/measurements.md, "postStart
+// gate"). Any other program keeps the gate, so it never
 // starts before its credential is there. Either way the tool can use no credential before the agent
 // wrote one: the file is its only source.
 func WaitsForCredential(argv []string) bool {

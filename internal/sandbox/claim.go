@@ -170,8 +170,7 @@ func (r *Runner) agentLog(ctx context.Context, pod string) (io.ReadCloser, error
 
 // settleTime is how long a warm Pod's tool container has run before a claim reaches it at once. On a Pod
 // that has only just started, the kubelet is still busy with it, and the claim's downward-API file appears
-// about a second late (measured on the local cluster: ~1 s for a Pod claimed as it became ready, ~50 ms
-// for one claimed 2 s later).
+// about a second late (docs/design/measurements.md, "claim settle time").
 const settleTime = 2 * time.Second
 
 // preferSettled shuffles the candidates (concurrent calls spread over the pool instead of racing for one

@@ -296,10 +296,9 @@ func (o *credAgentOptions) runWarm(ctx context.Context) error {
 	return nil
 }
 
-// How often a warm Pod looks for its claim. Under gVisor (systrap, no KVM) every look is expensive: measured
-// with runsc on the local node, a Go ticker wake-up costs about 1 ms of CPU, a stat about 0.5 ms more and a
-// read of the downward-API file about 2 ms more. The agent and the entry point each reading the claim every
-// 40 ms kept an idle warm Pod at 183 ms of CPU per second; polling once a second, 9 ms. So the claim is
+// How often a warm Pod looks for its claim. Under gVisor (systrap, no KVM) every look is expensive: a wake-up,
+// a stat and above all a read of the downward-API file each cost CPU, and reading the claim often from two
+// processes kept an idle warm Pod busy (docs/design/measurements.md, "warm Pod claim polling"). So the claim is
 // looked for with a stat (the file is empty until the claim annotation lands and a claim never changes
 // after admission), and only the agent — whose Vault login starts the call — looks often. The entry point
 // needs the claim only once the credential is there, a few hundred milliseconds later, and looks rarely.

@@ -122,8 +122,8 @@ func (o *runWarmOptions) Run(ctx context.Context) error {
 // exec runs the claimed argv with the tool's deadline; the tool writes the result file itself. An argv that
 // names this very binary's own tool runners (`<this executable> run <tool> ...`, what every built-in tool
 // renders) runs in this process, through the same command line as a child would parse: the Go runtime and
-// the runners' packages are already loaded, which saves most of a call's time under gVisor (measured on the
-// local cluster: ~0.5 s for a child, of which the tool's own work is a small part). Any other argv is
+// the runners' packages are already loaded, which saves most of a call's time under gVisor (a child costs
+// about half a second: docs/design/measurements.md, "warm tool in process"). Any other argv is
 // executed as a child, directly, no shell.
 func (o *runWarmOptions) exec(ctx context.Context, claim *sandbox.Claim) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
