@@ -113,16 +113,16 @@ func TestApprovalTwoPersonRule(t *testing.T) {
 				if err != nil {
 					t.Fatalf("denied: %v", err)
 				}
-				if len(d.ApprovalTokenIDs) != len(tokens) || len(f.ledger.used) != len(tokens) {
-					t.Errorf("admitted with %d token IDs, %d recorded; want %d", len(d.ApprovalTokenIDs), len(f.ledger.used), len(tokens))
+				if len(d.ApprovalTokenIDs) != len(tokens) || len(f.ledger.seen) != len(tokens) {
+					t.Errorf("admitted with %d token IDs, %d recorded; want %d", len(d.ApprovalTokenIDs), len(f.ledger.seen), len(tokens))
 				}
 				return
 			}
 			if ruleOf(err) != "approval" || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("got %q (%v), want rule approval saying %q", ruleOf(err), err, tt.text)
 			}
-			if len(f.ledger.used) != 0 {
-				t.Errorf("a refused Job recorded %d token IDs", len(f.ledger.used))
+			if len(f.ledger.seen) != 0 {
+				t.Errorf("a refused Job recorded %d token IDs", len(f.ledger.seen))
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,22 +26,10 @@ const (
 )
 
 // memClaimLedger is an in-memory claim ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
-type memClaimLedger struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
+type memClaimLedger struct{ memOnce[string] }
 
 func (l *memClaimLedger) RecordClaim(_ context.Context, id string, _ time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen[id] {
-		return ledger.ErrClaimReplayed
-	}
-	if l.seen == nil {
-		l.seen = map[string]bool{}
-	}
-	l.seen[id] = true
-	return nil
+	return l.record(id, ledger.ErrClaimReplayed)
 }
 
 // warmJob renders a warm Job of tool as the pool controller submits it, injected as the webhook does.

@@ -58,29 +58,38 @@ var (
 	_ AnchorLedger = (*ledger.ConfigMapLedger)(nil)
 )
 
-// memLedger is an in-memory approval ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
-type memLedger struct {
+// memOnce records each key once, as the ConfigMap ledgers' create of a named object does: recording a key
+// again is the error again. The in-memory ledgers of the unit tests are made of it; the integration tests use
+// ledger.ConfigMapLedger.
+type memOnce[K comparable] struct {
 	mu   sync.Mutex
-	used map[string]bool
+	seen map[K]bool
 }
 
-func (l *memLedger) Record(_ context.Context, id string, _ time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.used[id] {
-		return approval.ErrReplayed
+func (m *memOnce[K]) record(key K, again error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen[key] {
+		return again
 	}
-	if l.used == nil {
-		l.used = map[string]bool{}
+	if m.seen == nil {
+		m.seen = map[K]bool{}
 	}
-	l.used[id] = true
+	m.seen[key] = true
 	return nil
+}
+
+// memLedger is an in-memory approval ledger.
+type memLedger struct{ memOnce[string] }
+
+func (l *memLedger) Record(_ context.Context, id string, _ time.Time) error {
+	return l.record(id, approval.ErrReplayed)
 }
 
 func (l *memLedger) Seen(_ context.Context, id string) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.used[id], nil
+	return l.seen[id], nil
 }
 
 type fixture struct {
@@ -128,22 +137,10 @@ func (l *memAnchorLedger) all() []audit.Anchor {
 }
 
 // memPodLedger is an in-memory Pod ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
-type memPodLedger struct {
-	mu   sync.Mutex
-	seen map[types.UID]bool
-}
+type memPodLedger struct{ memOnce[types.UID] }
 
 func (l *memPodLedger) RecordPod(_ context.Context, job types.UID, _ time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen[job] {
-		return ledger.ErrSecondPod
-	}
-	if l.seen == nil {
-		l.seen = map[types.UID]bool{}
-	}
-	l.seen[job] = true
-	return nil
+	return l.record(job, ledger.ErrSecondPod)
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -742,7 +739,7 @@ func TestApprovalJobNameIsBoundToTheToken(t *testing.T) {
 	if _, err := f.checkJob(t, j, Request{}); ruleOf(err) != "exact-metadata" {
 		t.Fatalf("approval Job under another name: %v", err)
 	}
-	if len(f.ledger.used) != 0 {
+	if len(f.ledger.seen) != 0 {
 		t.Fatal("a refused Job consumed its approval")
 	}
 }
