@@ -87,7 +87,7 @@ type AnchorResult struct {
 	// Reason says in one line what was found; it never quotes the log's content.
 	Reason string
 	// File is the log the anchor was judged against, when several were (VerifyFilesAnchors): the one that
-	// has the call, else the first.
+	// has the call, else the first; empty when the anchor is in none of several logs.
 	File string
 }
 
@@ -399,7 +399,7 @@ func judgeAcross(checks []*AnchorCheck, paths []string, a Anchor, now time.Time)
 	}
 	for _, r := range results {
 		if r.Status != AnchorBeforeLog {
-			res := AnchorResult{Anchor: a, Status: AnchorFailed, File: paths[0],
+			res := AnchorResult{Anchor: a, Status: AnchorFailed,
 				Reason: fmt.Sprintf("its head %s is no line of any of these %d logs, and none has a line of the call: its lines were cut or rewritten, or the call was not made through these logs",
 					short(a.Head), len(paths))}
 			return res

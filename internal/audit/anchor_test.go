@@ -350,7 +350,7 @@ func TestVerifyFilesAnchors(t *testing.T) {
 		"anchor-req-aaaaaaaaaaaa": {AnchorOK, p1, "tool.result at line 7"},
 		"anchor-req-bbbbbbbbbbbb": {AnchorOK, p2, "tool.result at line 7"},
 		"anchor-req-cccccccccccc": {AnchorFailed, p2, "no tool.result follows"},
-		"anchor-stray":            {AnchorFailed, p1, "no line of any of these 2 logs"},
+		"anchor-stray":            {AnchorFailed, "", "no line of any of these 2 logs"},
 	}
 	if rep.OK != 2 || rep.Failed != 2 || rep.BeforeLog != 1 || rep.Lines != 18 || len(rep.Results) != 5 {
 		t.Fatalf("report %+v", rep)

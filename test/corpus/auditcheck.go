@@ -90,8 +90,12 @@ func judgeAuditReport(rep AuditReport) (string, []string) {
 		case r.Status == "ok":
 			logged++
 		default:
-			problems = append(problems, fmt.Sprintf("call %s (%s, Job %s, admitted %s) is %s in %s: %s", r.RequestID, r.Tool, r.Job,
-				r.Admitted.Format(time.RFC3339), r.Status, r.File, r.Reason))
+			where := "in " + r.File
+			if r.File == "" {
+				where = "in none of the logs"
+			}
+			problems = append(problems, fmt.Sprintf("call %s (%s, Job %s, admitted %s) is %s %s: %s", r.RequestID, r.Tool, r.Job,
+				r.Admitted.Format(time.RFC3339), r.Status, where, r.Reason))
 		}
 	}
 	summary := fmt.Sprintf("%d logs (%d lines): %d calls made through an MCP server, each anchored and complete; %d Jobs or claims the corpus submitted itself, each reported as in no log",

@@ -53,7 +53,7 @@ func TestE2EStatelessHTTP(t *testing.T) {
 	dir := t.TempDir()
 	c := cfg
 	c.Workspaces = filepath.Join(dir, "workspaces")
-	c.DB, c.AuditLog = filepath.Join(dir, "approvals.db"), filepath.Join(dir, "audit.jsonl")
+	c.DB, c.AuditLog = filepath.Join(dir, "approvals.db"), keptAuditLog(t)
 	token := strings.Repeat("5a", 24)
 	tokenFile := filepath.Join(dir, "http-token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
