@@ -215,13 +215,17 @@ main() {
     "$(bin_containerd containerd)" --config "$AS_STATE/conf/containerd.toml"
   "$AS_ROOT/scripts/images.sh" cluster
 
+  # The cloud controllers a providerless build still lists before 1.37 are switched off; 1.37 removed them,
+  # and names an unknown controller a start-up error.
+  local controllers='*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+  if (( $(echo "$KUBE_VERSION" | cut -d. -f2) >= 37 )); then controllers='*'; fi
   alive kube-controller-manager || check_ports kube-controller-manager 10257
   start kube-controller-manager kcm_ok 60 -- "$(bin_kube kube-controller-manager)" --kubeconfig="$P/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$P/controller-manager.kubeconfig" --authorization-kubeconfig="$P/controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
     --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" --service-cluster-ip-range="$SERVICE_CIDR" \
-    --controllers='*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' --profiling=false
+    --controllers="$controllers" --profiling=false
 
   alive kube-scheduler || check_ports kube-scheduler 10259
   start kube-scheduler sched_ok 60 -- "$(bin_kube kube-scheduler)" --kubeconfig="$P/scheduler.kubeconfig" \
