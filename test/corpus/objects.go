@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
@@ -47,13 +48,17 @@ func (e *Env) updateCases(job *batchv1.Job) []Case {
 		c("PATCH an owner reference onto an admitted Job", patch(types.MergePatchType,
 			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-4000-8000-000000000000"}]}}`)),
 		c("UPDATE an admitted Job's labels", func(ctx context.Context) error {
-			cur, err := e.Attacker.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
+			// Read and write again while the Job controller's own status writes win the race (a conflict is
+			// the API server's answer before admission, not the webhook's): the update must reach the webhook.
+			return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+				cur, err := e.Attacker.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Labels["app"] = "web"
+				_, err = e.Attacker.BatchV1().Jobs(ns).Update(ctx, cur, metav1.UpdateOptions{})
 				return err
-			}
-			cur.Labels["app"] = "web"
-			_, err = e.Attacker.BatchV1().Jobs(ns).Update(ctx, cur, metav1.UpdateOptions{})
-			return err
+			})
 		}),
 	}
 }
@@ -145,13 +150,15 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 			_, err = e.Attacker.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{})
 			return err
 		}},
-		{Class: "subresource", Name: "resize a sandbox Pod to 3 CPUs / 3Gi", Rule: "no-pod-resize", Submit: func(ctx context.Context) error {
+		// More than the policy gives, less than the node has: Kubernetes 1.37 refuses a resize past the node's
+		// allocatable before admission, so a bigger one would never reach the webhook.
+		{Class: "subresource", Name: "resize a sandbox Pod to 500m CPU / 256Mi", Rule: "no-pod-resize", Submit: func(ctx context.Context) error {
 			p, err := e.Attacker.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			for i := range p.Spec.Containers {
-				l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("3Gi")}
+				l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
 				p.Spec.Containers[i].Resources = corev1.ResourceRequirements{Limits: l, Requests: l}
 			}
 			_, err = e.Attacker.CoreV1().Pods(ns).UpdateResize(ctx, p.Name, p, metav1.UpdateOptions{})
