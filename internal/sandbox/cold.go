@@ -182,6 +182,11 @@ func (s *coldState) onPod(at time.Time, pod *corev1.Pod) []coldAction {
 		}
 		if (c.State.Running != nil || c.State.Terminated != nil) && s.toolSeen.IsZero() {
 			s.toolSeen = at
+			// First seen ended (it ran between two reads of the Pod): the kubelet's start and finish, both on
+			// the node's clock, say how long it ran; without them its run would measure nothing.
+			if term := c.State.Terminated; term != nil && !term.StartedAt.IsZero() && term.FinishedAt.After(term.StartedAt.Time) {
+				s.toolSeen = at.Add(-term.FinishedAt.Sub(term.StartedAt.Time))
+			}
 		}
 		if c.State.Terminated != nil {
 			s.exitCode = c.State.Terminated.ExitCode

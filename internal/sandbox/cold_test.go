@@ -199,6 +199,15 @@ func toolExited(code int32) func(*corev1.Pod) {
 	}
 }
 
+// toolExitedAfter is a tool that exited with code after running for d by the kubelet's clock.
+func toolExitedAfter(code int32, d time.Duration) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		started := time.Unix(2_000_000, 0)
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code,
+			StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(started.Add(d))}}
+	}
+}
+
 func toolWaiting(reason string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "pull access denied\nfor x"}}
@@ -283,6 +292,9 @@ func TestColdNext(t *testing.T) {
 		{name: "a Pod first seen over: no agent start, no credential timing",
 			events: []recordedEvent{pod(0, nil), pod(9000, gatedPod(all(agentExited(0, ""), toolExited(0))))},
 			want:   coldWant{Stages: allStages}},
+		{name: "a tool first seen ended: its run is the kubelet's start to finish",
+			events: []recordedEvent{pod(2000, gatedPod(agentRunning(true))), pod(4000, gatedPod(all(agentExited(0, ""), toolExitedAfter(0, 1500*time.Millisecond))))},
+			want:   coldWant{Stages: allStages, PodStartMs: 2000, CredentialsMs: 500, RunMs: 1500, FollowAgent: "p"}},
 		{name: "the tool's check refuses its input",
 			events: []recordedEvent{pod(500, gatedPod(checkExited(3, "resource \"null_resource\" is not allowed\n")))},
 			want:   coldWant{Err: "ErrInputRefused", Message: `resource "null_resource" is not allowed`, ExitCode: -1}},

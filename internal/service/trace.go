@@ -78,7 +78,9 @@ func (c *call) tracePhases(res *sandbox.Result, start time.Time) {
 	if len(events) > 0 || t.Credentials > 0 {
 		c.trace.Phase("credential", credStart, credEnd, nil, events...)
 	}
-	if t.Run > 0 {
+	// A tool that ran has a run span, even one too short to be seen between two reads of its Pod (the
+	// kubelet's times are whole seconds).
+	if t.Run > 0 || res.ExitCode >= 0 {
 		c.trace.Phase("run", runStart, runEnd, nil)
 	}
 	end := start.Add(t.Total)

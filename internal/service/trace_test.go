@@ -116,6 +116,28 @@ func TestCallTrace(t *testing.T) {
 	}
 }
 
+// TestCallTraceInstantRun: a tool that ran between two reads of its Pod (a run measured as zero) still has a
+// run span — the e2e suite once found a cold call's trace without one.
+func TestCallTraceInstantRun(t *testing.T) {
+	f := newFixture(t)
+	tr, rec := telemetrytest.New(t)
+	f.svc.Tracer = tr
+	ms := time.Millisecond
+	f.svc.Runner = &timedRunner{fakeRunner: f.run,
+		timings:     sandbox.Timings{Admission: 10 * ms, PodStart: 20 * ms, Credentials: 5 * ms, Cleanup: 5 * ms, Total: 40 * ms},
+		issuedAfter: 33 * ms, revokedAfter: 36 * ms}
+	if _, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range rec.Spans() {
+		names = append(names, s.Name)
+	}
+	if !slices.Contains(names, "run") {
+		t.Errorf("spans %v: no run span for a tool that ran", names)
+	}
+}
+
 func TestRefusedCallTrace(t *testing.T) {
 	f := newFixture(t)
 	tr, rec := telemetrytest.New(t)
