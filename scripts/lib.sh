@@ -15,7 +15,7 @@ AS_TOOLS_SRC=$AS_ROOT/scripts/tools
 # The Kubernetes releases the project builds and tests, each with its wrapper module in
 # scripts/tools/kubernetes/<version>: the first is the default (make up, the live phase of make test);
 # make test-integration runs the integration suite against every one. KUBE_VERSION=… picks another of them.
-KUBE_VERSIONS=(v1.35.4 v1.37.2)
+KUBE_VERSIONS=(v1.37.2 v1.35.4)
 KUBE_VERSION=${KUBE_VERSION:-${KUBE_VERSIONS[0]}}
 CONTAINERD_VERSION=v2.1.5
 GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
