@@ -23,7 +23,8 @@ import (
 // Job after the head, then a tool.result; a call whose lines are missing was cut off or deleted. A call
 // whose deadline has not passed yet may still be running, and is reported as in progress, not as a
 // failure. Lines written after the newest anchor's head are protected by the chain alone until the next
-// call anchors them.
+// call anchors them. A warm claim that was anchored but never stored carries the pool's Void (void.go) and
+// is judged by the call's own lines instead of its warm Job's.
 
 // Fields of the tool.result with which a restarted MCP server closes a call that a killed one left open
 // (service.Recover).
@@ -58,6 +59,11 @@ type Anchor struct {
 	Admitted time.Time
 	// Deadline is the tool's deadline; until Admitted+Deadline+AnchorGrace the call may still run.
 	Deadline time.Duration
+	// Pod, PodUID and PodResourceVersion are, for a warm claim, the claimed Pod and the resourceVersion of
+	// it the claim was admitted against; empty for a cold Job.
+	Pod, PodUID, PodResourceVersion string
+	// Void is the warm pool's mark that the claim was never stored, if it recorded one.
+	Void *Void
 }
 
 // AnchorStatus is the outcome of holding a log against one anchor.
@@ -76,6 +82,9 @@ const (
 	// AnchorFailed: the log was truncated or rewritten (or, for a call without its result, the server
 	// died during it).
 	AnchorFailed AnchorStatus = "failed"
+	// AnchorVoid: a warm claim that was admitted and anchored but never stored (the pool's Void): its warm
+	// Job never served the call, and the log has the call, closed, around the anchor's head. Not a failure.
+	AnchorVoid AnchorStatus = "void"
 )
 
 // AnchorResult is the outcome for one anchor.
@@ -97,7 +106,7 @@ type AnchorReport struct {
 	// Lines is the number of log lines the anchors were held against.
 	Lines int
 	// Counts of each status.
-	OK, InProgress, BeforeLog, Failed int
+	OK, InProgress, BeforeLog, Failed, Void int
 }
 
 // AnchorCheck holds a log against a set of anchors, one line at a time, keeping only what concerns them:
@@ -209,6 +218,8 @@ func (rep *AnchorReport) add(r AnchorResult) {
 		rep.InProgress++
 	case AnchorBeforeLog:
 		rep.BeforeLog++
+	case AnchorVoid:
+		rep.Void++
 	default:
 		rep.Failed++
 	}
@@ -225,7 +236,9 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// judge holds the log against one anchor.
+// judge holds the log against one anchor: its head must be a line of the log, at or after the call's
+// tool.request; then the anchored Job's run must follow (judgeRun), unless the pool voided the claim
+// (judgeVoid).
 func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 	res := AnchorResult{Anchor: a}
 	fail := func(format string, args ...any) AnchorResult {
@@ -233,11 +246,6 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 		return res
 	}
 	running := now.Before(a.Admitted.Add(a.Deadline + AnchorGrace))
-	inProgress := func(format string, args ...any) AnchorResult {
-		res.Status = AnchorInProgress
-		res.Reason = fmt.Sprintf(format, args...) + fmt.Sprintf("; the call may run until %s", a.Admitted.Add(a.Deadline+AnchorGrace).UTC().Format(time.RFC3339))
-		return res
-	}
 	cl := c.calls[a.RequestID]
 	seen := c.mentions(a.RequestID)
 	h := c.heads[a.Head]
@@ -264,6 +272,32 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 	if cl.requests[0] > h {
 		return fail("its head is line %d, before the call's tool.request (line %d): the server sent a stale head", h, cl.requests[0])
 	}
+	if a.Void == nil {
+		return c.judgeRun(a, res, h, running)
+	}
+	// A claim that never landed, as the pool recorded it: judged by the call's own lines, not its Job's.
+	res, note, done := c.judgeVoid(a, res, h, running)
+	if done {
+		return res
+	}
+	res = c.judgeRun(a, res, h, running)
+	res.Reason += note
+	return res
+}
+
+// judgeRun holds the log against the anchored Job's run, after the head at line h: its sandbox.started
+// (or the recovery that deleted the Job), then the call's tool.result.
+func (c *AnchorCheck) judgeRun(a Anchor, res AnchorResult, h int, running bool) AnchorResult {
+	fail := func(format string, args ...any) AnchorResult {
+		res.Status, res.Reason = AnchorFailed, fmt.Sprintf(format, args...)
+		return res
+	}
+	inProgress := func(format string, args ...any) AnchorResult {
+		res.Status = AnchorInProgress
+		res.Reason = fmt.Sprintf(format, args...) + fmt.Sprintf("; the call may run until %s", a.Admitted.Add(a.Deadline+AnchorGrace).UTC().Format(time.RFC3339))
+		return res
+	}
+	cl := c.calls[a.RequestID]
 	started := 0
 	for _, s := range cl.started {
 		if s.line > h && (a.Job == "" || s.job == a.Job) {
@@ -287,7 +321,7 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 		}
 		return fail("its head is line %d, but no sandbox.started of Job %s follows it: the log was cut or rewritten after line %d", h, a.Job, h)
 	}
-	for _, r := range c.calls[a.RequestID].results {
+	for _, r := range cl.results {
 		if r > started {
 			res.Status = AnchorOK
 			res.Reason = fmt.Sprintf("head at line %d, sandbox.started at line %d, tool.result at line %d", h, started, r)
@@ -384,7 +418,7 @@ func judgeAcross(checks []*AnchorCheck, paths []string, a Anchor, now time.Time)
 		results[i].File = paths[i]
 	}
 	for _, pick := range []func(i int) bool{
-		func(i int) bool { return results[i].Status == AnchorOK },
+		func(i int) bool { return results[i].Status == AnchorOK || results[i].Status == AnchorVoid },
 		func(i int) bool { return results[i].HeadLine > 0 },
 		func(i int) bool { return checks[i].mentions(a.RequestID) },
 	} {
