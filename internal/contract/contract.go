@@ -20,6 +20,12 @@ const (
 	// LabelAuditAnchor marks the ConfigMaps in the webhook's namespace that record audit anchors (value
 	// "true"): one per admitted call, read by `agent-sandbox audit verify --against-cluster`.
 	LabelAuditAnchor = prefix + "audit-anchor"
+	// LabelAuditAnchorVoid marks the ConfigMaps in the webhook's namespace with which the warm pool voids an
+	// anchor (value "true"): the claim it records was admitted but never stored (docs/design/audit-anchors.md).
+	LabelAuditAnchorVoid = prefix + "audit-anchor-void"
+	// LabelClaimedPod, on the anchor of a warm claim and on its void mark, is the UID of the claimed Pod: what
+	// the pool and the claim's admission look the Pod's anchors up by.
+	LabelClaimedPod = prefix + "claimed-pod"
 	// LabelWarm marks a warm Job and its Pod (value "true"): started before any call, holding no credential,
 	// waiting for one claim (docs/design/warm-pool.md).
 	LabelWarm = prefix + "warm"

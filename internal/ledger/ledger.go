@@ -1,7 +1,7 @@
 // Package ledger keeps the admission webhook's records in the API server, one immutable ConfigMap per
 // entry in the webhook's namespace: the approval token IDs used (approval.Ledger), the Jobs that have had
-// their Pod, the request IDs of warm-Pod claims, and the calls' audit anchors, and it prunes the entries
-// that expired. Creating an object is atomic across every webhook replica, which is what makes a token, a
+// their Pod, the request IDs of warm-Pod claims, the calls' audit anchors and the warm pool's void marks of
+// claims that were anchored but never stored, and it prunes the entries that expired. Creating an object is atomic across every webhook replica, which is what makes a token, a
 // Pod or a claim single-use. It also reads the anchors back for `agent-sandbox audit verify
 // --against-cluster` (ListAnchors), with the auditor's own credentials.
 //
