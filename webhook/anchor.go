@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
@@ -21,6 +24,9 @@ import (
 type AnchorLedger interface {
 	// RecordAnchor stores a, to be kept until expires.
 	RecordAnchor(ctx context.Context, a audit.Anchor, expires time.Time) error
+	// ClaimAnchors reads the anchors of the claims admitted on the Pods with these UIDs, with their void
+	// marks, from the API server.
+	ClaimAnchors(ctx context.Context, pods []types.UID) ([]ledger.ClaimAnchor, error)
 }
 
 // DefaultAnchorRetention is how long an audit anchor is kept when the Checker sets no retention: 30 days.
@@ -37,9 +43,14 @@ func checkHead(rule rules.ID, where, head string) error {
 	return nil
 }
 
+// claimedPod is the warm Pod a claim is admitted on, as the admission request's old object has it: what
+// the claim's anchor records, so that the pool can tell whether the claim was ever stored.
+type claimedPod struct{ name, uid, resourceVersion string }
+
 // recordAnchor records the audit anchor of an admitted call, unless the request is a dry run. It runs
-// last, once everything else about the call was admitted.
-func (c *Checker) recordAnchor(ctx context.Context, req Request, t *policy.Tool, requestID, head, job string) error {
+// last, once everything else about the call was admitted. pod is the claimed Pod of a warm claim, the
+// zero value for a Job.
+func (c *Checker) recordAnchor(ctx context.Context, req Request, t *policy.Tool, requestID, head, job string, pod claimedPod) error {
 	if req.DryRun {
 		return nil
 	}
@@ -50,7 +61,8 @@ func (c *Checker) recordAnchor(ctx context.Context, req Request, t *policy.Tool,
 	if retention <= 0 {
 		retention = DefaultAnchorRetention
 	}
-	a := audit.Anchor{RequestID: requestID, Head: head, Tool: t.Name, Job: job, User: req.User, Admitted: c.now(), Deadline: t.Deadline.Duration}
+	a := audit.Anchor{RequestID: requestID, Head: head, Tool: t.Name, Job: job, User: req.User, Admitted: c.now(), Deadline: t.Deadline.Duration,
+		Pod: pod.name, PodUID: pod.uid, PodResourceVersion: pod.resourceVersion}
 	if err := c.Anchors.RecordAnchor(ctx, a, a.Admitted.Add(retention)); err != nil {
 		return deny(rules.AuditAnchor, "cannot record the call's audit anchor: %v", err)
 	}

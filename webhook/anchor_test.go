@@ -85,8 +85,9 @@ func TestJobAnchorAfterApproval(t *testing.T) {
 	}
 }
 
-// TestClaimAnchor: an admitted claim is anchored with its warm Job's name and the head the claim carries;
-// a claim without a well-formed head is refused and anchors nothing.
+// TestClaimAnchor: an admitted claim is anchored with its warm Job's name, the head the claim carries and
+// the claimed Pod with the resourceVersion it was admitted against; a claim without a well-formed head is
+// refused and anchors nothing.
 func TestClaimAnchor(t *testing.T) {
 	w := newWarmFixture(t)
 	mcp := Request{User: testMCPUser}
@@ -112,7 +113,8 @@ func TestClaimAnchor(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := w.anchors.all()
-	want := audit.Anchor{RequestID: testRequestID, Head: testHead, Tool: warmTestTool, Job: w.job.Name, User: testMCPUser, Admitted: w.now, Deadline: 2 * time.Minute}
+	want := audit.Anchor{RequestID: testRequestID, Head: testHead, Tool: warmTestTool, Job: w.job.Name, User: testMCPUser, Admitted: w.now, Deadline: 2 * time.Minute,
+		Pod: w.pod.Name, PodUID: string(w.pod.UID), PodResourceVersion: w.pod.ResourceVersion}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("anchors %+v, want [%+v]", got, want)
 	}
@@ -123,5 +125,55 @@ func TestClaimAnchor(t *testing.T) {
 	}
 	if n := len(w.anchors.all()); n != 2 {
 		t.Fatalf("%d anchors after the cold retry, want 2", n)
+	}
+}
+
+// TestClaimPending: a warm Pod on which a claim was admitted and anchored, and not stored (the Pod is as it
+// was), takes no claim of another request: refused as claim-pending before the claim ledger, so the call
+// keeps its request ID for another Pod. The same Pod at another resourceVersion, or with the first claim
+// voided, takes it; the first request again is a replay; an anchor ledger that cannot be read refuses.
+func TestClaimPending(t *testing.T) {
+	w := newWarmFixture(t)
+	mcp := Request{User: testMCPUser}
+	first := w.claimFor(t, warmTestTool, podParams(), testRequestID, "")
+	if err := w.claim(t, mcp, withClaim(w.pod, first), w.pod); err != nil {
+		t.Fatal(err)
+	}
+	// The API server never stored it: the Pod is still w.pod, at the same resourceVersion.
+	const other = "req-bbbbbbbbbbbb"
+	second := w.claimFor(t, warmTestTool, podParams(), other, "")
+	err := w.claim(t, mcp, withClaim(w.pod, second), w.pod)
+	if ruleOf(err) != "claim-pending" || !strings.Contains(err.Error(), testRequestID) {
+		t.Fatalf("a second claim on the Pod as the first found it: %v, want claim-pending naming %s", err, testRequestID)
+	}
+	if w.claims.seen[other] {
+		t.Fatal("the refused claim used up its request ID")
+	}
+	if err := w.claim(t, mcp, withClaim(w.pod, first), w.pod); ruleOf(err) != "claim-replayed" {
+		t.Fatalf("the first request again: %v, want claim-replayed", err)
+	}
+	if n := len(w.anchors.all()); n != 1 {
+		t.Fatalf("%d anchors, want the first claim's only", n)
+	}
+
+	w.anchors.err = errors.New("the API server is away")
+	if err := w.claim(t, mcp, withClaim(w.pod, second), w.pod); ruleOf(err) != "claim-pending" || w.claims.seen[other] {
+		t.Fatalf("with the anchors unreadable: %v, want claim-pending and nothing recorded", err)
+	}
+	w.anchors.err = nil
+
+	// The Pod has changed since (the first claim can no longer be stored): it takes the second.
+	changed := w.pod.DeepCopy()
+	changed.ResourceVersion = "43"
+	if err := w.claim(t, Request{User: testMCPUser, DryRun: true}, withClaim(changed, second), changed); err != nil {
+		t.Fatalf("a claim on the Pod at another resourceVersion: %v", err)
+	}
+	// The pool voided the first claim: the Pod takes the second as it is.
+	a := w.anchors.all()[0]
+	if err := w.anchors.RecordVoid(context.Background(), audit.Void{Anchor: ledger.AnchorName(a.RequestID, a.Job), Evidence: audit.VoidPodEvicted}, w.now); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.claim(t, mcp, withClaim(w.pod, second), w.pod); err != nil {
+		t.Fatalf("a claim on the Pod once the first was voided: %v", err)
 	}
 }

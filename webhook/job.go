@@ -151,7 +151,7 @@ func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *po
 		d.ApprovalTokenIDs = ids
 		d.Warnings = append(d.Warnings, warn...)
 	}
-	return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job)
+	return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job, claimedPod{})
 }
 
 func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, kind, op string) error {

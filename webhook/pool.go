@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,7 +26,7 @@ import (
 // belong to no pool, or that the policy in force no longer renders (unless claimed: a call is running).
 // It creates warm Jobs through the API server like anyone else, so admission checks them by the same rules.
 // Sync is one pass; internal/warmpool runs it as a controller on the one replica that holds the pool's
-// Lease.
+// Lease. Each pass also settles the audit anchors of claims that were admitted but never stored (settle.go).
 type Pool struct {
 	Client client.Client
 	// Policy returns the policy in force (nil before the first load).
@@ -39,6 +40,13 @@ type Pool struct {
 	ClaimKeys string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Anchors, when set, lets the pool settle the audit anchors of claims that were admitted but never
+	// stored (settle.go): it reads them and records their void marks.
+	Anchors VoidLedger
+
+	settleMu    sync.Mutex
+	settledPods string    // the warm Pods (UIDs and resourceVersions) when the claims were last settled
+	settledAt   time.Time // and when
 }
 
 // podlessGrace is how long a warm Job may exist without ever having had a Pod before the pool takes it for
@@ -82,7 +90,9 @@ func (p *Pool) Sync(ctx context.Context) (map[string]*PoolState, error) {
 			states[t.Name] = &PoolState{}
 		}
 	}
-	errs := p.sweep(ctx, pol, jobs.Items, podOf, leaving, now, states)
+	// First the claims anchored on these Pods, while the Pods are still there to tell their fate.
+	errs := p.settleClaims(ctx, ns, pods.Items, now)
+	errs = append(errs, p.sweep(ctx, pol, jobs.Items, podOf, leaving, now, states)...)
 	errs = append(errs, p.fill(ctx, pol, states)...)
 	return states, errors.Join(errs...)
 }

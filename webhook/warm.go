@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
@@ -160,6 +161,19 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 	if err := c.requireClaimSignature(req, obj, old, raw); err != nil {
 		return nil, err
 	}
+	pod := claimedPod{name: old.name()}
+	pod.uid, _ = old.meta()["uid"].(string)
+	pod.resourceVersion, _ = old.meta()["resourceVersion"].(string)
+	return c.recordClaim(ctx, p, req, t, inv, claim, owner, pod)
+}
+
+// recordClaim records an admitted claim in the ledgers, in this order: no other claim pending on the Pod
+// as it is, the request ID never claimed before, the approval consumed (for a tool that needs one), and
+// last its audit anchor. A dry run records nothing.
+func (c *Checker) recordClaim(ctx context.Context, p *policy.Compiled, req Request, t *policy.Tool, inv *policy.Invocation, claim *sandbox.Claim, owner string, pod claimedPod) (*Decision, error) {
+	if err := c.checkPendingClaim(ctx, pod, claim.RequestID); err != nil {
+		return nil, err
+	}
 	d := &Decision{Tool: t.Name}
 	if !req.DryRun {
 		if c.Claims == nil {
@@ -181,10 +195,34 @@ func (c *Checker) checkClaim(ctx context.Context, p *policy.Compiled, req Reques
 		d.ApprovalTokenIDs = ids
 		d.Warnings = append(d.Warnings, warn...)
 	}
-	if err := c.recordAnchor(ctx, req, t, claim.RequestID, claim.AuditHead, owner); err != nil {
+	if err := c.recordAnchor(ctx, req, t, claim.RequestID, claim.AuditHead, owner, pod); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkPendingClaim refuses a claim on a warm Pod on which a claim of another request was admitted against
+// this very resourceVersion and anchored, and not voided: the API server stores at most one of the two, and
+// the first may still be on its way (or its webhook replica died before the API server stored it). While
+// the first claim's fate is open the Pod takes no other, so that the Pod itself keeps the evidence the pool
+// needs to settle it (Pool.settleClaims; docs/design/audit-anchors.md, "A claim admitted but never
+// stored"); the call goes to another warm Pod or cold. It comes before the claim ledger, so a refused call
+// keeps its request ID for the next Pod.
+func (c *Checker) checkPendingClaim(ctx context.Context, pod claimedPod, requestID string) error {
+	if c.Anchors == nil || pod.uid == "" {
+		return nil // without an anchor ledger nothing is anchored, and a real claim is refused at its anchor
+	}
+	anchors, err := c.Anchors.ClaimAnchors(ctx, []types.UID{types.UID(pod.uid)})
+	if err != nil {
+		return deny(rules.ClaimPending, "cannot read the anchors of earlier claims on this warm Pod: %v", err)
+	}
+	for _, a := range anchors {
+		if a.RequestID != requestID && a.PodResourceVersion == pod.resourceVersion && a.Void == nil {
+			return deny(rules.ClaimPending, "the claim of %s was admitted on this warm Pod as it is now (resourceVersion %s) at %s and has not been stored; the Pod takes no other claim until the warm pool settles that one",
+				a.RequestID, a.PodResourceVersion, a.Admitted.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 // stillRendered checks that a warm Pod's owner Job exists, is running, and that the Pod, as it is now, is

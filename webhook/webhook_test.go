@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -104,10 +105,12 @@ type fixture struct {
 
 // memAnchorLedger is an in-memory anchor ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
 type memAnchorLedger struct {
-	mu      sync.Mutex
-	anchors map[string]audit.Anchor // by ledger.AnchorName
-	expires map[string]time.Time
-	err     error // returned by every RecordAnchor when set
+	mu          sync.Mutex
+	anchors     map[string]audit.Anchor // by ledger.AnchorName
+	expires     map[string]time.Time
+	voids       map[string]*audit.Void // by the name of the anchor voided
+	voidExpires map[string]time.Time
+	err         error // returned by every call when set
 }
 
 func (l *memAnchorLedger) RecordAnchor(_ context.Context, a audit.Anchor, expires time.Time) error {
@@ -122,6 +125,38 @@ func (l *memAnchorLedger) RecordAnchor(_ context.Context, a audit.Anchor, expire
 	name := ledger.AnchorName(a.RequestID, a.Job)
 	if _, ok := l.anchors[name]; !ok {
 		l.anchors[name], l.expires[name] = a, expires
+	}
+	return nil
+}
+
+func (l *memAnchorLedger) ClaimAnchors(_ context.Context, pods []types.UID) ([]ledger.ClaimAnchor, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil, l.err
+	}
+	var out []ledger.ClaimAnchor
+	for name, a := range l.anchors {
+		if a.PodUID != "" && slices.Contains(pods, types.UID(a.PodUID)) {
+			a.Name = name
+			a.Void = l.voids[name]
+			out = append(out, ledger.ClaimAnchor{Anchor: a, Expires: l.expires[name]})
+		}
+	}
+	return out, nil
+}
+
+func (l *memAnchorLedger) RecordVoid(_ context.Context, v audit.Void, expires time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if l.voids == nil {
+		l.voids, l.voidExpires = map[string]*audit.Void{}, map[string]time.Time{}
+	}
+	if _, ok := l.voids[v.Anchor]; !ok {
+		l.voids[v.Anchor], l.voidExpires[v.Anchor] = &v, expires
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ var withoutCase = map[rules.ID]string{
 	rules.SubresourceAllowlist: "the corpus's subresource cases each name the rule of the subresource they attack; an unknown subresource (one a future Kubernetes adds) cannot be sent to a real API server",
 	rules.ClaimLedger:          "only reachable when the claim ledger is missing or the API server refuses its write",
 	rules.ClaimStale:           "needs the policy to change between a warm Pod's start and its claim; covered by the webhook's unit tests",
+	rules.ClaimPending:         "needs a claim admitted and anchored but never stored (a webhook replica killed between the two), which no client can cause; the webhook's unit tests and test/integration's TestClaimNeverStoredIsVoided cover it",
 	rules.ClaimSignature:       "the signature is written by the webhook's mutating endpoint, after validation; an attacker's own signature is refused by claim-exact first, and the webhook's unit tests cover the rule",
 	rules.TerraformAllowlist:   "the Terraform allowlist has its own corpus (internal/tfcheck/corpus.go, run by its unit tests); its refusals carry no rule name",
 	"node-placement":           "the shipped policy sets no nodeSelector or tolerations, so the rule holds for every Pod; cel/default_rules_test.go covers it with a policy that sets them",

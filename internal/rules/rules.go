@@ -81,6 +81,7 @@ const (
 	ClaimReplayed         ID = "claim-replayed"
 	ClaimStale            ID = "claim-stale"
 	ClaimSignature        ID = "claim-signature"
+	ClaimPending          ID = "claim-pending"
 )
 
 // The Terraform allowlist and the MCP server's guardrails.
@@ -147,6 +148,7 @@ var All = []Rule{
 	{ClaimReplayed, "A request ID claims one warm Pod, once.", 11, EnforcedWebhook},
 	{ClaimStale, "A warm Pod that is not what the policy in force renders is not claimed; the pool replaces it.", 11, EnforcedWebhook},
 	{ClaimSignature, "Only the webhook's mutating endpoint signs claims; a dry-run signature is never trusted.", 11, EnforcedWebhook},
+	{ClaimPending, "A warm Pod takes no claim while another request's claim, admitted and anchored on the Pod as it is, may still be stored; the pool settles it.", 8, EnforcedWebhook},
 	// Terraform.
 	{TerraformAllowlist, "A workspace (HCL or JSON) and the configuration in a saved plan hold only what the allowlist admits: the mirrored kubernetes provider, no provisioners, exec plugins, external data, remote modules, backends or file functions.", 9, EnforcedTfcheck},
 	// The MCP server's guardrails.

@@ -737,7 +737,7 @@ func TestChartRBAC(t *testing.T) {
 
 		var jobs rbacv1.Role
 		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
-		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,watch,delete", ""}, {"", "pods", "list,watch", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,watch,delete", ""}, {"", "pods", "list,watch", ""}, {"", "pods/eviction", "create", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
 			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
 		}
 		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)
@@ -1602,6 +1602,11 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		{"webhook", hookUser, hookGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
 		{"webhook", hookUser, hookGroups, "create", "batch", "jobs", "", "demo-app", "", false},
 		{"webhook", hookUser, hookGroups, "delete", "", "pods", "", chartSandboxNS, "p", false},
+		// A warm Pod left unclaimed under a claim anchored but never stored is evicted (webhook/settle.go).
+		{"webhook", hookUser, hookGroups, "create", "", "pods", "eviction", chartSandboxNS, "p", true},
+		{"webhook", hookUser, hookGroups, "create", "", "pods", "eviction", "demo-app", "p", false},
+		// The audit anchors and the pool's void marks are the webhook's: the MCP server can write neither.
+		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "eviction", chartSandboxNS, "p", false},
 		{"webhook", hookUser, hookGroups, "update", "coordination.k8s.io", "leases", "", chartNamespace, "someone-elses", false},
 		// The secure metrics: the webhook may ask the API server to check a scrape's token.
 		{"webhook", hookUser, hookGroups, "create", "authentication.k8s.io", "tokenreviews", "", "", "", true},

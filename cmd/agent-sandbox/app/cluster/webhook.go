@@ -228,7 +228,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams cli.IO) error {
 	}
 	runnables := o.maintenanceLoops(src, records, direct, p, log)
 	if o.WarmPool {
-		pool := &webhook.Pool{Client: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics}
+		pool := &webhook.Pool{Client: direct, ClaimKeys: signer.Keys(), Policy: checker.Policy, Log: log.WithName("warm-pool"), Metrics: metrics, Anchors: records}
 		rec := &warmpool.Reconciler{Pool: pool, Interval: o.WarmPoolInterval, Log: log.WithName("warm-pool")}
 		runnables = append(runnables, func(ctx context.Context) error {
 			return runLeader(ctx, cfg, o.Namespace, o.WarmPoolLease, log.WithName("warm-pool"), func(ctx context.Context) {
