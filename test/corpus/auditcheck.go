@@ -38,7 +38,8 @@ type AuditReport struct {
 // AuditAgainstCluster runs the product's own `agent-sandbox audit verify --against-cluster` with the
 // operator's kubeconfig on every audit log a suite's MCP servers wrote, for the calls admitted since start,
 // and judges its report. Every anchor of a call made through an MCP server must be matched by one of the
-// logs, complete; the anchors of the Jobs and claims the corpus submitted itself as the MCP server (their
+// logs, complete (or, for a warm claim admitted but never stored, voided by the pool, with the call closed in
+// its log); the anchors of the Jobs and claims the corpus submitted itself as the MCP server (their
 // head is AuditHead) belong to no log and must be reported as failed — that is what the check exists to
 // find. It returns one line of figures, and an error listing each anchor that was judged otherwise and each
 // log whose chain is broken.
@@ -80,7 +81,7 @@ func judgeAuditReport(rep AuditReport) (string, []string) {
 			problems = append(problems, fmt.Sprintf("%s: chain broken at line %d: %s", f.File, f.Broken.Line, f.Broken.Reason))
 		}
 	}
-	logged, direct := 0, 0
+	logged, direct, void := 0, 0, 0
 	for _, r := range rep.Results {
 		switch {
 		case r.Head == AuditHead && r.Status == "failed":
@@ -89,6 +90,10 @@ func judgeAuditReport(rep AuditReport) (string, []string) {
 			problems = append(problems, fmt.Sprintf("call %s (%s, Job %s), submitted by the corpus itself, is %s: %s", r.RequestID, r.Tool, r.Job, r.Status, r.Reason))
 		case r.Status == "ok":
 			logged++
+		case r.Status == "void":
+			// A warm claim admitted and anchored but never stored, which the pool voided: the call ran on
+			// another Job (anchored and judged on its own) or failed; the log has it, closed.
+			void++
 		default:
 			where := "in " + r.File
 			if r.File == "" {
@@ -100,6 +105,9 @@ func judgeAuditReport(rep AuditReport) (string, []string) {
 	}
 	summary := fmt.Sprintf("%d logs (%d lines): %d calls made through an MCP server, each anchored and complete; %d Jobs or claims the corpus submitted itself, each reported as in no log",
 		len(rep.Files), lines, logged, direct)
+	if void > 0 {
+		summary += fmt.Sprintf("; %d warm claims admitted but never stored, voided by the pool", void)
+	}
 	if logged == 0 {
 		problems = append(problems, "no anchored call was made through an MCP server in this window")
 	}

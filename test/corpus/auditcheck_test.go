@@ -26,6 +26,8 @@ func TestJudgeAuditReport(t *testing.T) {
 		{"a logged call cut", `{"files":[{"file":"a.jsonl","lines":9}],"results":[` + logged + `,` + strings.Replace(logged, `"ok"`, `"failed"`, 1) + `]}`, "is failed in a.jsonl"},
 		{"a logged call in progress", `{"files":[{"file":"a.jsonl","lines":9}],"results":[` + logged + `,` + strings.Replace(logged, `"ok"`, `"in progress"`, 1) + `]}`, "is in progress"},
 		{"a corpus Job matched", `{"files":[{"file":"a.jsonl","lines":9}],"results":[` + logged + `,` + strings.Replace(direct, `"failed"`, `"ok"`, 1) + `]}`, "submitted by the corpus itself, is ok"},
+		{"a warm claim never stored, voided", `{"files":[{"file":"a.jsonl","lines":9}],"results":[` + logged + `,` + strings.Replace(logged, `"ok"`, `"void"`, 1) + `]}`, ""},
+		{"a corpus claim voided", `{"files":[{"file":"a.jsonl","lines":9}],"results":[` + logged + `,` + strings.Replace(direct, `"failed"`, `"void"`, 1) + `]}`, "submitted by the corpus itself, is void"},
 		{"a broken chain", `{"files":[{"file":"a.jsonl","lines":3,"broken":{"line":4,"reason":"x"}}],"results":[` + logged + `]}`, "chain broken at line 4"},
 		{"no logged call", `{"files":[{"file":"a.jsonl","lines":0}],"results":[` + direct + `]}`, "no anchored call"},
 	} {

@@ -286,6 +286,36 @@ func TestAuditVerifyAgainstCluster(t *testing.T) {
 			t.Fatalf("json, intact: %v", err)
 		}
 	})
+	t.Run("a warm claim never stored: VOID with the pool's mark, FAIL without", func(t *testing.T) {
+		path, anchors := anchoredLog(t, admitted)
+		b := anchors[1]
+		warm := audit.Anchor{Name: "anchor-warm", RequestID: b.RequestID, Head: b.Head, Tool: b.Tool, Job: "job-warm", User: b.User, Admitted: b.Admitted,
+			Deadline: time.Minute, Pod: "job-warm-x1", PodUID: "0b9c6f0e-1111-4222-8333-444455556666", PodResourceVersion: "42"}
+		err, out, errOut := run(t, path, append(anchors, warm), later, nil)
+		if !tampered(err) || !strings.Contains(errOut, "FAIL: call req-bbbbbbbbbbbb (kubectl_get, Job job-warm,") || !strings.Contains(errOut, "1 do not") {
+			t.Fatalf("without a void: err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+		warm.Void = &audit.Void{Name: "void-anchor-warm", Anchor: warm.Name, RequestID: warm.RequestID, Job: warm.Job, Head: warm.Head, PodUID: warm.PodUID,
+			PodResourceVersion: "42", Evidence: audit.VoidClaimedByAnother, ClaimedBy: "req-cccccccccccc", Voided: b.Admitted.Add(time.Minute)}
+		err, out, errOut = run(t, path, append(anchors, warm), later, nil)
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if err != nil || errOut != "" || len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "VOID: call req-bbbbbbbbbbbb (kubectl_get, Job job-warm, admitted 2026-03-04T05:06:") ||
+			!strings.Contains(lines[0], "claimed but never stored: the claim of warm Job job-warm never landed (its warm Pod was claimed by req-cccccccccccc") ||
+			!strings.HasSuffix(lines[1], "; 3 anchors in agent-sandbox-system: 2 match, 0 do not, 0 in progress, 0 before this log, 1 claimed but never stored (void)") {
+			t.Fatalf("with its void: err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+		err, out, _ = run(t, path, append(anchors, warm), later, func(o *auditVerifyOptions) { o.Output = "json" })
+		var rep verifyJSON
+		if jerr := json.Unmarshal([]byte(out), &rep); err != nil || jerr != nil {
+			t.Fatalf("json: %v, %v: %s", err, jerr, out)
+		}
+		last := rep.Results[2]
+		if rep.Verdict != "OK" || rep.Counts.Void != 1 || rep.Counts.OK != 2 || last.Status != "void" || last.Pod != "job-warm-x1" || last.Void == nil ||
+			last.Void.Evidence != "claimed-by-another" || last.Void.ClaimedBy != "req-cccccccccccc" || last.Void.Name != "void-anchor-warm" {
+			t.Fatalf("json: %s", out)
+		}
+	})
 	t.Run("no anchors", func(t *testing.T) {
 		path, _ := anchoredLog(t, admitted)
 		err, out, _ := run(t, path, nil, later, nil)

@@ -47,7 +47,10 @@ the log is also held against the anchors the admission webhook recorded in the c
 admitted: the call's request ID and the head of the audit chain the MCP server sent with its Job. For
 every anchor the log must have a line whose hash is that head, the call's tool.request at or before it,
 and the call's sandbox.started and tool.result after it. Each anchor the log fails is one FAIL line,
-and the command exits 4. A call whose deadline has not passed yet is reported as in progress; an anchor
+and the command exits 4. A warm claim that was admitted and anchored but never stored (the webhook's
+warm pool saw its Pod stay unclaimed, or go to another call, and marked the anchor void) is one VOID
+line: its warm Job never served the call, which the log must still have, closed, around the head; the
+Job the call did run on has an anchor of its own. A call whose deadline has not passed yet is reported as in progress; an anchor
 older than the log's first line, of a call the log does not mention, as before this log (a rotated log:
 verify that one with --file; or, if there was no rotation, the log's beginning was deleted).
 
@@ -172,8 +175,8 @@ func (o *auditVerifyOptions) Run(ctx context.Context) error {
 
 // runAgainstCluster reads the anchors with the operator's kubeconfig, then verifies each chain and holds
 // the logs against them in one pass. It prints one line per anchor that is not matched (FAIL, IN
-// PROGRESS, BEFORE LOG) and a summary line: on stdout when nothing failed, else everything on stderr and
-// exit 4.
+// PROGRESS, BEFORE LOG, and VOID for a warm claim the pool found was never stored, which is not a failure)
+// and a summary line: on stdout when nothing failed, else everything on stderr and exit 4.
 func (o *auditVerifyOptions) runAgainstCluster(ctx context.Context) error {
 	if o.anchors == nil {
 		o.anchors = o.listAnchors
@@ -209,7 +212,8 @@ func (o *auditVerifyOptions) runAgainstCluster(ctx context.Context) error {
 			continue
 		}
 		a := r.Anchor
-		label := map[audit.AnchorStatus]string{audit.AnchorFailed: "FAIL", audit.AnchorInProgress: "IN PROGRESS", audit.AnchorBeforeLog: "BEFORE LOG"}[r.Status]
+		label := map[audit.AnchorStatus]string{audit.AnchorFailed: "FAIL", audit.AnchorInProgress: "IN PROGRESS", audit.AnchorBeforeLog: "BEFORE LOG",
+			audit.AnchorVoid: "VOID"}[r.Status]
 		fmt.Fprintf(w, "%s: %scall %s (%s, Job %s, admitted %s): %s\n", label, o.filePrefix(r.File), oneLine(a.RequestID), oneLine(a.Tool), oneLine(a.Job),
 			a.Admitted.UTC().Format(time.RFC3339), oneLine(r.Reason))
 	}
@@ -271,8 +275,12 @@ func (o *auditVerifyOptions) summaryLine(files []audit.FileResult, rep audit.Anc
 	if anchors == 0 {
 		return fmt.Sprintf("%s: %s; no anchors %s (is that the webhook's namespace, in the cluster the MCP server uses?)", verdict, chain, scope)
 	}
-	return fmt.Sprintf("%s: %s; %d anchors %s: %d match, %d do not, %d in progress, %d before this log",
-		verdict, chain, anchors, scope, rep.OK, rep.Failed, rep.InProgress, rep.BeforeLog)
+	void := ""
+	if rep.Void > 0 {
+		void = fmt.Sprintf(", %d claimed but never stored (void)", rep.Void)
+	}
+	return fmt.Sprintf("%s: %s; %d anchors %s: %d match, %d do not, %d in progress, %d before this log%s",
+		verdict, chain, anchors, scope, rep.OK, rep.Failed, rep.InProgress, rep.BeforeLog, void)
 }
 
 // verifyJSON is what --output json prints.
@@ -308,6 +316,7 @@ type verifyCounts struct {
 	Failed     int `json:"failed"`
 	InProgress int `json:"in_progress"`
 	BeforeLog  int `json:"before_log"`
+	Void       int `json:"void"`
 }
 
 type verifyJSONCall struct {
@@ -321,6 +330,17 @@ type verifyJSONCall struct {
 	File      string    `json:"file,omitempty"`
 	HeadLine  int       `json:"head_line,omitempty"`
 	Reason    string    `json:"reason"`
+	// Pod is the claimed Pod of a warm claim; Void the pool's mark that the claim was never stored.
+	Pod  string          `json:"pod,omitempty"`
+	Void *verifyJSONVoid `json:"void,omitempty"`
+}
+
+// verifyJSONVoid is an anchor's void mark (audit.Void), as --output json prints it.
+type verifyJSONVoid struct {
+	Name      string    `json:"name"`
+	Evidence  string    `json:"evidence"`
+	ClaimedBy string    `json:"claimed_by,omitempty"`
+	Voided    time.Time `json:"voided"`
 }
 
 // verifyReport is the JSON form of a verification: rep and scope are nil without --against-cluster.
@@ -338,15 +358,19 @@ func verifyReport(files []audit.FileResult, rep *audit.AnchorReport, scope *veri
 	if rep == nil {
 		return out
 	}
-	out.Counts = &verifyCounts{Total: len(rep.Results), OK: rep.OK, Failed: rep.Failed, InProgress: rep.InProgress, BeforeLog: rep.BeforeLog}
+	out.Counts = &verifyCounts{Total: len(rep.Results), OK: rep.OK, Failed: rep.Failed, InProgress: rep.InProgress, BeforeLog: rep.BeforeLog, Void: rep.Void}
 	if rep.Failed > 0 {
 		out.Verdict = "FAIL"
 	}
 	out.Results = []verifyJSONCall{}
 	for _, r := range rep.Results {
 		a := r.Anchor
-		out.Results = append(out.Results, verifyJSONCall{RequestID: a.RequestID, Tool: a.Tool, Job: a.Job, User: a.User, Head: a.Head,
-			Admitted: a.Admitted.UTC(), Status: string(r.Status), File: r.File, HeadLine: r.HeadLine, Reason: r.Reason})
+		call := verifyJSONCall{RequestID: a.RequestID, Tool: a.Tool, Job: a.Job, User: a.User, Head: a.Head,
+			Admitted: a.Admitted.UTC(), Status: string(r.Status), File: r.File, HeadLine: r.HeadLine, Reason: r.Reason, Pod: a.Pod}
+		if v := a.Void; v != nil {
+			call.Void = &verifyJSONVoid{Name: v.Name, Evidence: string(v.Evidence), ClaimedBy: v.ClaimedBy, Voided: v.Voided.UTC()}
+		}
+		out.Results = append(out.Results, call)
 	}
 	return out
 }
