@@ -54,7 +54,8 @@ type warmCluster struct {
 	checker *webhook.Checker
 }
 
-func startWarmCluster(t *testing.T, ctx context.Context) *warmCluster {
+// startWarmCluster starts it; each option changes the checker before the webhook serves it.
+func startWarmCluster(t *testing.T, ctx context.Context, opts ...func(*webhook.Checker)) *warmCluster {
 	t.Helper()
 	api := harness.StartAPIServer(t, harness.WithControllerManager("job", "serviceaccount-token"))
 	p, err := policy.LoadFile("../../policy/policy.yaml")
@@ -97,6 +98,9 @@ func startWarmCluster(t *testing.T, ctx context.Context) *warmCluster {
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
 	checker := &webhook.Checker{Ledger: records, Pods: records, Claims: records, Anchors: records, Cluster: apiReader{direct}, ClaimSigner: signer,
 		Identities: webhook.Identities{JobControllerUsers: []string{"harness-admin", webhook.DefaultJobControllerUsers[0]}, PoolUsers: []string{"admin"}}}
+	for _, opt := range opts {
+		opt(checker)
+	}
 	checker.SetPolicy(p)
 	harness.StartWebhook(t, api, checker)
 	return &warmCluster{api: api, p: p, tool: tool, ns: ns, direct: direct, scheme: scheme, signer: signer, checker: checker}
