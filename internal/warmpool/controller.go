@@ -2,8 +2,9 @@
 // watch of the sandbox namespace's warm Jobs and warm Pods feeds one reconcile of every pool, so that a
 // warm Pod deleted, evicted or claimed, or a warm Job gone, is acted on within a moment, and a resync after
 // --warm-pool-interval catches what no event signals (a Job left without a Pod past its grace, a reloaded
-// policy). What a pass does — which warm Jobs are stale, how many to create — is webhook.Pool.Sync, beside
-// the admission decisions it must agree with; this package only decides when to run it.
+// policy, a claim anchored but never stored). What a pass does — which warm Jobs are stale, how many to
+// create, which claims' audit anchors to void — is webhook.Pool.Sync, beside the admission decisions it
+// must agree with; this package only decides when to run it.
 //
 // Trust role: in the cluster, trusted. It runs inside the webhook process, on the one replica that holds
 // the pool's Lease; the admission endpoints do not depend on it and keep serving on every replica.
