@@ -268,6 +268,7 @@ func (e *Env) All(job *batchv1.Job, pod *corev1.Pod) []Case {
 	var cases []Case
 	cases = append(cases, e.isolationCases()...)
 	cases = append(cases, e.exactnessCases()...)
+	cases = append(cases, e.PlacementCases()...)
 	cases = append(cases, e.jobShapeCases()...)
 	cases = append(cases, e.approvalCases()...)
 	cases = append(cases, e.workloadCases()...)
