@@ -34,17 +34,14 @@ TFPROVIDER_K8S_VERSION=1.13.4
 #            (agent-sandbox policy place, written to $AS_STATE/policy-gke.yaml), so every sandbox Pod
 #            carries the node selector and the toleration and admission refuses one without them. There is
 #            one node only, so what GKE would run on another node pool tolerates the taint instead: the webhook
-#            replicas and the chart's helm test Pod (chart values, set by deploy), and, through a namespace
-#            default (the PodTolerationRestriction admission plugin, on in this profile), demo-app and
-#            make verify's probe namespace. The sandbox namespace gets no default: its Pods tolerate the
-#            taint because the policy renders the toleration.
+#            replicas and the chart's helm test Pod through chart values (set by deploy), every other Pod
+#            outside the sandbox namespace (demo-app's, make verify's and preflight's probes) through a
+#            MutatingAdmissionPolicy (cluster/local/gke-system-tolerations.yaml; Kubernetes 1.36 or later).
+#            Sandbox Pods get nothing: they tolerate the taint because the policy renders the toleration.
 # make up records the profile in $AS_STATE/profile; deploy, verify and e2e read it there (make down removes it).
 AS_PROFILES=(default gke)
 GKE_NODE_LABEL=sandbox.gke.io/runtime=gvisor
 GKE_NODE_TAINT=sandbox.gke.io/runtime=gvisor:NoSchedule
-# The annotation through which PodTolerationRestriction gives a namespace's Pods default tolerations.
-# shellcheck disable=SC2034 # used by the scripts that source this file
-DEFAULT_TOLERATIONS_ANNOTATION=scheduler.alpha.kubernetes.io/defaultTolerations
 
 log()  { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die()  { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -13,6 +13,10 @@ need_root "scripts/up.sh" up
 check_kube_version
 # The cluster's shape (scripts/lib.sh: default, gke); a running cluster keeps the one it was brought up with.
 PROFILE=$(as_profile)
+# The gke profile's system Pods tolerate its taint through a MutatingAdmissionPolicy, GA (on by default) from 1.36.
+if [ "$PROFILE" = gke ] && (( $(echo "$KUBE_VERSION" | cut -d. -f2) < 36 )); then
+  die "PROFILE=gke needs Kubernetes 1.36 or later (a MutatingAdmissionPolicy tolerates its taint for system Pods); KUBE_VERSION=$KUBE_VERSION"
+fi
 
 T0=$(date +%s.%N)
 POD_CIDR=10.244.0.0/24
@@ -195,10 +199,10 @@ main() {
     --experimental-watch-progress-notify-interval=1s
 
   alive kube-apiserver || check_ports kube-apiserver 6443
-  # The gke profile gives the namespaces that GKE would run on another node pool a default toleration of
-  # the sandbox taint (apply_profile); PodTolerationRestriction is the plugin that reads it.
+  # The gke profile tolerates its taint on every Pod outside the sandbox namespace with a
+  # MutatingAdmissionPolicy (apply_profile).
   ADMISSION_PLUGINS=NodeRestriction,PodSecurity,ValidatingAdmissionPolicy,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
-  [ "$PROFILE" = gke ] && ADMISSION_PLUGINS+=,PodTolerationRestriction
+  [ "$PROFILE" = gke ] && ADMISSION_PLUGINS+=,MutatingAdmissionPolicy
   # A bounded stop: on SIGTERM the API server answers new requests with 429 + Retry-After (clients retry)
   # until its in-flight short requests are done, gives watches 5 s to drain, then closes the rest (log
   # follows, which it would otherwise wait for up to its 60 s request timeout) after 2 s. make chaos saw
@@ -275,21 +279,26 @@ wait_node_ready() {
 
 # apply_profile shapes the node for the gke profile as GKE shapes a gVisor node pool: the label and the
 # NoSchedule taint, and the gvisor RuntimeClass's scheduling (GKE's adds the same node selector and
-# toleration to every Pod that names it). The tolerations are read from the profile's policy, so the taint,
-# the RuntimeClass and every sandbox Pod agree. demo-app (what the demo's Terraform deploys) and make verify's
-# probe namespace (scripts/verify-cluster.sh) get a default toleration: on GKE they would run on another
-# node pool, and this cluster has one node. The default profile changes nothing.
+# toleration to every Pod that names it); the node selector and tolerations are read from the profile's
+# policy, so the node, the RuntimeClass and every sandbox Pod agree. What GKE would run on another node pool
+# (every Pod outside the sandbox namespace) tolerates the taint through a MutatingAdmissionPolicy
+# (cluster/local/gke-system-tolerations.yaml), since this cluster has one node. The default profile changes
+# nothing.
 apply_profile() {
   [ "$PROFILE" = gke ] || return 0
-  local policy sel tol
+  local policy sel tol ns key rest
   policy=$(profile_policy)
   sel=$("$(agent_sandbox_bin)" policy get spec.sandbox.nodeSelector --policy "$policy") || die "the gke policy has no node selector"
   tol=$("$(agent_sandbox_bin)" policy get spec.sandbox.tolerations --policy "$policy") || die "the gke policy has no tolerations"
+  ns=$("$(agent_sandbox_bin)" policy get spec.sandbox.namespace --policy "$policy")
   KUBECTL label node "$NODE_NAME" --overwrite "$GKE_NODE_LABEL" >/dev/null
   KUBECTL taint node "$NODE_NAME" --overwrite "$GKE_NODE_TAINT" >/dev/null
   KUBECTL patch runtimeclass gvisor --type merge -p "{\"scheduling\":{\"nodeSelector\":$sel,\"tolerations\":$tol}}" >/dev/null
-  KUBECTL annotate namespace demo-app --overwrite "$DEFAULT_TOLERATIONS_ANNOTATION=$tol" >/dev/null
-  log "profile gke: node $NODE_NAME labelled $GKE_NODE_LABEL and tainted $GKE_NODE_TAINT; RuntimeClass gvisor places Pods there; demo-app tolerates the taint"
+  key=${GKE_NODE_TAINT%%=*} rest=${GKE_NODE_TAINT#*=}
+  sed -e "s#@TAINT_KEY@#$key#g" -e "s#@TAINT_VALUE@#${rest%%:*}#g" -e "s#@TAINT_EFFECT@#${rest##*:}#g" -e "s#@SANDBOX_NS@#$ns#g" \
+    "$AS_ROOT/cluster/local/gke-system-tolerations.yaml" > "$AS_STATE/conf/gke-system-tolerations.yaml"
+  KUBECTL apply -f "$AS_STATE/conf/gke-system-tolerations.yaml" >/dev/null
+  log "profile gke: node $NODE_NAME labelled $GKE_NODE_LABEL and tainted $GKE_NODE_TAINT; RuntimeClass gvisor places Pods there; Pods outside $ns tolerate the taint"
 }
 
 # kube-network-policies enforces NetworkPolicy with nfqueue verdicts in user space. It reads only in-cluster

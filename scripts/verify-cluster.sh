@@ -59,13 +59,6 @@ main() {
   cleanup; k wait --for=delete "namespace/$NS" --timeout=60s >/dev/null 2>&1
   k create namespace "$NS" >/dev/null || die "cannot create namespace $NS"
   k label namespace "$NS" pod-security.kubernetes.io/enforce=restricted >/dev/null
-  # On the local cluster's gke profile the one node is tainted for sandboxes (scripts/lib.sh). The gVisor
-  # probes are placed there by the gvisor RuntimeClass, as on GKE; the runc server Pod, which GKE would run on
-  # another node pool, gets the toleration as the namespace's default (PodTolerationRestriction).
-  if [ "$KUBECONFIG" = "$AS_STATE/admin.kubeconfig" ] && [ "$(as_profile)" = gke ]; then
-    local tol; tol=$("$(agent_sandbox_bin)" policy get spec.sandbox.tolerations --policy "$(profile_policy)") || die "cannot read the gke profile's tolerations"
-    k annotate namespace "$NS" --overwrite "$DEFAULT_TOLERATIONS_ANNOTATION=$tol" >/dev/null
-  fi
 
   echo "== 1. gVisor kernel check =="
   local out kernel
