@@ -127,7 +127,7 @@ func (e *Env) Token(key *approval.PrivateKey, tool string, params map[string]any
 // Case is one unsafe object or action; Submit must be refused with a message naming Rule. A Rule that
 // starts with "vault:" is a refusal by Vault rather than by the admission webhook.
 type Case struct {
-	// Class groups cases in reports: isolation, exactness, job-shape, update, pod, subresource,
+	// Class groups cases in reports: isolation, exactness, placement, job-shape, update, pod, subresource,
 	// token-request, vault, namespace, protected, configmap, workload, approval.
 	Class string
 	Name  string
