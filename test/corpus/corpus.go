@@ -268,7 +268,6 @@ func (e *Env) All(job *batchv1.Job, pod *corev1.Pod) []Case {
 	var cases []Case
 	cases = append(cases, e.isolationCases()...)
 	cases = append(cases, e.exactnessCases()...)
-	cases = append(cases, e.PlacementCases()...)
 	cases = append(cases, e.jobShapeCases()...)
 	cases = append(cases, e.approvalCases()...)
 	cases = append(cases, e.workloadCases()...)
@@ -283,6 +282,9 @@ func (e *Env) All(job *batchv1.Job, pod *corev1.Pod) []Case {
 	cases = append(cases, e.namespaceSubresourceCases()...)
 	cases = append(cases, e.orphanCases(job, pod)...)
 	cases = append(cases, e.ownObjectCases()...)
+	// Last: the cases above that act on the safe Job and its Pod (update, pod, status, orphan) need them
+	// still running, and a Job of k8s_get_pod_status lives seconds; these need neither.
+	cases = append(cases, e.PlacementCases()...)
 	return cases
 }
 
