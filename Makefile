@@ -9,6 +9,11 @@ FUZZTIME ?= 10s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .DEFAULT_GOAL := help
+# PROFILE=gke (make up): the local cluster's one node shaped as a GKE gVisor node pool (scripts/lib.sh).
+# make up records the profile; deploy, verify, e2e and install-client follow it without PROFILE.
+ifneq ($(PROFILE),)
+export AGENT_SANDBOX_PROFILE := $(PROFILE)
+endif
 
 ##@ Develop
 
@@ -75,7 +80,7 @@ tools: ## Build or fetch every cluster binary into the cache (cold: tens of minu
 	scripts/build-tools.sh
 
 .PHONY: up
-up: ## Start the local Kubernetes (gVisor, NetworkPolicy, Vault); idempotent
+up: ## Start the local Kubernetes (gVisor, NetworkPolicy, Vault); idempotent. PROFILE=gke: its node labelled and tainted sandbox.gke.io/runtime=gvisor:NoSchedule as GKE's gVisor pool, the policy placed there (deploy, verify, e2e follow)
 	scripts/up.sh
 
 .PHONY: down

@@ -17,6 +17,11 @@
 #                                leaves the egress to Vault to HELM_VALUES (networkPolicy.extraEgress, an
 #                                in-cluster Vault).
 #   HELM_VALUES=a.yaml,b.yaml    more values files for the chart (GKE's sandbox.nodeSelector/tolerations, say).
+#   The local cluster's profile (make up PROFILE=gke, recorded by make up; scripts/lib.sh) picks the policy:
+#   policy/policy.yaml, or for gke that policy placed on the GKE-shaped node ($AS_STATE/policy-gke.yaml), whose
+#   node selector and tolerations the chart then sets on the webhook's policy (sandbox.nodeSelector and
+#   sandbox.tolerations) and whose tolerations the webhook Pods get (webhook.tolerations: they run on the one,
+#   tainted, node).
 #   VAULT_CONFIGURE_FLAGS        more flags for `agent-sandbox vault configure` (--allow-unenforced-namespaces, say).
 #                                vault configure refuses a target namespace of the policy's tools that enforces
 #                                no Pod Security level: label it (kubectl label ns demo-app
@@ -117,7 +122,13 @@ IMAGE=${IMAGE:-localhost/agent-sandbox:dev}
 # The agent-sandbox command reads the policy and the key sets (and, below, makes keys and configures Vault).
 BIN=$(agent_sandbox_bin)
 ((LOCAL)) || check_jwks "$APPROVERS_JWKS"
-SANDBOX_NS=$("$BIN" policy get spec.sandbox.namespace --policy policy/policy.yaml)
+# The policy: policy/policy.yaml, or on the local cluster the one its profile runs (derived from it).
+POLICY=$AS_ROOT/policy/policy.yaml
+((LOCAL)) && POLICY=$(profile_policy)
+POLICY_NAME=${POLICY#"$AS_ROOT"/}
+LOCAL_PROFILE=
+((LOCAL)) && LOCAL_PROFILE=$(as_profile)
+SANDBOX_NS=$("$BIN" policy get spec.sandbox.namespace --policy "$POLICY")
 
 # url_port URL: the port of an http(s) URL, explicit or the scheme's (an EKS endpoint has none).
 url_port() {
@@ -150,11 +161,21 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
 [ -n "${VAULT_NAMESPACE:-}" ] && set_args+=(--set "vault.namespace=${VAULT_NAMESPACE}")
 # The local cluster creates the sandbox namespace itself (cluster/manifests), so the chart must not own it.
 ((LOCAL)) && set_args+=(--set sandbox.createNamespace=false)
+# A profile's placement (gke): the chart puts it on the policy the webhook enforces, which is then the policy
+# the MCP server and make verify read; the webhook's own Pods tolerate the sandbox taint of the one node.
+if ((LOCAL)) && [ "$POLICY" != "$AS_ROOT/policy/policy.yaml" ]; then
+  for f in nodeSelector tolerations; do
+    v=$("$BIN" policy get "spec.sandbox.$f" --policy "$POLICY" 2>/dev/null) || continue
+    set_args+=(--set-json "sandbox.$f=$v")
+    [ "$f" = tolerations ] && set_args+=(--set-json "webhook.tolerations=$v")
+  done
+fi
 
 {
   echo "deploy plan$( ((DRY_RUN)) && echo " (dry run: nothing is built, and neither the cluster nor Vault is touched)"):"
   if ((LOCAL)); then echo "  cluster:            the local cluster ($KUBECONFIG)"; else echo "  cluster:            $KUBECONFIG (not the local cluster)"; fi
-  echo "  sandbox namespace:  $SANDBOX_NS (spec.sandbox.namespace of policy/policy.yaml)"
+  echo "  policy:             $POLICY_NAME${LOCAL_PROFILE:+ (profile $LOCAL_PROFILE)}"
+  echo "  sandbox namespace:  $SANDBOX_NS (spec.sandbox.namespace of $POLICY_NAME)"
   if ((${#MAKE_KEYS[@]})); then
     for k in "${MAKE_KEYS[@]}"; do echo "  approver key:       create $KEYS/$k.key (local cluster only)"; done
   else
@@ -170,7 +191,7 @@ set_args+=(--set-file "approvers.jwks=$TRUSTED_JWKS")
   else
     echo "  target namespaces:  left as they are; vault configure refuses one that enforces no Pod Security level"
   fi
-  echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from policy/policy.yaml${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
+  echo "  vault:              configure $VAULT_ADDR${VAULT_NAMESPACE:+ (namespace $VAULT_NAMESPACE)} from $POLICY_NAME${VAULT_CONFIGURE_FLAGS:+ $VAULT_CONFIGURE_FLAGS}"
   echo "  MCP kubeconfig:     $MCP_KC${MCP_KC_OWNER:+ (owner $MCP_KC_OWNER)}"
   [ -n "$USER_KC" ] && echo "  MCP kubeconfig:     $USER_KC (owner $CLIENT_USER)"
   echo "  helm:               $HELM_PLAN"
@@ -241,7 +262,7 @@ if ((LOCAL)); then
   KUBECTL apply -f cluster/manifests/namespaces.yaml >&2
 fi
 log "configuring Vault from the policy"
-vault_args=(--policy policy/policy.yaml --vault-addr "$VAULT_ADDR" --kubeconfig "$KUBECONFIG")
+vault_args=(--policy "$POLICY" --vault-addr "$VAULT_ADDR" --kubeconfig "$KUBECONFIG")
 [ -n "$VAULT_TOKEN_FILE" ] && vault_args+=(--vault-token-file "$VAULT_TOKEN_FILE")
 ((LOCAL)) && vault_args+=(--kubernetes-host "$API_SERVER_URL")
 # shellcheck disable=SC2206 # VAULT_CONFIGURE_FLAGS is a list of flags, split on spaces
@@ -250,7 +271,7 @@ vault_args+=(${VAULT_CONFIGURE_FLAGS:-})
 
 # The MCP server's identity: a token for the agent-sandbox-mcp ServiceAccount, bound by the chart's Role to
 # the sandbox namespace (create Jobs and ConfigMaps, read Jobs, Pods and logs; no secrets, no exec).
-refresh=("$BIN" kubeconfig refresh --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml)
+refresh=("$BIN" kubeconfig refresh --kubeconfig "$KUBECONFIG" --policy "$POLICY")
 "${refresh[@]}" --out "$MCP_KC" ${MCP_KC_OWNER:+--owner "$MCP_KC_OWNER"} >&2
 [ -n "$USER_KC" ] && "${refresh[@]}" --out "$USER_KC" --owner "$CLIENT_USER" >&2
 if ((LOCAL)); then

@@ -3,7 +3,8 @@
 # person: the one who ran sudo (SUDO_USER), else whoever runs this, or INSTALL_USER=name (root only).
 #
 #   ~/.local/bin/agent-sandbox                 the binary (BIN, default bin/agent-sandbox)
-#   ~/.config/agent-sandbox/policy.yaml        the policy the webhook enforces (the previous one kept as .bak)
+#   ~/.config/agent-sandbox/policy.yaml        the policy the webhook enforces (the previous one kept as .bak): the
+#                                              local cluster's profile's (make up PROFILE=gke), else policy/policy.yaml
 #   ~/.config/agent-sandbox/workspaces/NAME/   each folder of terraform/, unless that workspace is already there
 #   ~/.config/agent-sandbox/mcp.kubeconfig     the MCP server's kubeconfig (sandbox namespace only), written by
 #                                              `agent-sandbox kubeconfig refresh` when a kubeconfig that may
@@ -45,11 +46,14 @@ mkdirs 0700 "$(dirname "$cfg")" "$cfg" "$cfg/workspaces"
 install -m 0755 "${own[@]}" "$BIN_SRC" "$bindir/agent-sandbox"
 log "installed $bindir/agent-sandbox ($("$bindir/agent-sandbox" --version))"
 
-if [ -f "$cfg/policy.yaml" ] && ! cmp -s policy/policy.yaml "$cfg/policy.yaml"; then
+# The local cluster's profile's policy (scripts/lib.sh: policy/policy.yaml, or for gke that policy placed on
+# the GKE-shaped node), which is the one its webhook enforces.
+policy_src=$(profile_policy)
+if [ -f "$cfg/policy.yaml" ] && ! cmp -s "$policy_src" "$cfg/policy.yaml"; then
   install -m 0644 "${own[@]}" "$cfg/policy.yaml" "$cfg/policy.yaml.bak"
   log "kept the previous policy as $cfg/policy.yaml.bak"
 fi
-install -m 0644 "${own[@]}" policy/policy.yaml "$cfg/policy.yaml"
+install -m 0644 "${own[@]}" "$policy_src" "$cfg/policy.yaml"
 log "installed $cfg/policy.yaml"
 
 for ws in terraform/*/; do

@@ -26,6 +26,23 @@ HELM_VERSION=v3.22.0
 HELM4_VERSION=v4.3.1
 TFPROVIDER_K8S_VERSION=1.13.4
 
+# The local cluster's profiles (make up PROFILE=...; the environment variable AGENT_SANDBOX_PROFILE):
+#   default  one node that runs everything; the policy is policy/policy.yaml.
+#   gke      the same node shaped as a GKE gVisor node pool (GKE Sandbox, the nodes GKE's Agent Sandbox runs
+#            on): labelled $GKE_NODE_LABEL and tainted $GKE_NODE_TAINT, as GKE does, and the gvisor
+#            RuntimeClass places Pods there, as GKE's does. The policy is policy/policy.yaml with that placement
+#            (agent-sandbox policy place, written to $AS_STATE/policy-gke.yaml), so every sandbox Pod
+#            carries the node selector and the toleration and admission refuses one without them. There is
+#            one node only, so what GKE would run on another node pool tolerates the taint instead: the webhook
+#            replicas and the chart's helm test Pod through chart values (set by deploy), every other Pod
+#            outside the sandbox namespace (demo-app's, make verify's and preflight's probes) through a
+#            MutatingAdmissionPolicy (cluster/local/gke-system-tolerations.yaml; Kubernetes 1.36 or later).
+#            Sandbox Pods get nothing: they tolerate the taint because the policy renders the toleration.
+# make up records the profile in $AS_STATE/profile; deploy, verify and e2e read it there (make down removes it).
+AS_PROFILES=(default gke)
+GKE_NODE_LABEL=sandbox.gke.io/runtime=gvisor
+GKE_NODE_TAINT=sandbox.gke.io/runtime=gvisor:NoSchedule
+
 log()  { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die()  { printf 'error: %s\n' "$*" >&2; exit 1; }
 need_root() { [ "$(id -u)" = 0 ] || die "$1 must run as root (it starts a kubelet, containerd and changes iptables); try: sudo make ${2:-up}"; }
@@ -121,4 +138,35 @@ agent_sandbox_bin() {
   (cd "$AS_ROOT" && CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/agent-sandbox) >&2 \
     || die "cannot build the agent-sandbox command (go build ./cmd/agent-sandbox); the scripts read policies and key sets with it"
   echo "$bin"
+}
+
+# cluster_profile: the profile the local cluster was brought up with (make up records it), or nothing.
+cluster_profile() { cat "$AS_STATE/profile" 2>/dev/null || true; }
+# as_profile: the profile asked for ($AGENT_SANDBOX_PROFILE), else the local cluster's, else default. A profile
+# asked for that is not the running cluster's is an error: the cluster is shaped at make up.
+as_profile() {
+  local want=${AGENT_SANDBOX_PROFILE:-} have; have=$(cluster_profile)
+  if [ -n "$want" ]; then
+    [[ " ${AS_PROFILES[*]} " == *" $want "* ]] || die "PROFILE=$want is not a profile of the local cluster; profiles: ${AS_PROFILES[*]}"
+    [ -z "$have" ] || [ "$have" = "$want" ] || die "PROFILE=$want, but the local cluster was brought up with PROFILE=$have; make down, then make up PROFILE=$want"
+    echo "$want"; return
+  fi
+  echo "${have:-default}"
+}
+# profile_policy: the path of the policy the local cluster's profile runs, derived first when it is not
+# policy/policy.yaml itself (again every time, so that it never lags behind policy/policy.yaml).
+profile_policy() {
+  local profile out
+  profile=$(as_profile) || exit 1 # the reason is printed already; a command substitution does not stop on it
+  case $profile in
+    default) echo "$AS_ROOT/policy/policy.yaml" ;;
+    gke)
+      out=$AS_STATE/policy-gke.yaml
+      "$(agent_sandbox_bin)" policy place --policy "$AS_ROOT/policy/policy.yaml" \
+        --node-selector "$GKE_NODE_LABEL" --toleration "$GKE_NODE_TAINT" --out "$out" >&2 ||
+        die "cannot derive the gke profile's policy from policy/policy.yaml"
+      echo "$out"
+      ;;
+    *) die "profile $profile has no policy" ;;
+  esac
 }

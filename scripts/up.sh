@@ -11,6 +11,12 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "scripts/up.sh" up
 check_kube_version
+# The cluster's shape (scripts/lib.sh: default, gke); a running cluster keeps the one it was brought up with.
+PROFILE=$(as_profile)
+# The gke profile's system Pods tolerate its taint through a MutatingAdmissionPolicy, GA (on by default) from 1.36.
+if [ "$PROFILE" = gke ] && (( $(echo "$KUBE_VERSION" | cut -d. -f2) < 36 )); then
+  die "PROFILE=gke needs Kubernetes 1.36 or later (a MutatingAdmissionPolicy tolerates its taint for system Pods); KUBE_VERSION=$KUBE_VERSION"
+fi
 
 T0=$(date +%s.%N)
 POD_CIDR=10.244.0.0/24
@@ -165,6 +171,8 @@ vault_ok()      { VAULT_ADDR=http://127.0.0.1:8200 "$(bin_vault)" status >/dev/n
 main() {
   mkdir -p "$AS_STATE"/{run,logs,conf/cni,images,vault}
   chmod 700 "$AS_STATE"
+  echo "$PROFILE" > "$AS_STATE/profile"
+  [ "$PROFILE" = default ] || log "profile $PROFILE"
   "$AS_ROOT/scripts/build-tools.sh" apt kubernetes containerd gvisor netpol vault
 
   if has_cap_sys_resource; then RESTRICT_OOM=false; else
@@ -191,6 +199,10 @@ main() {
     --experimental-watch-progress-notify-interval=1s
 
   alive kube-apiserver || check_ports kube-apiserver 6443
+  # The gke profile tolerates its taint on every Pod outside the sandbox namespace with a
+  # MutatingAdmissionPolicy (apply_profile).
+  ADMISSION_PLUGINS=NodeRestriction,PodSecurity,ValidatingAdmissionPolicy,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+  [ "$PROFILE" = gke ] && ADMISSION_PLUGINS+=,MutatingAdmissionPolicy
   # A bounded stop: on SIGTERM the API server answers new requests with 429 + Retry-After (clients retry)
   # until its in-flight short requests are done, gives watches 5 s to drain, then closes the rest (log
   # follows, which it would otherwise wait for up to its 60 s request timeout) after 2 s. make chaos saw
@@ -205,7 +217,7 @@ main() {
     --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
     --api-audiences=https://kubernetes.default.svc.cluster.local \
     --authorization-mode=Node,RBAC \
-    --enable-admission-plugins=NodeRestriction,PodSecurity,ValidatingAdmissionPolicy,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --enable-admission-plugins="$ADMISSION_PLUGINS" \
     --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
     --allow-privileged=true --profiling=false \
     --enable-aggregator-routing=true --kubelet-preferred-address-types=InternalIP,Hostname
@@ -239,6 +251,7 @@ main() {
   wait_node_ready
 
   KUBECTL apply -f "$AS_ROOT/cluster/manifests/" >/dev/null
+  apply_profile
   route_kubernetes_service
   if [ "${AS_NETPOL:-on}" = off ]; then stop_netpol; else start_netpol; fi
   start_vault
@@ -246,7 +259,7 @@ main() {
   log "cluster up in $(elapsed "$T0") s"
   cat <<EOF
 
-  The local cluster is running (node $NODE_NAME, $HOST_IP).
+  The local cluster is running (node $NODE_NAME, $HOST_IP; profile $PROFILE).
     export KUBECONFIG=$AS_STATE/admin.kubeconfig
     kubectl get nodes          # kubectl $KUBE_VERSION: $(bin_kube kubectl)
     export VAULT_ADDR=http://127.0.0.1:8200 VAULT_TOKEN=\$(cat $AS_STATE/vault/root-token)
@@ -262,6 +275,30 @@ wait_node_ready() {
     sleep 0.5
   done
   [ -z "${STARTED[kubelet]:-}" ] || log "node $NODE_NAME Ready after $(elapsed "$s") s"
+}
+
+# apply_profile shapes the node for the gke profile as GKE shapes a gVisor node pool: the label and the
+# NoSchedule taint, and the gvisor RuntimeClass's scheduling (GKE's adds the same node selector and
+# toleration to every Pod that names it); the node selector and tolerations are read from the profile's
+# policy, so the node, the RuntimeClass and every sandbox Pod agree. What GKE would run on another node pool
+# (every Pod outside the sandbox namespace) tolerates the taint through a MutatingAdmissionPolicy
+# (cluster/local/gke-system-tolerations.yaml), since this cluster has one node. The default profile changes
+# nothing.
+apply_profile() {
+  [ "$PROFILE" = gke ] || return 0
+  local policy sel tol ns key rest
+  policy=$(profile_policy)
+  sel=$("$(agent_sandbox_bin)" policy get spec.sandbox.nodeSelector --policy "$policy") || die "the gke policy has no node selector"
+  tol=$("$(agent_sandbox_bin)" policy get spec.sandbox.tolerations --policy "$policy") || die "the gke policy has no tolerations"
+  ns=$("$(agent_sandbox_bin)" policy get spec.sandbox.namespace --policy "$policy")
+  KUBECTL label node "$NODE_NAME" --overwrite "$GKE_NODE_LABEL" >/dev/null
+  KUBECTL taint node "$NODE_NAME" --overwrite "$GKE_NODE_TAINT" >/dev/null
+  KUBECTL patch runtimeclass gvisor --type merge -p "{\"scheduling\":{\"nodeSelector\":$sel,\"tolerations\":$tol}}" >/dev/null
+  key=${GKE_NODE_TAINT%%=*} rest=${GKE_NODE_TAINT#*=}
+  sed -e "s#@TAINT_KEY@#$key#g" -e "s#@TAINT_VALUE@#${rest%%:*}#g" -e "s#@TAINT_EFFECT@#${rest##*:}#g" -e "s#@SANDBOX_NS@#$ns#g" \
+    "$AS_ROOT/cluster/local/gke-system-tolerations.yaml" > "$AS_STATE/conf/gke-system-tolerations.yaml"
+  KUBECTL apply -f "$AS_STATE/conf/gke-system-tolerations.yaml" >/dev/null
+  log "profile gke: node $NODE_NAME labelled $GKE_NODE_LABEL and tainted $GKE_NODE_TAINT; RuntimeClass gvisor places Pods there; Pods outside $ns tolerate the taint"
 }
 
 # kube-network-policies enforces NetworkPolicy with nfqueue verdicts in user space. It reads only in-cluster

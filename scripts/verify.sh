@@ -17,17 +17,19 @@ cd "$AS_ROOT" || exit 1
 export KUBECONFIG=${KUBECONFIG:-$AS_STATE/admin.kubeconfig}
 [ -f "$AS_STATE/approver/verify-passphrase" ] && [ -f "$AS_STATE/mcp.kubeconfig" ] ||
   die "the local cluster is not deployed (no verify approver key or MCP kubeconfig in $AS_STATE); run make up && make deploy first"
+# The policy the webhook enforces: the local cluster's profile's (scripts/lib.sh; make up PROFILE=gke).
+POLICY=$(profile_policy) || exit 1
 rc=0
 scripts/verify-cluster.sh || rc=1
 # The chart's own helm test (check-install), with the helm make deploy used (HELM).
 scripts/helm-test.sh || rc=1
-go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy policy/policy.yaml \
+go run ./scripts/verify-admission --kubeconfig "$KUBECONFIG" --policy "$POLICY" \
   --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" \
   --key2 "$AS_STATE/approver/verify2.key" --passphrase2-file "$AS_STATE/approver/verify2-passphrase" \
   --vault-addr "${VAULT_ADDR:-http://127.0.0.1:8200}" --sa-signing-key "$AS_STATE/pki/sa.key" ${VERBOSE:+-v} \
   ${VERIFY_ALL_WORKSPACES:+-all-workspaces} || rc=1
 if scripts/demo-setup.sh "$AS_STATE/verify-plans" >/dev/null; then
-  go run ./scripts/verify-plans --kubeconfig "$KUBECONFIG" --mcp-kubeconfig "$AS_STATE/mcp.kubeconfig" --policy policy/policy.yaml \
+  go run ./scripts/verify-plans --kubeconfig "$KUBECONFIG" --mcp-kubeconfig "$AS_STATE/mcp.kubeconfig" --policy "$POLICY" \
     --binary bin/agent-sandbox --key "$AS_STATE/approver/verify.key" --passphrase-file "$AS_STATE/approver/verify-passphrase" \
     --provider-mirror "$(dir_tfprovider)" ${VERIFY_PLANS:+--only "$VERIFY_PLANS"} || rc=1
 else

@@ -127,7 +127,7 @@ func (e *Env) Token(key *approval.PrivateKey, tool string, params map[string]any
 // Case is one unsafe object or action; Submit must be refused with a message naming Rule. A Rule that
 // starts with "vault:" is a refusal by Vault rather than by the admission webhook.
 type Case struct {
-	// Class groups cases in reports: isolation, exactness, job-shape, update, pod, subresource,
+	// Class groups cases in reports: isolation, exactness, placement, job-shape, update, pod, subresource,
 	// token-request, vault, namespace, protected, configmap, workload, approval.
 	Class string
 	Name  string
@@ -282,6 +282,9 @@ func (e *Env) All(job *batchv1.Job, pod *corev1.Pod) []Case {
 	cases = append(cases, e.namespaceSubresourceCases()...)
 	cases = append(cases, e.orphanCases(job, pod)...)
 	cases = append(cases, e.ownObjectCases()...)
+	// Last: the cases above that act on the safe Job and its Pod (update, pod, status, orphan) need them
+	// still running, and a Job of k8s_get_pod_status lives seconds; these need neither.
+	cases = append(cases, e.PlacementCases()...)
 	return cases
 }
 

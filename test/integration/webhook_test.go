@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,9 +51,15 @@ type webhookEnv struct {
 
 func startWebhookEnv(t *testing.T) *webhookEnv {
 	t.Helper()
+	return startWebhookEnvWith(t, "../../policy/policy.yaml")
+}
+
+// startWebhookEnvWith is startWebhookEnv with the webhook, Vault and the corpus on the policy in policyFile.
+func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
+	t.Helper()
 	// clusterrole-aggregation fills the built-in edit and admin roles, which the corpus's edit user holds.
 	api := harness.StartAPIServer(t, harness.WithControllerManager("job", "serviceaccount-token", "root-ca-cert-publisher", "clusterrole-aggregation"))
-	p, err := policy.LoadFile("../../policy/policy.yaml")
+	p, err := policy.LoadFile(policyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +128,7 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := app.Main(ctx, []string{"vault", "configure", "--policy", "../../policy/policy.yaml", "--vault-addr", vault.Addr,
+	if code := app.Main(ctx, []string{"vault", "configure", "--policy", policyFile, "--vault-addr", vault.Addr,
 		"--vault-token-file", tokenFile, "--kubeconfig", api.KubeconfigPath}, strings.NewReader(""), &out, &errOut); code != 0 {
 		t.Fatalf("vault configure: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
@@ -315,6 +322,53 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 		})
 	}
 	t.Logf("%d/%d unsafe objects and actions refused", passed, len(cases))
+}
+
+// TestWebhookAdmissionPlacement: with a policy placed as GKE places sandboxes (derived from the shipped one
+// by agent-sandbox policy place, as make up PROFILE=gke does), the safe Job and its Pod carry GKE's node
+// selector and toleration and are admitted, and every Job that leaves them out, changes them or tolerates
+// more is refused by the webhook: no sandbox Job waits Pending behind the taint.
+func TestWebhookAdmissionPlacement(t *testing.T) {
+	placed := filepath.Join(t.TempDir(), "policy.yaml")
+	var out, errOut bytes.Buffer
+	if code := app.Main(context.Background(), []string{"policy", "place", "--policy", "../../policy/policy.yaml",
+		"--node-selector", "sandbox.gke.io/runtime=gvisor", "--toleration", "sandbox.gke.io/runtime=gvisor:NoSchedule", "--out", placed},
+		strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("policy place: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	env := startWebhookEnvWith(t, placed)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defer env.corpus.Cleanup(context.Background())
+
+	job, err := env.corpus.SafeJob(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := env.corpus.WaitForPod(ctx, job)
+	if err != nil {
+		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
+	}
+	gke := corev1.Toleration{Key: "sandbox.gke.io/runtime", Operator: corev1.TolerationOpEqual, Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}
+	if pod.Spec.NodeSelector["sandbox.gke.io/runtime"] != "gvisor" || !slices.Contains(pod.Spec.Tolerations, gke) {
+		t.Fatalf("the safe Job's Pod is not placed on the gVisor nodes: nodeSelector %v, tolerations %v", pod.Spec.NodeSelector, pod.Spec.Tolerations)
+	}
+	cases := env.corpus.PlacementCases()
+	if len(cases) != 8 {
+		t.Errorf("%d placement cases, want 8 (2 under any policy, 6 for a policy with a node selector and a toleration)", len(cases))
+	}
+	passed := 0
+	for _, o := range corpus.Run(ctx, cases) {
+		t.Run(o.Case.Name, func(t *testing.T) {
+			if !o.Passed {
+				t.Errorf("want refusal naming %q, got: %v", o.Case.Rule, o.Err)
+				return
+			}
+			passed++
+			t.Logf("refused: %v", o.Err)
+		})
+	}
+	t.Logf("%d/%d placement cases refused", passed, len(cases))
 }
 
 // TestWebhookApprovalRace: 8 Jobs carrying one approval race through admission; exactly one is admitted.

@@ -470,3 +470,45 @@ func TestDeployHelmChoice(t *testing.T) {
 	}
 	e.noCalls(t)
 }
+
+// TestDeployGKEProfile: on a local cluster brought up with PROFILE=gke (make up records it), deploy derives the
+// policy placed on the GKE-shaped node from policy/policy.yaml, names it in the plan, hands its node selector
+// and toleration to the chart (the webhook's policy) and the toleration to the webhook Pods; the default
+// profile passes neither; a PROFILE that is not the running cluster's is refused before anything is done.
+func TestDeployGKEProfile(t *testing.T) {
+	e := newDeployEnv(t)
+	code, _, stderr := e.run(t, e.dir, e.env)
+	if code != 0 || strings.Contains(stderr, "sandbox.nodeSelector") || strings.Contains(stderr, "webhook.tolerations") {
+		t.Fatalf("default profile: exit %d, or a placement was passed to the chart", code)
+	}
+	if err := os.WriteFile(filepath.Join(e.state, "profile"), []byte("gke\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = e.run(t, e.dir, e.env)
+	placed := filepath.Join(e.state, "policy-gke.yaml")
+	if code != 0 || !strings.Contains(stderr, "  policy:             "+placed+" (profile gke)\n") {
+		t.Fatalf("gke profile: exit %d, the plan does not name the placed policy", code)
+	}
+	for _, want := range []string{"sandbox.nodeSelector=", "sandbox.tolerations=", "webhook.tolerations=", `"sandbox.gke.io/runtime": "gvisor"`, `"effect": "NoSchedule"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the helm arguments lack %s", want)
+		}
+	}
+	data, err := os.ReadFile(placed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "nodeSelector: {sandbox.gke.io/runtime: gvisor}") ||
+		!strings.Contains(string(data), "{effect: NoSchedule, key: sandbox.gke.io/runtime, operator: Equal, value: gvisor}") {
+		t.Errorf("the placed policy lacks GKE's placement:\n%s", data)
+	}
+	code, _, stderr = e.run(t, e.dir, append(e.env, "AGENT_SANDBOX_PROFILE=default"))
+	if code == 0 || !strings.Contains(stderr, "PROFILE=default, but the local cluster was brought up with PROFILE=gke") {
+		t.Errorf("a profile other than the cluster's: exit %d", code)
+	}
+	code, _, stderr = e.run(t, e.dir, append(e.env, "AGENT_SANDBOX_PROFILE=eks"))
+	if code == 0 || !strings.Contains(stderr, "PROFILE=eks is not a profile of the local cluster; profiles: default gke") {
+		t.Errorf("an unknown profile: exit %d", code)
+	}
+	e.noCalls(t)
+}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -20,7 +22,7 @@ func NewPolicyCommand(streams cli.IO) *cobra.Command {
 		Use:   "policy",
 		Short: "Inspect and check agent-sandbox policies",
 	}
-	cmd.AddCommand(newPolicyCheckCommand(streams), newPolicyGetCommand(streams))
+	cmd.AddCommand(newPolicyCheckCommand(streams), newPolicyGetCommand(streams), newPolicyPlaceCommand(streams))
 	return cmd
 }
 
@@ -228,4 +230,137 @@ func formatFieldPath(steps []pathStep) string {
 		}
 	}
 	return b.String()
+}
+
+// policyPlaceOptions are the inputs of `agent-sandbox policy place`.
+type policyPlaceOptions struct {
+	Policy       string
+	Out          string
+	NodeSelector []string
+	Tolerations  []string
+
+	placement policy.Placement
+	streams   cli.IO
+}
+
+func newPolicyPlaceCommand(streams cli.IO) *cobra.Command {
+	o := &policyPlaceOptions{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "place --policy FILE [--node-selector KEY=VALUE]... [--toleration KEY=VALUE:EFFECT]... [--out FILE]",
+		Short: "Write a policy whose sandbox Pods run on the given nodes (spec.sandbox.nodeSelector and tolerations)",
+		Long: `Write the policy FILE with spec.sandbox.nodeSelector and spec.sandbox.tolerations replaced by the ones given,
+everything else (comments included) as it is; with neither flag, both are removed. Every sandbox Pod gets
+them and admission requires them, exactly. A toleration is written as the taint it tolerates, as kubectl
+taint writes one: KEY=VALUE:EFFECT tolerates that taint (operator Equal), KEY:EFFECT any value of KEY
+(operator Exists). The result is checked as policy check does before it is written (--out, else stdout).
+make up PROFILE=gke derives the local cluster's GKE-shaped policy from policy/policy.yaml with it.`,
+		Example: `  agent-sandbox policy place --policy policy/policy.yaml --node-selector sandbox.gke.io/runtime=gvisor \
+    --toleration sandbox.gke.io/runtime=gvisor:NoSchedule --out gke-policy.yaml`,
+		Args: cli.Usage(cobra.NoArgs),
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return cli.UsageError{Err: err}
+			}
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVar(&o.Policy, "policy", "", "the policy file to start from (required)")
+	cmd.Flags().StringVar(&o.Out, "out", "", "where to write the policy (default: stdout)")
+	cmd.Flags().StringArrayVar(&o.NodeSelector, "node-selector", nil, "KEY=VALUE: a node label every sandbox Pod selects (repeatable)")
+	cmd.Flags().StringArrayVar(&o.Tolerations, "toleration", nil, "KEY=VALUE:EFFECT or KEY:EFFECT: a taint every sandbox Pod tolerates (repeatable)")
+	return cmd
+}
+
+// Validate parses the flags into the placement.
+func (o *policyPlaceOptions) Validate() error {
+	var errs []error
+	if o.Policy == "" {
+		errs = append(errs, errors.New("--policy is required"))
+	}
+	for _, s := range o.NodeSelector {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			errs = append(errs, fmt.Errorf("--node-selector %q: write it as KEY=VALUE", s))
+			continue
+		}
+		if _, dup := o.placement.NodeSelector[k]; dup {
+			errs = append(errs, fmt.Errorf("--node-selector %q: %s is given twice", s, k))
+			continue
+		}
+		if o.placement.NodeSelector == nil {
+			o.placement.NodeSelector = map[string]string{}
+		}
+		o.placement.NodeSelector[k] = v
+	}
+	for _, s := range o.Tolerations {
+		t, err := parseToleration(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.placement.Tolerations = append(o.placement.Tolerations, t)
+	}
+	return errors.Join(errs...)
+}
+
+// parseToleration reads a toleration written as the taint it tolerates (kubectl taint's KEY[=VALUE]:EFFECT).
+func parseToleration(s string) (corev1.Toleration, error) {
+	bad := func(why string) (corev1.Toleration, error) {
+		return corev1.Toleration{}, fmt.Errorf("--toleration %q: %s (write it as KEY=VALUE:EFFECT or KEY:EFFECT)", s, why)
+	}
+	kv, effect, ok := strings.Cut(s, ":")
+	if !ok {
+		return bad("no effect")
+	}
+	switch e := corev1.TaintEffect(effect); e {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return bad("the effect is NoSchedule, PreferNoSchedule or NoExecute")
+	}
+	key, value, hasValue := strings.Cut(kv, "=")
+	if key == "" {
+		return bad("no key")
+	}
+	t := corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffect(effect)}
+	if hasValue {
+		t.Operator, t.Value = corev1.TolerationOpEqual, value
+	}
+	return t, nil
+}
+
+// Run writes the placed policy.
+func (o *policyPlaceOptions) Run() error {
+	data, err := os.ReadFile(o.Policy)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cli.NotFoundError{Err: fmt.Errorf("--policy %s: no such file", o.Policy)}
+	}
+	if err != nil {
+		return err
+	}
+	out, err := policy.WithPlacement(data, o.placement)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Policy, err)
+	}
+	if o.Out == "" {
+		_, err := o.streams.Out.Write(out)
+		return err
+	}
+	// Written whole or not at all: a reader never sees half a policy.
+	tmp, err := os.CreateTemp(filepath.Dir(o.Out), ".policy-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), o.Out)
 }

@@ -99,3 +99,70 @@ func TestPolicyGet(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyPlace: the shipped policy placed as make up PROFILE=gke places it reads back, through policy get,
+// with GKE's node selector and the toleration of its taint; bad flags fail before anything is written.
+func TestPolicyPlace(t *testing.T) {
+	good := "../../../../policy/policy.yaml"
+	out := filepath.Join(t.TempDir(), "gke.yaml")
+	code, stdout, errOut := runCLI(t, "policy", "place", "--policy", good, "--node-selector", "sandbox.gke.io/runtime=gvisor",
+		"--toleration", "sandbox.gke.io/runtime=gvisor:NoSchedule", "--toleration", "example.com/dedicated:NoExecute", "--out", out)
+	if code != 0 || stdout != "" {
+		t.Fatalf("place: exit %d\n%s%s", code, stdout, errOut)
+	}
+	for field, want := range map[string]string{
+		"spec.sandbox.nodeSelector": `{
+  "sandbox.gke.io/runtime": "gvisor"
+}`,
+		"spec.sandbox.tolerations": `[
+  {
+    "effect": "NoSchedule",
+    "key": "sandbox.gke.io/runtime",
+    "operator": "Equal",
+    "value": "gvisor"
+  },
+  {
+    "effect": "NoExecute",
+    "key": "example.com/dedicated",
+    "operator": "Exists"
+  }
+]`,
+		"spec.sandbox.namespace": "agent-sandbox",
+	} {
+		code, got, errOut := runCLI(t, "policy", "get", field, "--policy", out)
+		if code != 0 || strings.TrimSpace(got) != want {
+			t.Errorf("%s of the placed policy: exit %d, got\n%s\nwant\n%s\n%s", field, code, got, want, errOut)
+		}
+	}
+	// Without flags the placement is removed again.
+	cleared := filepath.Join(t.TempDir(), "cleared.yaml")
+	if code, _, errOut := runCLI(t, "policy", "place", "--policy", out, "--out", cleared); code != 0 {
+		t.Fatalf("clear: exit %d\n%s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, "policy", "get", "spec.sandbox.nodeSelector", "--policy", cleared); code != 1 {
+		t.Errorf("the cleared policy still has a node selector (exit %d)", code)
+	}
+
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--node-selector", "sandbox.gke.io/runtime"}, cli.ExitUsage, "write it as KEY=VALUE"},
+		{[]string{"--node-selector", "a=b", "--node-selector", "a=c"}, cli.ExitUsage, "a is given twice"},
+		{[]string{"--toleration", "sandbox.gke.io/runtime=gvisor"}, cli.ExitUsage, "no effect"},
+		{[]string{"--toleration", "k=v:Sometimes"}, cli.ExitUsage, "the effect is NoSchedule"},
+		{[]string{"--toleration", "=v:NoSchedule"}, cli.ExitUsage, "no key"},
+		{[]string{"--policy", ""}, cli.ExitUsage, "--policy is required"},
+		{[]string{"--policy", good + ".missing"}, cli.ExitNotFound, "no such file"},
+	} {
+		args := append([]string{"policy", "place"}, c.args...)
+		if !strings.Contains(strings.Join(c.args, " "), "--policy") {
+			args = append(args, "--policy", good)
+		}
+		code, _, errOut := runCLI(t, append(args, "--out", filepath.Join(t.TempDir(), "x.yaml"))...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want %d with %q; stderr:\n%s", c.args, code, c.code, c.want, errOut)
+		}
+	}
+}
