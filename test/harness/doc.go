@@ -6,4 +6,8 @@
 // The binaries come from the environment that scripts/test-integration.sh prepares: KUBEBUILDER_ASSETS
 // (kube-apiserver, etcd, kubectl) and AGENT_SANDBOX_VAULT_BIN. A missing binary fails the test with a
 // message saying how to run it: integration tests are never silently skipped.
+//
+// Terminal drives a program through a pseudo-terminal as a person at the keyboard would: `agent-sandbox
+// approve` and `keygen` read only from a terminal. The approver's unit tests, the integration tests and
+// test/demo (and through it the end-to-end tests) all drive approve with it.
 package harness

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/creack/pty"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -760,57 +757,17 @@ func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
 	lying := request(toolrun.DescribePlan(p.PlanID, toolrun.PlanSummary{Add: 1}, []toolrun.ResourceChange{{Address: "kubernetes_config_map.notes", Actions: []string{"create"}}}), nil)
 
 	approve := func(id string) (int, string) {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Skipf("no pseudo-terminal: %v", err)
-		}
-		defer ptmx.Close()
-		var mu sync.Mutex
-		var out bytes.Buffer
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				n, err := ptmx.Read(buf)
-				mu.Lock()
-				out.Write(buf[:n])
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-		code := make(chan int, 1)
-		go func() {
-			code <- app.Main(ctx, []string{"approve", id, "--db", db, "--key", keyPath, "--policy", "../../policy/policy.yaml",
+		// Read every page of the screen, as a person would.
+		s := harness.StartTestTerminal(t, func(tty *os.File) int {
+			return app.Main(ctx, []string{"approve", id, "--db", db, "--key", keyPath, "--policy", "../../policy/policy.yaml",
 				"--kubeconfig", e.api.KubeconfigPath, "--provider-mirror", os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")}, tty, tty, tty)
-		}()
-		deadline := time.After(2 * time.Minute)
-		pages := 0
-		for {
-			mu.Lock()
-			shown := out.String()
-			mu.Unlock()
-			select {
-			case c := <-code:
-				tty.Close()
-				time.Sleep(100 * time.Millisecond)
-				mu.Lock()
-				defer mu.Unlock()
-				return c, out.String()
-			case <-deadline:
-				t.Fatalf("approve hangs; terminal:\n%s", shown)
-			case <-time.After(100 * time.Millisecond):
-			}
-			if n := strings.Count(shown, "Enter for the next page --"); n > pages {
-				// A long screen: read on, page by page.
-				pages = n
-				_, _ = ptmx.Write([]byte("\n"))
-			}
-			if strings.Contains(shown, `or "yes": `) {
-				// Do not approve: answer something else, which leaves the request pending.
-				_, _ = ptmx.Write([]byte("no\n"))
-			}
+		}, harness.TurnPages())
+		if s.Shows(`or "yes": `) {
+			// Do not approve: answer something else, which leaves the request pending.
+			s.Send("no\n")
 		}
+		code := s.Wait()
+		return code, s.Output()
 	}
 
 	code, shown := approve(honest.ID)
