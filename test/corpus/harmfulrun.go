@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
@@ -193,7 +194,7 @@ func (r *HarmfulRun) atPlan(ctx context.Context, c HarmfulPlan) StageOutcome {
 		// A plan got through (or is held for approvals): its saved plan goes with the case too.
 		var p service.PlanOutput
 		if res.Decode(&p) == nil && toolrun.ValidatePlanID(p.PlanID) == nil {
-			defer r.deleteConfigMap(sandbox.PlanPrefix + p.PlanID)
+			defer r.deleteConfigMap(contract.PlanConfigMapPrefix + p.PlanID)
 		}
 	}
 	return planVerdict(c, res)
@@ -230,7 +231,7 @@ func (r *HarmfulRun) atApply(ctx context.Context, c HarmfulPlan, plan []byte, be
 		s.Detail = "the plan ConfigMap was refused, so the apply was not tried: " + firstLine(err.Error())
 		return s
 	}
-	defer r.deleteConfigMap(sandbox.PlanPrefix + id)
+	defer r.deleteConfigMap(contract.PlanConfigMapPrefix + id)
 	params := map[string]any{"workspace": r.Workspace, "plan_id": id}
 	tokens := r.approvals(c, params)
 	// TODO(two-person rule): a Job carries one approval token today (sandbox.JobSpec.ApprovalToken). Once it
