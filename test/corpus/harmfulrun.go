@@ -1,7 +1,6 @@
 package corpus
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // Where a harmful plan must be stopped (HarmfulOutcome.Stages).
@@ -174,7 +174,7 @@ func (r *HarmfulRun) atPlan(ctx context.Context, c HarmfulPlan) StageOutcome {
 	}
 	// The server publishes the folder as this content-addressed ConfigMap; it goes with the case.
 	defer r.deleteConfigMap(sandbox.WorkspaceConfigMapName(files))
-	stderr := &lockedBuffer{}
+	stderr := &harness.SyncBuffer{}
 	cmd := exec.CommandContext(ctx, r.Binary, "mcp", "--policy", r.PolicyFile, "--kubeconfig", r.MCPKubeconfig,
 		"--workspaces", filepath.Join(dir, "workspaces"), "--db", filepath.Join(dir, "approvals.db"),
 		"--audit-log", filepath.Join(dir, "audit.jsonl"))
@@ -431,22 +431,4 @@ func HarmfulReport(outcomes []HarmfulOutcome) (lines []string, verdict string, o
 		return lines, fmt.Sprintf("PASS: %d/%d harmful plans refused", refused, len(outcomes)), true
 	}
 	return lines, fmt.Sprintf("FAIL: %d/%d harmful plans refused; got through: %s", refused, len(outcomes), strings.Join(through, ", ")), false
-}
-
-// lockedBuffer is a buffer that the MCP server's stderr copier writes while a failing call reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
