@@ -231,28 +231,7 @@ func runnerConfigMapVolume(t *testing.T, dir string, extra map[string]string) st
 	for k, v := range extra {
 		files[k] = v
 	}
-	return configMapFiles(t, dir, files)
-}
-
-// configMapFiles lays files out the way the kubelet writes a ConfigMap volume.
-func configMapFiles(t *testing.T, dir string, files map[string]string) string {
-	t.Helper()
-	stamp := "..2026_11_30_12_00_00.000000001"
-	if err := os.MkdirAll(filepath.Join(dir, stamp), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return harness.ConfigMapVolume(t, dir, files)
 }
 
 // use puts one scope's credential at the kubeconfig path.
@@ -603,7 +582,7 @@ func (e *runnerEnv) testPlanRules(t *testing.T) {
 	for n, d := range inc.Files {
 		files[n] = string(d)
 	}
-	ws := configMapFiles(t, filepath.Join(t.TempDir(), "ws"), files)
+	ws := harness.ConfigMapVolume(t, filepath.Join(t.TempDir(), "ws"), files)
 	before, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -835,7 +814,7 @@ func (e *runnerEnv) testMaliciousWorkspaces(t *testing.T) {
 		for name, data := range c.Files {
 			files[name] = string(data)
 		}
-		ws := configMapFiles(t, dir, files)
+		ws := harness.ConfigMapVolume(t, dir, files)
 		var stdout, stderr bytes.Buffer
 		e.use(t, "terraform-plan")
 		code := app.Main(context.Background(), []string{"run", "terraform-plan", "--workspace=" + runnerWorkspace, "--source=" + ws, "--namespace=" + runnerNS},
