@@ -405,24 +405,16 @@ func removeErr(path string, err error) error {
 // emit writes one event line. Everything passes through package scrub first; the credential's token
 // is never among the fields in the first place.
 func (a *Agent) emit(name string, fields map[string]any) {
-	ev := map[string]any{
-		"event":     name,
-		"scope":     a.cfg.Scope,
-		"namespace": a.cfg.Namespace,
-		"time":      a.cfg.Now().UTC().Format(time.RFC3339Nano),
-	}
-	for k, v := range fields {
-		ev[k] = v
-	}
-	line, err := json.Marshal(a.Scrubber().Value(ev))
-	if err != nil {
-		return
-	}
-	_, _ = a.cfg.Events.Write(append(line, '\n'))
+	a.writeEvent(a.Scrubber().Value(a.event(name, fields)))
 }
 
 // emitRaw writes one event line whose fields were scrubbed already.
 func (a *Agent) emitRaw(name string, fields map[string]any) {
+	a.writeEvent(a.event(name, fields))
+}
+
+// event is one event line's object: its name, the agent's scope and namespace, the time, and fields.
+func (a *Agent) event(name string, fields map[string]any) map[string]any {
 	ev := map[string]any{
 		"event":     name,
 		"scope":     a.cfg.Scope,
@@ -432,6 +424,11 @@ func (a *Agent) emitRaw(name string, fields map[string]any) {
 	for k, v := range fields {
 		ev[k] = v
 	}
+	return ev
+}
+
+// writeEvent writes ev as one JSON line on the events stream; an event that cannot be encoded is dropped.
+func (a *Agent) writeEvent(ev any) {
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return

@@ -188,7 +188,7 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 		return nil, deny(rules.SandboxNamespace, "ConfigMap %s holds a CA the credential agent trusts; %s may not %s it", req.Name, req.User, strings.ToLower(req.Operation))
 	}
 	isMCP := c.Identities.MCPUser != "" && req.User == c.Identities.MCPUser
-	contentAddressed := strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) || strings.HasPrefix(req.Name, sandbox.PlanPrefix)
+	contentAddressed := strings.HasPrefix(req.Name, contract.WorkspaceConfigMapPrefix) || strings.HasPrefix(req.Name, contract.PlanConfigMapPrefix)
 	switch {
 	case req.Operation == "DELETE" && contentAddressed:
 		// A pending approval needs its saved plan: the pruner deletes workspaces and plans when nothing
@@ -197,7 +197,7 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 		if c.isAdmin(req) || contains(c.Identities.PoolUsers, req.User) || contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User) {
 			return &Decision{}, nil
 		}
-		if isMCP && strings.HasPrefix(req.Name, sandbox.WorkspacePrefix) {
+		if isMCP && strings.HasPrefix(req.Name, contract.WorkspaceConfigMapPrefix) {
 			return &Decision{}, nil // a workspace is published again by the call that needs it; a saved plan is not
 		}
 		return nil, deny(rules.ContentAddressed, "ConfigMap %s holds a call's workspace or saved plan; it is deleted by agent-sandbox's pruner, not by %s", req.Name, req.User)
@@ -209,7 +209,7 @@ func (c *Checker) CheckConfigMap(_ context.Context, req Request, obj object) (*D
 		}
 		return &Decision{}, checkContentAddressed(req.Name, obj)
 	case isMCP:
-		return nil, deny(rules.ContentAddressed, "the MCP server creates only workspace (%s…) and saved-plan (%s…) ConfigMaps, not %s", sandbox.WorkspacePrefix, sandbox.PlanPrefix, req.Name)
+		return nil, deny(rules.ContentAddressed, "the MCP server creates only workspace (%s…) and saved-plan (%s…) ConfigMaps, not %s", contract.WorkspaceConfigMapPrefix, contract.PlanConfigMapPrefix, req.Name)
 	}
 	return &Decision{}, nil
 }
@@ -228,7 +228,7 @@ func checkContentAddressed(name string, obj object) error {
 	if raw, _ := obj["data"].(map[string]any); len(raw) != len(data) {
 		return deny(rules.ContentAddressed, "ConfigMap %s holds a non-string value", name)
 	}
-	if strings.HasPrefix(name, sandbox.WorkspacePrefix) {
+	if strings.HasPrefix(name, contract.WorkspaceConfigMapPrefix) {
 		if !isEmpty(binary) {
 			return deny(rules.ContentAddressed, "workspace ConfigMap %s must hold text files only", name)
 		}
@@ -246,7 +246,7 @@ func checkContentAddressed(name string, obj object) error {
 		return deny(rules.ContentAddressed, "saved-plan ConfigMap %s: %v", name, err)
 	}
 	sum := sha256.Sum256(plan)
-	if want := sandbox.PlanPrefix + hex.EncodeToString(sum[:]); name != want {
+	if want := contract.PlanConfigMapPrefix + hex.EncodeToString(sum[:]); name != want {
 		return deny(rules.ContentAddressed, "saved-plan ConfigMap %s must be named %s after its content", name, want)
 	}
 	return nil

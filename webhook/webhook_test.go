@@ -203,20 +203,7 @@ var testHead = strings.Repeat("5a", 32)
 // job renders the Job the MCP server would create for tool and params, then injects as the webhook would.
 func (f *fixture) job(t testing.TB, tool string, params map[string]any, token string) *batchv1.Job {
 	t.Helper()
-	tl, err := f.p.Tool(tool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := tl.Invoke(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: testRequestID, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: testHead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	Inject(&j.Spec.Template.ObjectMeta, &j.Spec.Template.Spec, f.p, inv)
-	return j
+	return f.jobFor(t, tool, params, token, testRequestID, testHead)
 }
 
 const testJobUID = "0f6b8a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"

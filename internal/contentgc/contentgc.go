@@ -17,7 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 )
 
 // Pruner deletes the sandbox namespace's content-addressed ConfigMaps (workspaces, tfws-…, and saved
@@ -45,7 +45,7 @@ func (p *Pruner) Prune(ctx context.Context) (int, error) {
 	n := 0
 	for i := range list.Items {
 		cm := &list.Items[i]
-		if !strings.HasPrefix(cm.Name, sandbox.WorkspacePrefix) && !strings.HasPrefix(cm.Name, sandbox.PlanPrefix) {
+		if !strings.HasPrefix(cm.Name, contract.WorkspaceConfigMapPrefix) && !strings.HasPrefix(cm.Name, contract.PlanConfigMapPrefix) {
 			continue
 		}
 		if cm.CreationTimestamp.After(cutoff) {

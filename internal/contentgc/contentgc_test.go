@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 )
 
 // TestPrunerDeletesOnlyExpiredContent: workspaces and saved plans older than the approval request lifetime
@@ -25,12 +25,12 @@ func TestPrunerDeletesOnlyExpiredContent(t *testing.T) {
 			CreationTimestamp: metav1.NewTime(now.Add(-age))}}
 	}
 	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(
-		cm(ns, sandbox.WorkspacePrefix+"old", time.Hour),
-		cm(ns, sandbox.PlanPrefix+"old", time.Hour),
-		cm(ns, sandbox.WorkspacePrefix+"young", time.Minute),
-		cm(ns, sandbox.PlanPrefix+"young", time.Minute),
+		cm(ns, contract.WorkspaceConfigMapPrefix+"old", time.Hour),
+		cm(ns, contract.PlanConfigMapPrefix+"old", time.Hour),
+		cm(ns, contract.WorkspaceConfigMapPrefix+"young", time.Minute),
+		cm(ns, contract.PlanConfigMapPrefix+"young", time.Minute),
 		cm(ns, "kube-root-ca.crt", 24*time.Hour),
-		cm("elsewhere", sandbox.WorkspacePrefix+"old", time.Hour),
+		cm("elsewhere", contract.WorkspaceConfigMapPrefix+"old", time.Hour),
 	).Build()
 	p := &Pruner{Client: c, Namespace: ns, MaxAge: ttl, Now: func() time.Time { return now }}
 	n, err := p.Prune(context.Background())

@@ -1,5 +1,5 @@
-// Package contract declares, once, the labels, annotations, volume names and paths that the MCP server's
-// Job renderer, the admission webhook and the credential agent agree on. Anything that builds or checks a
+// Package contract declares, once, the labels, annotations, ConfigMap names, volume names and paths that
+// the MCP server's Job renderer, the admission webhook and the credential agent agree on. Anything that builds or checks a
 // sandbox Job refers to these constants rather than spelling the strings again.
 package contract
 
@@ -60,6 +60,17 @@ const (
 	// so a claim that reached the Pod any other way (the pods/status subresource, which admission of pods
 	// does not see) is refused inside the Pod.
 	AnnotationClaimSignature = prefix + "claim-signature"
+)
+
+// Content-addressed ConfigMaps of the sandbox namespace, which the MCP server uploads: the admission
+// webhook admits one of these names only with the content it names, immutable, so a name means one
+// content for ever, and the content garbage collector deletes them once no approval can name them.
+const (
+	// WorkspaceConfigMapPrefix starts a workspace ConfigMap's name; sandbox.WorkspaceConfigMapName gives
+	// the rest.
+	WorkspaceConfigMapPrefix = "tfws-"
+	// PlanConfigMapPrefix starts a saved plan's ConfigMap name, followed by the plan's SHA-256 (its plan ID).
+	PlanConfigMapPrefix = "tfplan-"
 )
 
 // Names inside the sandbox Pod.

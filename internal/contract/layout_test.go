@@ -100,6 +100,20 @@ func TestStorageDoesNotDecide(t *testing.T) {
 	}
 }
 
+// TestPrunerNeedsOnlyTheNames: the pruning of expired content needs the names of what it prunes, which
+// this package declares, not the code that renders and runs sandboxes: of this module it links nothing else.
+func TestPrunerNeedsOnlyTheNames(t *testing.T) {
+	p, ok := listPackages(t)["internal/contentgc"]
+	if !ok {
+		t.Fatal("package internal/contentgc is gone: update the layout test")
+	}
+	for _, d := range p.Deps {
+		if strings.HasPrefix(d, module) && d != module+"internal/contract" {
+			t.Errorf("internal/contentgc depends on %s", d)
+		}
+	}
+}
+
 // TestOneImporterEach: cel-go only in cel/, the MCP SDK only in mcp/, Vault's API only in broker/, SQLite
 // only in the approvals store (and the demo that reads it).
 func TestOneImporterEach(t *testing.T) {

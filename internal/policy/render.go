@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 )
 
 // Sentinel errors for a call that the policy refuses.
@@ -72,7 +74,7 @@ func (t *Tool) Invoke(raw map[string]any) (*Invocation, error) {
 	}
 	if t.Plan != nil {
 		if id, _ := params[t.Plan.Parameter].(string); id != "" {
-			inv.PlanConfigMap = PlanConfigMapPrefix + id
+			inv.PlanConfigMap = contract.PlanConfigMapPrefix + id
 		}
 	}
 	inv.render(nil)
@@ -145,9 +147,6 @@ func (t *Tool) normalizeParams(raw map[string]any, agent bool) (map[string]any, 
 	}
 	return params, nil
 }
-
-// PlanConfigMapPrefix starts the name of a saved plan's ConfigMap; the plan ID follows.
-const PlanConfigMapPrefix = "tfplan-"
 
 // render substitutes parameters into an argv template. An element that names a parameter without a
 // value is left out entirely, so "--selector={{label_selector}}" disappears when no selector is given.

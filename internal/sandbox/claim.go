@@ -50,15 +50,11 @@ const claimCandidates = 3
 // polling, and no waiting for the kubelet to notice that the tool exited. The warm Job is always deleted.
 func (r *Runner) runWarm(ctx context.Context, tool, claim string, deadlineSeconds *int64, progress func(Stage, string)) (*Result, error) {
 	progress(StageQueued, "")
-	select {
-	case r.sem <- struct{}{}:
-		defer func() { <-r.sem }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if err := RunBeforeCreate(ctx); err != nil {
+	release, err := r.takeSlot(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	start := time.Now()
 	limit := 2 * time.Minute
 	if deadlineSeconds != nil {

@@ -136,6 +136,23 @@ func RunBeforeCreate(ctx context.Context) error {
 	return h.err
 }
 
+// takeSlot waits for one of the Runner's slots (MaxConcurrency calls run at once), or for ctx to end, and
+// then runs ctx's before-create hook (RunBeforeCreate); release gives the slot back. Every call, cold or
+// warm, takes its slot here before it creates or claims anything.
+func (r *Runner) takeSlot(ctx context.Context) (release func(), err error) {
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release = func() { <-r.sem }
+	if err := RunBeforeCreate(ctx); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
 // Run submits job and waits for it; progress is called at each stage. The Job is always deleted before Run
 // returns, also when ctx is cancelled (the call was cancelled) or the run fails.
 func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)) (*Result, error) {
@@ -143,15 +160,11 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 		progress = func(Stage) {}
 	}
 	progress(StageQueued)
-	select {
-	case r.sem <- struct{}{}:
-		defer func() { <-r.sem }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if err := RunBeforeCreate(ctx); err != nil {
+	release, err := r.takeSlot(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	start := time.Now()
 	res := &Result{JobName: job.Name, ExitCode: -1}
 	created, err := r.Client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{})

@@ -14,23 +14,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // LabelWorkspace marks the ConfigMaps that carry a Terraform workspace's files into sandboxes.
 const LabelWorkspace = "agent-sandbox.dev/workspace"
 
-// Content-addressed ConfigMaps of the sandbox namespace. The admission webhook admits one of these names
-// only with the content it names, immutable, so a name means one content for ever.
-const (
-	// WorkspacePrefix starts a workspace ConfigMap's name; WorkspaceConfigMapName gives the rest.
-	WorkspacePrefix = "tfws-"
-	// PlanPrefix starts a saved plan's ConfigMap name, followed by the plan's SHA-256 (its plan ID).
-	PlanPrefix = policy.PlanConfigMapPrefix
-	// PlanKey is the binaryData key of a saved plan's ConfigMap.
-	PlanKey = "tfplan"
-)
+// PlanKey is the binaryData key of a saved plan's ConfigMap (named contract.PlanConfigMapPrefix and the
+// plan ID).
+const PlanKey = "tfplan"
 
 // WorkspaceConfigMapName is "tfws-" and 20 hex characters of the SHA-256 over the sorted files: the same
 // files always give the same name.
@@ -44,7 +37,7 @@ func WorkspaceConfigMapName(files map[string]string) string {
 	for _, n := range names {
 		fmt.Fprintf(h, "%d:%s%d:%s", len(n), n, len(files[n]), files[n])
 	}
-	return WorkspacePrefix + hex.EncodeToString(h.Sum(nil))[:20]
+	return contract.WorkspaceConfigMapPrefix + hex.EncodeToString(h.Sum(nil))[:20]
 }
 
 // Workspaces publishes workspace files as immutable ConfigMaps in the sandbox namespace.
@@ -75,7 +68,7 @@ func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map
 // error. The chart's Role for the MCP server grants no delete on ConfigMaps (the webhook's pruner removes
 // them when they expire): there the API server refuses it, and the caller leaves it to the pruner.
 func (w *Workspaces) DeleteWorkspace(ctx context.Context, name string) error {
-	if !strings.HasPrefix(name, WorkspacePrefix) {
+	if !strings.HasPrefix(name, contract.WorkspaceConfigMapPrefix) {
 		return fmt.Errorf("%s is not a workspace ConfigMap", name)
 	}
 	err := w.Client.CoreV1().ConfigMaps(w.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
@@ -89,7 +82,7 @@ func (w *Workspaces) DeleteWorkspace(ctx context.Context, name string) error {
 // the name is the content's SHA-256.
 func (w *Workspaces) EnsurePlan(ctx context.Context, planID string, plan []byte) error {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: PlanPrefix + planID, Namespace: w.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: contract.PlanConfigMapPrefix + planID, Namespace: w.Namespace},
 		BinaryData: map[string][]byte{PlanKey: plan},
 		Immutable:  ptr.To(true),
 	}
@@ -102,7 +95,7 @@ func (w *Workspaces) EnsurePlan(ctx context.Context, planID string, plan []byte)
 
 // PlanExists checks that the saved plan's ConfigMap is there.
 func (w *Workspaces) PlanExists(ctx context.Context, planID string) error {
-	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Get(ctx, PlanPrefix+planID, metav1.GetOptions{})
+	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Get(ctx, contract.PlanConfigMapPrefix+planID, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("no saved plan %s: plan again with terraform_plan (saved plans expire with their approval requests)", planID[:min(12, len(planID))])

@@ -10,6 +10,10 @@ import (
 // DefaultPageLines is how many rows a page holds when the terminal's height is unknown.
 const DefaultPageLines = 40
 
+// NextPagePrompt ends the line with which the Pager waits at the bottom of each page; what drives a
+// terminal unattended (test/harness's Terminal) answers it with Enter.
+const NextPagePrompt = "Enter for the next page --"
+
 // Pager shows a long text a screenful at a time on a terminal, so that nothing scrolls past a person
 // before they have read it: after each page but the last it prints
 //
@@ -53,7 +57,7 @@ func (p *Pager) Page(above, text string) error {
 	for i, line := range lines {
 		need := p.rowsOf(line)
 		if !fresh && used+need > budget {
-			if _, err := fmt.Fprintf(p.Out, "-- more: line %d of %d, Enter for the next page --", shown+i, total); err != nil {
+			if _, err := fmt.Fprintf(p.Out, "-- more: line %d of %d, "+NextPagePrompt, shown+i, total); err != nil {
 				return err
 			}
 			if err := p.Next(); err != nil {

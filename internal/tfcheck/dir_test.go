@@ -9,37 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 const okTF = "output \"x\" {\n  value = \"ok\"\n}\n"
 
-// configMapVolume lays out files the way the kubelet mounts a ConfigMap: the data in a timestamped
-// folder, ..data linking to it, and each key a link through ..data.
-func configMapVolume(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	ts := "..2024_01_01_00_00_00.000000001"
-	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, ts, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name := range files {
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func TestCheckDirConfigMap(t *testing.T) {
-	dir := configMapVolume(t, map[string]string{"main.tf": okTF, "terraform.tfvars": "x = 1\n"})
+	dir := harness.ConfigMapVolume(t, t.TempDir(), map[string]string{"main.tf": okTF, "terraform.tfvars": "x = 1\n"})
 	files, err := CheckDir(dir, testOpts)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +148,7 @@ func TestReadWorkspaceFilter(t *testing.T) {
 	for n, d := range files {
 		cm[n] = string(d)
 	}
-	if _, err := CheckDir(configMapVolume(t, cm), testOpts); err != nil {
+	if _, err := CheckDir(harness.ConfigMapVolume(t, t.TempDir(), cm), testOpts); err != nil {
 		t.Errorf("what the server reads, the sandbox refuses: %v", err)
 	}
 

@@ -9,33 +9,11 @@ import (
 	"testing"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/tfcheck"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
-// configMapVolume lays files out as the kubelet writes a ConfigMap volume: the data in a timestamped
-// folder, ..data linking to it, and one link per key.
-func configMapVolume(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	stamp := "..2026_11_30_12_00_00.000000001"
-	if err := os.Mkdir(filepath.Join(dir, stamp), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func TestLoadWorkspaceConfigMapVolume(t *testing.T) {
-	src := configMapVolume(t, map[string]string{
+	src := harness.ConfigMapVolume(t, t.TempDir(), map[string]string{
 		"main.tf":             "resource \"kubernetes_config_map\" \"x\" {\n  metadata {\n    name = var.name\n  }\n}\n",
 		"variables.tf":        "variable \"name\" {\n  type = string\n}\n",
 		"terraform.tfvars":    "name = \"web\"\n",
@@ -74,7 +52,7 @@ func TestLoadWorkspaceRefusesCodeExecution(t *testing.T) {
 		"escaped local-exec":      "resource \"kubernetes_config_map\" \"x\" {\n  provisioner \"local\\u002dexec\" {\n    command = \"id\"\n  }\n}\n",
 		"kubeconfig in an output": "output \"k\" {\n  value = file(\"/var/run/agent-sandbox/credentials/kubeconfig\")\n}\n",
 	} {
-		_, err := loadWorkspace(configMapVolume(t, map[string]string{"main.tf": src}))
+		_, err := loadWorkspace(harness.ConfigMapVolume(t, t.TempDir(), map[string]string{"main.tf": src}))
 		if !errors.Is(err, tfcheck.ErrRefused) {
 			t.Errorf("%s: %v", name, err)
 		}

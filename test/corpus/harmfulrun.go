@@ -1,7 +1,6 @@
 package corpus
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,11 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // Where a harmful plan must be stopped (HarmfulOutcome.Stages).
@@ -173,7 +174,7 @@ func (r *HarmfulRun) atPlan(ctx context.Context, c HarmfulPlan) StageOutcome {
 	}
 	// The server publishes the folder as this content-addressed ConfigMap; it goes with the case.
 	defer r.deleteConfigMap(sandbox.WorkspaceConfigMapName(files))
-	stderr := &lockedBuffer{}
+	stderr := &harness.SyncBuffer{}
 	cmd := exec.CommandContext(ctx, r.Binary, "mcp", "--policy", r.PolicyFile, "--kubeconfig", r.MCPKubeconfig,
 		"--workspaces", filepath.Join(dir, "workspaces"), "--db", filepath.Join(dir, "approvals.db"),
 		"--audit-log", filepath.Join(dir, "audit.jsonl"))
@@ -193,7 +194,7 @@ func (r *HarmfulRun) atPlan(ctx context.Context, c HarmfulPlan) StageOutcome {
 		// A plan got through (or is held for approvals): its saved plan goes with the case too.
 		var p service.PlanOutput
 		if res.Decode(&p) == nil && toolrun.ValidatePlanID(p.PlanID) == nil {
-			defer r.deleteConfigMap(sandbox.PlanPrefix + p.PlanID)
+			defer r.deleteConfigMap(contract.PlanConfigMapPrefix + p.PlanID)
 		}
 	}
 	return planVerdict(c, res)
@@ -230,7 +231,7 @@ func (r *HarmfulRun) atApply(ctx context.Context, c HarmfulPlan, plan []byte, be
 		s.Detail = "the plan ConfigMap was refused, so the apply was not tried: " + firstLine(err.Error())
 		return s
 	}
-	defer r.deleteConfigMap(sandbox.PlanPrefix + id)
+	defer r.deleteConfigMap(contract.PlanConfigMapPrefix + id)
 	params := map[string]any{"workspace": r.Workspace, "plan_id": id}
 	tokens := r.approvals(c, params)
 	// TODO(two-person rule): a Job carries one approval token today (sandbox.JobSpec.ApprovalToken). Once it
@@ -430,22 +431,4 @@ func HarmfulReport(outcomes []HarmfulOutcome) (lines []string, verdict string, o
 		return lines, fmt.Sprintf("PASS: %d/%d harmful plans refused", refused, len(outcomes)), true
 	}
 	return lines, fmt.Sprintf("FAIL: %d/%d harmful plans refused; got through: %s", refused, len(outcomes), strings.Join(through, ", ")), false
-}
-
-// lockedBuffer is a buffer that the MCP server's stderr copier writes while a failing call reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -299,7 +299,7 @@ func (e *Env) configMapCases() []Case {
 		c("MCP server: a workspace named for other content", "content-addressed", create(func(cm *corev1.ConfigMap) { cm.Data["evil.tf"] = "# swapped\n" })),
 		c("MCP server: a mutable workspace", "content-addressed", create(func(cm *corev1.ConfigMap) { cm.Immutable = nil })),
 		c("MCP server: a saved plan named for other content", "content-addressed", create(func(cm *corev1.ConfigMap) {
-			cm.Name, cm.Data, cm.BinaryData = sandbox.PlanPrefix+strings.Repeat("ab", 32), nil, map[string][]byte{sandbox.PlanKey: []byte("PK\x03\x04 not that plan")}
+			cm.Name, cm.Data, cm.BinaryData = contract.PlanConfigMapPrefix+strings.Repeat("ab", 32), nil, map[string][]byte{sandbox.PlanKey: []byte("PK\x03\x04 not that plan")}
 		})),
 		c("relabel an existing workspace", "content-addressed", func(ctx context.Context) error {
 			if _, err := e.MCP.CoreV1().ConfigMaps(ns).Create(ctx, good(), metav1.CreateOptions{}); err != nil {

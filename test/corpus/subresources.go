@@ -278,7 +278,7 @@ func (e *Env) contentTargets() (ws, plan *corev1.ConfigMap) {
 		Immutable: ptr.To(true), Data: files}
 	body := []byte("PK\x03\x04 corpus saved plan " + e.Run)
 	sum := sha256.Sum256(body)
-	plan = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sandbox.PlanPrefix + hex.EncodeToString(sum[:])},
+	plan = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: contract.PlanConfigMapPrefix + hex.EncodeToString(sum[:])},
 		Immutable: ptr.To(true), BinaryData: map[string][]byte{sandbox.PlanKey: body}}
 	return ws, plan
 }

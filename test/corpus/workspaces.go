@@ -129,7 +129,7 @@ func (e *Env) ForgedPlanApply(ctx context.Context, savedPlan []byte) InputOutcom
 		o.Detail = "the plan ConfigMap was refused, so the attack was not tried: " + firstLine(err.Error())
 		return o
 	}
-	defer e.deleteConfigMap(sandbox.PlanPrefix + id)
+	defer e.deleteConfigMap(contract.PlanConfigMapPrefix + id)
 	params := map[string]any{"workspace": "k8s-demo", "plan_id": id}
 	job := e.Job("terraform_apply", params, e.Token(e.Approver, "terraform_apply", params, nil))
 	return e.refusedByCheck(ctx, o, job, forgedReason)
@@ -141,7 +141,7 @@ func (e *Env) publishPlan(ctx context.Context, plan []byte) (string, error) {
 	sum := sha256.Sum256(plan)
 	id := hex.EncodeToString(sum[:])
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: sandbox.PlanPrefix + id},
+		ObjectMeta: metav1.ObjectMeta{Name: contract.PlanConfigMapPrefix + id},
 		BinaryData: map[string][]byte{sandbox.PlanKey: plan},
 		Immutable:  ptr.To(true),
 	}

@@ -6,7 +6,6 @@
 package demo
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -22,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/creack/pty"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,6 +31,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // Config says where everything is.
@@ -339,55 +338,36 @@ func Approve(ctx context.Context, cfg Config, id string, extra ...string) (strin
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, cfg.Binary, args...)
-	tty, err := pty.Start(cmd)
+	// Every page of a long screen is turned as a reader does: Enter at each "-- more: ... --".
+	term, err := harness.StartTerminalCommand(exec.CommandContext(ctx, cfg.Binary, args...), harness.TurnPages())
 	if err != nil {
-		return "", fmt.Errorf("start approve on a pseudo-terminal: %w", err)
+		return "", err
 	}
-	defer tty.Close()
-	var transcript bytes.Buffer
-	rd := bufio.NewReader(io.TeeReader(tty, &transcript))
-	// waitFor reads until prompt, turning every page of a long screen as a reader does: Enter at each
-	// "-- more: ... Enter for the next page --".
-	waitFor := func(prompt string) error {
-		var seen strings.Builder
-		for !strings.Contains(seen.String(), prompt) {
-			b, err := rd.ReadByte()
-			if err != nil {
-				return fmt.Errorf("approve ended before asking %q: %w\n%s", prompt, err, transcript.String())
-			}
-			seen.WriteByte(b)
-			if strings.HasSuffix(seen.String(), pagerPrompt) {
-				fmt.Fprint(tty, "\n")
-				seen.Reset()
-			}
-		}
-		return nil
-	}
-	if err := waitFor(`or "yes": `); err != nil {
-		// approve refused before asking (a plan it would not sign, exit 4): what it showed is the answer.
-		werr := cmd.Wait()
-		out := strings.ReplaceAll(transcript.String(), "\r", "")
+	defer term.Close()
+	// finish waits for approve to end and returns what it showed, and an error: approve's own if it exited
+	// with another code than 0 (an *exec.ExitError), else failed.
+	finish := func(failed error) (string, error) {
+		_, werr := term.Wait(ctx)
+		out := strings.ReplaceAll(term.Output(), "\r", "")
 		if werr != nil {
 			return out, fmt.Errorf("approve failed: %w", werr)
 		}
-		return out, err
+		return out, failed
 	}
-	fmt.Fprintf(tty, "%s\n", id)
-	if err := waitFor("Passphrase for approver key"); err != nil {
+	if err := term.Expect(ctx, `or "yes": `); err != nil {
+		// approve refused before asking (a plan it would not sign, exit 4): what it showed is the answer.
+		return finish(fmt.Errorf("approve ended before asking to confirm: %w", err))
+	}
+	if err := term.Type(id + "\n"); err != nil {
 		return "", err
 	}
-	if err := waitFor(": "); err != nil {
+	if err := term.Expect(ctx, "Passphrase for approver key", ": "); err != nil {
+		return "", fmt.Errorf("%w\n%s", err, term.Output())
+	}
+	if err := term.TypeSecret(ctx, strings.TrimSpace(string(pass))+"\n"); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(tty, "%s\n", strings.TrimSpace(string(pass)))
-	_, _ = io.Copy(io.Discard, rd)
-	werr := cmd.Wait()
-	out := strings.ReplaceAll(transcript.String(), "\r", "")
-	if werr != nil {
-		return out, fmt.Errorf("approve failed: %w", werr)
-	}
-	return out, nil
+	return finish(nil)
 }
 
 // usedTokens reads the tokens of every grant of request id, in the order Store.Consume returns them.
@@ -407,9 +387,6 @@ func usedTokens(ctx context.Context, db *sql.DB, id string) ([]string, error) {
 	}
 	return tokens, rows.Err()
 }
-
-// pagerPrompt ends the line with which approve waits at the bottom of each page of a long screen.
-const pagerPrompt = "Enter for the next page --"
 
 // replayAtCluster plays an attacker who bypasses the MCP server with the token of a consumed approval,
 // taken from the approvals database: the Job goes straight to the API server and must be refused.

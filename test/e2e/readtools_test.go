@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/schema"
 )
@@ -58,7 +59,7 @@ func TestE2EReadTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cm := range plans.Items {
-		if id, ok := strings.CutPrefix(cm.Name, policy.PlanConfigMapPrefix); ok {
+		if id, ok := strings.CutPrefix(cm.Name, contract.PlanConfigMapPrefix); ok {
 			calls = append(calls, struct {
 				tool string
 				args map[string]any

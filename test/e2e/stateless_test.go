@@ -29,6 +29,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
 	"github.com/agent-sandbox/agent-sandbox/test/demo"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // TestE2EStatelessHTTP: two `agent-sandbox mcp --http` processes (stateless, the default) on two ports,
@@ -148,7 +149,7 @@ func repliesBy(log []routedRequest) map[int]int {
 type replica struct {
 	cmd      *exec.Cmd
 	endpoint string
-	log      *syncBuffer
+	log      *harness.SyncBuffer
 	exited   chan error
 	stopOnce sync.Once
 }
@@ -160,7 +161,7 @@ func startReplica(ctx context.Context, t *testing.T, cfg demo.Config, tokenFile 
 	cmd := exec.CommandContext(ctx, cfg.Binary, "mcp", "--http", "127.0.0.1:0", "--http-token-file", tokenFile,
 		"--policy", cfg.Policy, "--kubeconfig", cfg.MCPKubeconfig, "--workspaces", cfg.Workspaces,
 		"--db", cfg.DB, "--audit-log", cfg.AuditLog)
-	r := &replica{cmd: cmd, log: &syncBuffer{}, exited: make(chan error, 1)}
+	r := &replica{cmd: cmd, log: &harness.SyncBuffer{}, exited: make(chan error, 1)}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -540,22 +541,4 @@ func checkRouted(t *testing.T, log []routedRequest) {
 	for _, r := range log {
 		t.Logf("  -> replica %d: %s %v %s header=%q meta=%q HTTP %d", r.Replica, r.Verb, r.Methods, r.Tool, r.Header, r.Meta, r.Status)
 	}
-}
-
-// syncBuffer collects a replica's log while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

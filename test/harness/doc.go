@@ -6,4 +6,12 @@
 // The binaries come from the environment that scripts/test-integration.sh prepares: KUBEBUILDER_ASSETS
 // (kube-apiserver, etcd, kubectl) and AGENT_SANDBOX_VAULT_BIN. A missing binary fails the test with a
 // message saying how to run it: integration tests are never silently skipped.
+//
+// It also holds what tests at every level would otherwise each write again: Terminal drives a program
+// through a pseudo-terminal as a person at the keyboard would (`agent-sandbox approve` and `keygen` read
+// only from a terminal; the approver's unit tests, the integration tests and test/demo, and through it the
+// end-to-end tests, all drive approve with it); SyncBuffer collects output one goroutine writes while
+// another reads it; ConfigMapVolume lays files out as the kubelet mounts a ConfigMap. The packages this one
+// imports (the webhook, policy, sandbox, approval, audit, ...) can use it only from external (_test
+// package) tests: an in-package test that imports it is an import cycle.
 package harness

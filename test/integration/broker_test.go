@@ -539,30 +539,10 @@ func (e *brokerEnv) testExpiry(t *testing.T) {
 // agentProcess is one cred-agent child process.
 type agentProcess struct {
 	cmd            *exec.Cmd
-	stdout, stderr *brokerBuffer
+	stdout, stderr *harness.SyncBuffer
 	// done is closed when the process has exited.
 	done chan struct{}
 }
-
-// brokerBuffer is a bytes.Buffer safe to read while the child process writes to it.
-type brokerBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *brokerBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *brokerBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *brokerBuffer) Len() int { return len(b.String()) }
 
 func (p *agentProcess) exited() bool {
 	select {
@@ -581,7 +561,7 @@ func (e *brokerEnv) startAgent(t *testing.T, args ...string) *agentProcess {
 	}
 	cmd := exec.Command(self, append([]string{"-test.run=^TestBrokerCredAgentProcess$", "--", "cred-agent"}, args...)...)
 	cmd.Env = append(os.Environ(), brokerHelperEnv+"=1")
-	p := &agentProcess{cmd: cmd, stdout: &brokerBuffer{}, stderr: &brokerBuffer{}, done: make(chan struct{})}
+	p := &agentProcess{cmd: cmd, stdout: &harness.SyncBuffer{}, stderr: &harness.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,8 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/creack/pty"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -234,28 +231,7 @@ func runnerConfigMapVolume(t *testing.T, dir string, extra map[string]string) st
 	for k, v := range extra {
 		files[k] = v
 	}
-	return configMapFiles(t, dir, files)
-}
-
-// configMapFiles lays files out the way the kubelet writes a ConfigMap volume.
-func configMapFiles(t *testing.T, dir string, files map[string]string) string {
-	t.Helper()
-	stamp := "..2026_11_30_12_00_00.000000001"
-	if err := os.MkdirAll(filepath.Join(dir, stamp), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(stamp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, stamp, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return harness.ConfigMapVolume(t, dir, files)
 }
 
 // use puts one scope's credential at the kubeconfig path.
@@ -606,7 +582,7 @@ func (e *runnerEnv) testPlanRules(t *testing.T) {
 	for n, d := range inc.Files {
 		files[n] = string(d)
 	}
-	ws := configMapFiles(t, filepath.Join(t.TempDir(), "ws"), files)
+	ws := harness.ConfigMapVolume(t, filepath.Join(t.TempDir(), "ws"), files)
 	before, err := e.admin.AppsV1().Deployments(runnerNS).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -760,57 +736,17 @@ func (e *runnerEnv) testApproveSeesTheTruth(t *testing.T) {
 	lying := request(toolrun.DescribePlan(p.PlanID, toolrun.PlanSummary{Add: 1}, []toolrun.ResourceChange{{Address: "kubernetes_config_map.notes", Actions: []string{"create"}}}), nil)
 
 	approve := func(id string) (int, string) {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Skipf("no pseudo-terminal: %v", err)
-		}
-		defer ptmx.Close()
-		var mu sync.Mutex
-		var out bytes.Buffer
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				n, err := ptmx.Read(buf)
-				mu.Lock()
-				out.Write(buf[:n])
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-		code := make(chan int, 1)
-		go func() {
-			code <- app.Main(ctx, []string{"approve", id, "--db", db, "--key", keyPath, "--policy", "../../policy/policy.yaml",
+		// Read every page of the screen, as a person would.
+		s := harness.StartTestTerminal(t, func(tty *os.File) int {
+			return app.Main(ctx, []string{"approve", id, "--db", db, "--key", keyPath, "--policy", "../../policy/policy.yaml",
 				"--kubeconfig", e.api.KubeconfigPath, "--provider-mirror", os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")}, tty, tty, tty)
-		}()
-		deadline := time.After(2 * time.Minute)
-		pages := 0
-		for {
-			mu.Lock()
-			shown := out.String()
-			mu.Unlock()
-			select {
-			case c := <-code:
-				tty.Close()
-				time.Sleep(100 * time.Millisecond)
-				mu.Lock()
-				defer mu.Unlock()
-				return c, out.String()
-			case <-deadline:
-				t.Fatalf("approve hangs; terminal:\n%s", shown)
-			case <-time.After(100 * time.Millisecond):
-			}
-			if n := strings.Count(shown, "Enter for the next page --"); n > pages {
-				// A long screen: read on, page by page.
-				pages = n
-				_, _ = ptmx.Write([]byte("\n"))
-			}
-			if strings.Contains(shown, `or "yes": `) {
-				// Do not approve: answer something else, which leaves the request pending.
-				_, _ = ptmx.Write([]byte("no\n"))
-			}
+		}, harness.TurnPages())
+		if s.Shows(`or "yes": `) {
+			// Do not approve: answer something else, which leaves the request pending.
+			s.Send("no\n")
 		}
+		code := s.Wait()
+		return code, s.Output()
 	}
 
 	code, shown := approve(honest.ID)
@@ -878,7 +814,7 @@ func (e *runnerEnv) testMaliciousWorkspaces(t *testing.T) {
 		for name, data := range c.Files {
 			files[name] = string(data)
 		}
-		ws := configMapFiles(t, dir, files)
+		ws := harness.ConfigMapVolume(t, dir, files)
 		var stdout, stderr bytes.Buffer
 		e.use(t, "terraform-plan")
 		code := app.Main(context.Background(), []string{"run", "terraform-plan", "--workspace=" + runnerWorkspace, "--source=" + ws, "--namespace=" + runnerNS},

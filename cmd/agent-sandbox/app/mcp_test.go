@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry/telemetrytest"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // mcpFixture is what `agent-sandbox mcp` needs to start without a cluster: the real policy, a kubeconfig
@@ -104,30 +104,12 @@ func unsetTokenEnv(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer the server goroutine writes its logs to while the test reads them.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startMCPHTTP runs the real `agent-sandbox mcp` with args (which serve HTTP on a loopback port) until the
 // test ends, and returns the MCP endpoint it logged and its output streams.
-func startMCPHTTP(t *testing.T, args []string) (endpoint string, stdout, stderr *syncBuffer) {
+func startMCPHTTP(t *testing.T, args []string) (endpoint string, stdout, stderr *harness.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &harness.SyncBuffer{}, &harness.SyncBuffer{}
 	exited := make(chan int, 1)
 	go func() { exited <- Main(ctx, args, strings.NewReader(""), stdout, stderr) }()
 	t.Cleanup(func() {

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/spf13/pflag"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 const (
@@ -185,118 +185,27 @@ func TestApproveRefusesAPlanItCannotVerify(t *testing.T) {
 	r := e.createRequest(t, func(r *approval.Request) { r.PlanDigest = strings.Repeat("ab", 32) })
 	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--audience", approveAudience,
 		"--kubeconfig", filepath.Join(e.dir, "no-such-kubeconfig"))
-	if code := s.wait(); code != 1 {
-		t.Fatalf("exit %d; terminal:\n%s", code, s.output())
+	if code := s.Wait(); code != 1 {
+		t.Fatalf("exit %d; terminal:\n%s", code, s.Output())
 	}
-	s.expect("could not be verified")
-	if strings.Contains(s.output(), "Passphrase") || e.status(t, r.ID) != approval.StatusPending {
-		t.Fatalf("approve went on without verifying the plan:\n%s", s.output())
+	s.Expect("could not be verified")
+	if strings.Contains(s.Output(), "Passphrase") || e.status(t, r.ID) != approval.StatusPending {
+		t.Fatalf("approve went on without verifying the plan:\n%s", s.Output())
 	}
 }
 
-// ptySession runs one command with a pseudo-terminal as its standard streams and lets the test type into it.
-type ptySession struct {
-	t    *testing.T
-	ptmx *os.File
-	mu   sync.Mutex
-	out  bytes.Buffer
-	code chan int
-}
-
-func startPTY(t *testing.T, args ...string) *ptySession {
+// startPTY runs the command line args on a pseudo-terminal, as a person at a terminal would.
+func startPTY(t *testing.T, args ...string) *harness.TestTerminal {
 	t.Helper()
-	return startPTYFunc(t, func(tty *os.File) int { return testMain(context.Background(), args, tty, tty, tty) })
-}
-
-// startPTYFunc runs run with a pseudo-terminal; run returns the exit code.
-func startPTYFunc(t *testing.T, run func(tty *os.File) int) *ptySession {
-	t.Helper()
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal available: %v", err)
-	}
-	s := &ptySession{t: t, ptmx: ptmx, code: make(chan int, 1)}
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			s.mu.Lock()
-			s.out.Write(buf[:n])
-			s.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		s.code <- run(tty)
-	}()
-	t.Cleanup(func() {
-		// A test that stopped half-way leaves the command waiting on the terminal, and a terminal being read
-		// cannot be closed: answer with empty lines (the next page, a confirmation that does not match, a
-		// wrong passphrase) until it ends.
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-			select {
-			case <-finished:
-				deadline = time.Time{}
-			case <-time.After(50 * time.Millisecond):
-				_, _ = ptmx.WriteString("\n")
-			}
-		}
-		tty.Close()
-		ptmx.Close()
-		<-readerDone
-	})
-	return s
-}
-
-func (s *ptySession) output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
-
-// expect waits until the terminal shows want.
-func (s *ptySession) expect(want string) {
-	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Contains(s.output(), want) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s.t.Fatalf("terminal never showed %q; it shows:\n%s", want, s.output())
-}
-
-func (s *ptySession) send(text string) {
-	s.t.Helper()
-	if _, err := s.ptmx.WriteString(text); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-func (s *ptySession) wait() int {
-	s.t.Helper()
-	select {
-	case code := <-s.code:
-		return code
-	case <-time.After(60 * time.Second):
-		s.t.Fatalf("command did not finish; terminal shows:\n%s", s.output())
-		return -1
-	}
+	return harness.StartTestTerminal(t, func(tty *os.File) int { return testMain(context.Background(), args, tty, tty, tty) })
 }
 
 func TestApproveThroughPTY(t *testing.T) {
 	e := newApprovalEnv(t)
 	r := e.createRequest(t, nil)
 	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--audience", approveAudience, "--ttl", "10m")
-	s.expect("or \"yes\": ")
-	shown := s.output()
+	s.Expect("or \"yes\": ")
+	shown := s.Output()
 	for _, want := range []string{
 		r.ID, "terraform_apply", "demo", `"infra/prod"`, "parallelism",
 		"1 to destroy", "DESTRUCTIVE SIGNALS (1)", "resource_delete: aws_db_instance.main will be destroyed",
@@ -305,14 +214,14 @@ func TestApproveThroughPTY(t *testing.T) {
 			t.Errorf("approve did not show %q before asking:\n%s", want, shown)
 		}
 	}
-	s.send(r.ID + "\n")
-	s.expect("Passphrase for approver key")
-	s.send(approvePassphrase + "\n")
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit code = %d; terminal:\n%s", code, s.output())
+	s.Send(r.ID + "\n")
+	s.Expect("Passphrase for approver key")
+	s.SendSecret(approvePassphrase + "\n")
+	if code := s.Wait(); code != 0 {
+		t.Fatalf("exit code = %d; terminal:\n%s", code, s.Output())
 	}
-	s.expect("approved " + r.ID + " (token id ")
-	if strings.Contains(s.output(), approvePassphrase) {
+	s.Expect("approved " + r.ID + " (token id ")
+	if strings.Contains(s.Output(), approvePassphrase) {
 		t.Error("the passphrase was echoed")
 	}
 
@@ -337,7 +246,7 @@ func TestApproveThroughPTY(t *testing.T) {
 	if claims.Subject != r.ID || claims.ID != got.TokenID {
 		t.Errorf("claims = %+v", claims)
 	}
-	if strings.Contains(s.output(), token) {
+	if strings.Contains(s.Output(), token) {
 		t.Error("approve printed the token")
 	}
 }
@@ -382,17 +291,17 @@ func TestApproveThroughPTYRefusals(t *testing.T) {
 			}
 			s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--audience", approveAudience)
 			if tt.confirm != "" {
-				s.expect("or \"yes\": ")
-				s.send(tt.confirm)
+				s.Expect("or \"yes\": ")
+				s.Send(tt.confirm)
 			}
 			if tt.pass != "" {
-				s.expect("Passphrase for approver key")
-				s.send(tt.pass)
+				s.Expect("Passphrase for approver key")
+				s.SendSecret(tt.pass)
 			}
-			if code := s.wait(); code != 1 {
+			if code := s.Wait(); code != 1 {
 				t.Errorf("exit code = %d, want 1", code)
 			}
-			s.expect(tt.wantError)
+			s.Expect(tt.wantError)
 			if st := e.status(t, r.ID); st != tt.wantState {
 				t.Errorf("request is %s, want %s", st, tt.wantState)
 			}
@@ -416,10 +325,10 @@ func TestApproveValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := startPTY(t, append([]string{"approve", r.ID, "--db", e.db}, tt.args...)...)
-			if code := s.wait(); code != 1 {
+			if code := s.Wait(); code != 1 {
 				t.Errorf("exit code = %d, want 1", code)
 			}
-			s.expect(tt.want)
+			s.Expect(tt.want)
 		})
 	}
 }
@@ -572,15 +481,15 @@ func TestKeygenThroughPTY(t *testing.T) {
 	t.Setenv("HOME", dir)
 	keyPath := filepath.Join(dir, "approver.key")
 	s := startPTY(t, "keygen", "--out", keyPath)
-	s.expect("Passphrase for the new approver key: ")
-	s.send(approvePassphrase + "\n")
-	s.expect("Same passphrase again: ")
-	s.send(approvePassphrase + "\n")
-	if code := s.wait(); code != 0 {
-		t.Fatalf("keygen: exit %d:\n%s", code, s.output())
+	s.Expect("Passphrase for the new approver key: ")
+	s.SendSecret(approvePassphrase + "\n")
+	s.Expect("Same passphrase again: ")
+	s.SendSecret(approvePassphrase + "\n")
+	if code := s.Wait(); code != 0 {
+		t.Fatalf("keygen: exit %d:\n%s", code, s.Output())
 	}
-	s.expect("generated approver key approver-")
-	if strings.Contains(s.output(), approvePassphrase) {
+	s.Expect("generated approver key approver-")
+	if strings.Contains(s.Output(), approvePassphrase) {
 		t.Error("the passphrase was echoed")
 	}
 	if _, err := approval.LoadPrivateKey(keyPath, []byte(approvePassphrase)); err != nil {
@@ -655,12 +564,12 @@ func TestApprovePolicyTokenTTLGoverns(t *testing.T) {
 	e := newApprovalEnv(t)
 	r := e.createRequest(t, nil)
 	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--policy", shortTTLPolicy(t, e.dir))
-	s.expect("expires 10m0s after you confirm")
-	s.send("yes\n")
-	s.expect("Passphrase for approver key")
-	s.send(approvePassphrase + "\n")
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit code = %d; terminal:\n%s", code, s.output())
+	s.Expect("expires 10m0s after you confirm")
+	s.Send("yes\n")
+	s.Expect("Passphrase for approver key")
+	s.SendSecret(approvePassphrase + "\n")
+	if code := s.Wait(); code != 0 {
+		t.Fatalf("exit code = %d; terminal:\n%s", code, s.Output())
 	}
 	got, err := e.store.Get(context.Background(), r.ID)
 	if err != nil {
@@ -687,14 +596,14 @@ func writeKey(t *testing.T, dir, id string) (*approval.PrivateKey, string) {
 
 // approveAt runs approve for id with the key at keyPath through a terminal, confirming and typing the
 // passphrase, and returns the session after the command ended.
-func (e *approvalEnv) approveAt(t *testing.T, id, keyPath string) (*ptySession, int) {
+func (e *approvalEnv) approveAt(t *testing.T, id, keyPath string) (*harness.TestTerminal, int) {
 	t.Helper()
 	s := startPTY(t, "approve", id, "--db", e.db, "--key", keyPath, "--audience", approveAudience)
-	s.expect("or \"yes\": ")
-	s.send("yes\n")
-	s.expect("Passphrase for approver key")
-	s.send(approvePassphrase + "\n")
-	return s, s.wait()
+	s.Expect("or \"yes\": ")
+	s.Send("yes\n")
+	s.Expect("Passphrase for approver key")
+	s.SendSecret(approvePassphrase + "\n")
+	return s, s.Wait()
 }
 
 // TestApproveTwoApprovers: approve on a request that needs two approvers says who approved already and how
@@ -708,14 +617,14 @@ func TestApproveTwoApprovers(t *testing.T) {
 
 	s, code := e.approveAt(t, r.ID, e.keyPath)
 	if code != 0 {
-		t.Fatalf("alice: exit %d:\n%s", code, s.output())
+		t.Fatalf("alice: exit %d:\n%s", code, s.Output())
 	}
 	for _, want := range []string{
 		"This call needs 2 distinct approvers; nobody has approved it yet (yours makes 1 of 2)",
 		"approved " + r.ID + " (token id ",
 		"1 of 2 approvals: 1 more needed; ask another approver to run `agent-sandbox approve " + r.ID + "`",
 	} {
-		s.expect(want)
+		s.Expect(want)
 	}
 	if st := e.status(t, r.ID); st != approval.StatusPending {
 		t.Fatalf("after one of two approvals the request is %s", st)
@@ -732,10 +641,10 @@ func TestApproveTwoApprovers(t *testing.T) {
 
 	s, code = e.approveAt(t, r.ID, e.keyPath)
 	if code != 1 {
-		t.Fatalf("alice again: exit %d, want 1:\n%s", code, s.output())
+		t.Fatalf("alice again: exit %d, want 1:\n%s", code, s.Output())
 	}
 	for _, want := range []string{"1 of 2 approvals so far, by alice", "already approved", "the same approver twice counts once"} {
-		s.expect(want)
+		s.Expect(want)
 	}
 	if got, _ := e.store.Get(context.Background(), r.ID); got.Approvals() != 1 || got.Status != approval.StatusPending {
 		t.Fatalf("alice twice: %s, %s", got.Progress(), got.Status)
@@ -743,10 +652,10 @@ func TestApproveTwoApprovers(t *testing.T) {
 
 	s, code = e.approveAt(t, r.ID, bobKey)
 	if code != 0 {
-		t.Fatalf("bob: exit %d:\n%s", code, s.output())
+		t.Fatalf("bob: exit %d:\n%s", code, s.Output())
 	}
 	for _, want := range []string{"1 of 2 approvals so far, by alice", "1 more needed, yours included", "2 of 2 approvals: the set is complete (alice, bob)"} {
-		s.expect(want)
+		s.Expect(want)
 	}
 	if st := e.status(t, r.ID); st != approval.StatusGranted {
 		t.Fatalf("after both approvals the request is %s", st)
@@ -781,22 +690,22 @@ func TestApproveRaisesApprovalsRequired(t *testing.T) {
 	r := e.createRequest(t, nil)
 	o := &approveOptions{storeFlags: storeFlags{DBPath: e.db}, ID: r.ID, KeyPath: e.keyPath, Audience: approveAudience,
 		TTL: 10 * time.Minute, now: time.Now, required: func(*verifiedPlan) int { return 2 }}
-	s := startPTYFunc(t, func(tty *os.File) int {
+	s := harness.StartTestTerminal(t, func(tty *os.File) int {
 		if err := o.Run(context.Background(), cli.IO{In: tty, Out: tty, ErrOut: tty}, tty); err != nil {
 			fmt.Fprintln(tty, "error:", err)
 			return 1
 		}
 		return 0
 	})
-	s.expect("This call needs 2 distinct approvers; nobody has approved it yet")
-	s.expect("or \"yes\": ")
-	s.send("yes\n")
-	s.expect("Passphrase for approver key")
-	s.send(approvePassphrase + "\n")
-	if code := s.wait(); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, s.output())
+	s.Expect("This call needs 2 distinct approvers; nobody has approved it yet")
+	s.Expect("or \"yes\": ")
+	s.Send("yes\n")
+	s.Expect("Passphrase for approver key")
+	s.SendSecret(approvePassphrase + "\n")
+	if code := s.Wait(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, s.Output())
 	}
-	s.expect("1 of 2 approvals: 1 more needed")
+	s.Expect("1 of 2 approvals: 1 more needed")
 	got, err := e.store.Get(context.Background(), r.ID)
 	if err != nil || got.ApprovalsRequired != 2 || got.Status != approval.StatusPending || got.Approvals() != 1 {
 		t.Fatalf("after approve: %+v, %v", got, err)

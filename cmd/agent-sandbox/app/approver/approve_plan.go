@@ -20,6 +20,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
@@ -104,9 +105,9 @@ func (v *planVerifier) fetch(ctx context.Context, planID string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	cm, err := cs.CoreV1().ConfigMaps(v.Namespace).Get(ctx, sandbox.PlanPrefix+planID, metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(v.Namespace).Get(ctx, contract.PlanConfigMapPrefix+planID, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("read the saved plan %s/%s%s: %w", v.Namespace, sandbox.PlanPrefix, planID[:12], err)
+		return nil, fmt.Errorf("read the saved plan %s/%s%s: %w", v.Namespace, contract.PlanConfigMapPrefix, planID[:12], err)
 	}
 	plan := cm.BinaryData[sandbox.PlanKey]
 	sum := sha256.Sum256(plan)

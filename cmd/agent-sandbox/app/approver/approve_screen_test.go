@@ -19,6 +19,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // testPlanID is the plan digest of the requests below; the plans come from fixedPlan, not from a cluster.
@@ -63,8 +64,8 @@ func planRequest(t *testing.T, e *approvalEnv, vp *verifiedPlan) *approval.Reque
 }
 
 // approveWith runs approve of r on a pseudo-terminal with plans as its plan source.
-func approveWith(t *testing.T, e *approvalEnv, r *approval.Request, plans planSource) *ptySession {
-	return startPTYFunc(t, func(tty *os.File) int {
+func approveWith(t *testing.T, e *approvalEnv, r *approval.Request, plans planSource) *harness.TestTerminal {
+	return harness.StartTestTerminal(t, func(tty *os.File) int {
 		o := &approveOptions{storeFlags: storeFlags{DBPath: e.db}, ID: r.ID, KeyPath: e.keyPath, Audience: approveAudience,
 			TTL: 10 * time.Minute, now: time.Now, plan: planFlags{source: plans}}
 		err := o.Run(context.Background(), cli.IO{In: tty, Out: tty, ErrOut: tty}, tty)
@@ -89,8 +90,8 @@ func TestApproveShowsTheIncidentRiskFirst(t *testing.T) {
 	vp := verifiedFixture(t, "plan-incident.json")
 	r := planRequest(t, e, vp)
 	s := approveWith(t, e, r, fixedPlan{vp: vp})
-	s.expect("-- more: line ")
-	first := s.output()
+	s.Expect("-- more: line ")
+	first := s.Output()
 	if strings.Contains(first, `or "yes": `) {
 		t.Fatalf("approve asked before the last page:\n%s", first)
 	}
@@ -106,9 +107,9 @@ func TestApproveShowsTheIncidentRiskFirst(t *testing.T) {
 			t.Errorf("the first page lacks %q:\n%s", want, first)
 		}
 	}
-	s.send("\n")
-	s.expect(`or "yes": `)
-	shown := s.output()
+	s.Send("\n")
+	s.Expect(`or "yes": `)
+	shown := s.Output()
 	order := []string{"APPROVAL REQUEST", "Plan digest", "WHAT THE PLAN DOES", "!! RISK PRIVILEGED", "no destructive signal",
 		"0 to add, 1 to change, 0 to destroy", "!! update           kubernetes_deployment.web",
 		"!! ~ " + pod + "container[0].security_context[0].privileged: false -> true",
@@ -121,11 +122,11 @@ func TestApproveShowsTheIncidentRiskFirst(t *testing.T) {
 		}
 		rest = rest[i+len(want):]
 	}
-	s.send("no\n")
-	if code := s.wait(); code != 1 {
+	s.Send("no\n")
+	if code := s.Wait(); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
-	s.expect("confirmation did not match")
+	s.Expect("confirmation did not match")
 	if st := e.status(t, r.ID); st != approval.StatusPending {
 		t.Errorf("request is %s, want pending", st)
 	}
@@ -141,22 +142,22 @@ func TestApprovePagesALongPlanWithoutCuts(t *testing.T) {
 	s := approveWith(t, e, r, fixedPlan{vp: vp})
 	prompts := 0
 	for {
-		s.expect("-- more: line ")
-		if n := strings.Count(s.output(), "-- more: line "); n > prompts {
+		s.Expect("-- more: line ")
+		if n := strings.Count(s.Output(), "-- more: line "); n > prompts {
 			prompts = n
-			if strings.Contains(s.output(), `or "yes": `) {
-				t.Fatalf("approve asked before the last page:\n%s", s.output())
+			if strings.Contains(s.Output(), `or "yes": `) {
+				t.Fatalf("approve asked before the last page:\n%s", s.Output())
 			}
-			s.send("\n")
+			s.Send("\n")
 		}
 		time.Sleep(20 * time.Millisecond)
-		if strings.Contains(s.output(), `or "yes": `) {
+		if strings.Contains(s.Output(), `or "yes": `) {
 			break
 		}
 	}
 	var text strings.Builder
 	printVerified(&text, vp)
-	shown := strings.ReplaceAll(s.output(), "\r\n", "\n")
+	shown := strings.ReplaceAll(s.Output(), "\r\n", "\n")
 	for _, line := range strings.Split(strings.TrimSpace(text.String()), "\n") {
 		if !strings.Contains(shown, line+"\n") {
 			t.Errorf("the screen lacks the line %q", line)
@@ -169,8 +170,8 @@ func TestApprovePagesALongPlanWithoutCuts(t *testing.T) {
 	if i, j := strings.Index(shown, top), strings.Index(shown, "create           kubernetes_config_map.page[0]"); i < 0 || i > j {
 		t.Errorf("the risk flag is not at the top of the verified section (at %d, the first resource at %d):\n%s", i, j, shown[:min(len(shown), 4000)])
 	}
-	s.send("no\n")
-	if code := s.wait(); code != 1 {
+	s.Send("no\n")
+	if code := s.Wait(); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 }
@@ -186,11 +187,11 @@ func TestApproveRefusesAFalseDescriptionAndShowsThePlan(t *testing.T) {
 		r.Signals = nil
 	})
 	s := approveWith(t, e, r, fixedPlan{vp: vp})
-	if code := s.wait(); code != cli.ExitTampered {
-		t.Fatalf("exit %d:\n%s", code, s.output())
+	if code := s.Wait(); code != cli.ExitTampered {
+		t.Fatalf("exit %d:\n%s", code, s.Output())
 	}
-	s.expect("deny " + r.ID)
-	out := s.output()
+	s.Expect("deny " + r.ID)
+	out := s.Output()
 	for _, want := range []string{"!! RISK PRIVILEGED", "THE REQUEST'S DESCRIPTION OF THIS PLAN IS FALSE: the changes differ"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("approve did not show %q:\n%s", want, out)
@@ -377,11 +378,11 @@ func TestApproveRefusesWhatThePlanRulesRefuse(t *testing.T) {
 	r := planRequest(t, e, vp)
 	s := approveWith(t, e, r, fixedPlan{vp: vp})
 	// The terminal is read while approve runs: wait for its last line, then for its exit.
-	s.expect("--reason 'refused by the policy's plan rules'")
-	if code := s.wait(); code != cli.ExitTampered {
-		t.Fatalf("exit %d, want %d:\n%s", code, cli.ExitTampered, s.output())
+	s.Expect("--reason 'refused by the policy's plan rules'")
+	if code := s.Wait(); code != cli.ExitTampered {
+		t.Fatalf("exit %d, want %d:\n%s", code, cli.ExitTampered, s.Output())
 	}
-	out := s.output()
+	out := s.Output()
 	for _, want := range []string{"!! REFUSED BY THE POLICY'S PLAN RULES", "!! RULE plan-no-privileged  kubernetes_deployment.web",
 		"!! RULE plan-no-host-path  kubernetes_deployment.web", "!! Refusing to sign: plan refused by rule plan-no-privileged"} {
 		if !strings.Contains(out, want) {
