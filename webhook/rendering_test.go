@@ -125,13 +125,9 @@ type decisionCase struct {
 // decisionCases are every violation of TestCheckJobViolations, the good Jobs of other calls, and Jobs that
 // differ from their rendering only where forRequest puts the request's values.
 func decisionCases() []decisionCase {
-	var cases []decisionCase
-	for _, v := range violationCases() {
-		cases = append(cases, decisionCase{"violation " + v.name, func(t *testing.T, f *fixture) *batchv1.Job {
-			j := f.job(t, "k8s_get_pod_status", podParams(), "")
-			v.mutate(j)
-			return j
-		}})
+	var out []decisionCase
+	for _, v := range violations() {
+		out = append(out, decisionCase{"violation " + v.name, func(t *testing.T, f *fixture) *batchv1.Job { return v.job(t, f) }})
 	}
 	selector := map[string]any{"namespace": "demo-app", "label_selector": "app=web"}
 	perRequest := func(name string, edit func(j *batchv1.Job)) decisionCase {
@@ -141,7 +137,7 @@ func decisionCases() []decisionCase {
 			return j
 		}}
 	}
-	return append(cases,
+	return append(out,
 		decisionCase{"the good Job", func(t *testing.T, f *fixture) *batchv1.Job { return f.job(t, "k8s_get_pod_status", podParams(), "") }},
 		decisionCase{"another call's parameters", func(t *testing.T, f *fixture) *batchv1.Job {
 			return f.job(t, "k8s_get_pod_status", selector, "")
