@@ -588,37 +588,22 @@ func TestApproval(t *testing.T) {
 // approvalJob is the Job of an approval case of the corpus as the validating webhook receives it.
 func (f *fixture) approvalJob(t testing.TB, a cases.Approval) *batchv1.Job {
 	t.Helper()
-	var key *approval.PrivateKey
-	var err error
-	switch a.Key {
-	case cases.Trusted:
-		key = f.key
-	case cases.Untrusted:
-		key, err = approval.GenerateKey("someone-else")
-	case cases.Impostor:
-		key, err = approval.GenerateKey(f.key.KeyID())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := ""
-	if key != nil {
-		params := a.Params
-		if params == nil {
-			params = applyParams()
+	token := a.Token(func(k cases.Key, params map[string]any, claims func(*approval.Claims)) string {
+		key := f.key
+		var err error
+		switch k {
+		case cases.Untrusted:
+			key, err = approval.GenerateKey("someone-else")
+		case cases.Impostor:
+			key, err = approval.GenerateKey(f.key.KeyID())
 		}
-		token = f.token(t, key, cases.ApplyTool, params, a.Claims)
-		if a.Forge != nil {
-			token = a.Forge(token)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		return f.token(t, key, cases.ApplyTool, params, claims)
+	})
 	j := f.rendered(t, cases.ApplyTool, applyParams(), token)
-	if a.RequestName {
-		j.Name = sandbox.JobName(cases.ApplyTool, j.Labels[contract.LabelRequestID])
-	}
-	if a.Job != nil {
-		a.Job(j)
-	}
+	a.Change(j, sandbox.JobName)
 	f.mutatingWebhook(t, j)
 	return j
 }

@@ -75,37 +75,25 @@ func (e *Env) approvalCases() []Case {
 
 // approvalJob is the Job of an approval case: ApplyTool's Job for ApplyParams carrying the case's token.
 func (e *Env) approvalJob(a cases.Approval) (*batchv1.Job, error) {
-	var key *approval.PrivateKey
-	switch a.Key {
-	case cases.Trusted:
-		key = e.Approver
-	case cases.Untrusted:
-		key = e.Other
-	case cases.Impostor:
-		k, err := approval.GenerateKey(e.Approver.KeyID())
-		if err != nil {
-			return nil, err
+	var err error
+	token := a.Token(func(k cases.Key, params map[string]any, claims func(*approval.Claims)) string {
+		key := e.Approver
+		switch k {
+		case cases.Untrusted:
+			key = e.Other
+		case cases.Impostor:
+			key, err = approval.GenerateKey(e.Approver.KeyID())
+			if err != nil {
+				return ""
+			}
 		}
-		key = k
-	}
-	token := ""
-	if key != nil {
-		params := a.Params
-		if params == nil {
-			params = ApplyParams()
-		}
-		token = e.Token(key, cases.ApplyTool, params, a.Claims)
-		if a.Forge != nil {
-			token = a.Forge(token)
-		}
+		return e.Token(key, cases.ApplyTool, params, claims)
+	})
+	if err != nil {
+		return nil, err
 	}
 	j := e.Job(cases.ApplyTool, ApplyParams(), token)
-	if a.RequestName {
-		j.Name = sandbox.JobName(cases.ApplyTool, j.Labels[contract.LabelRequestID])
-	}
-	if a.Job != nil {
-		a.Job(j)
-	}
+	a.Change(j, sandbox.JobName)
 	return j, nil
 }
 

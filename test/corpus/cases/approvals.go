@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 )
 
 // Key is whose key signs an approval case's token.
@@ -75,6 +76,33 @@ func Approvals() []Approval {
 		// The Job that carries a token is named after the token, so that no other Job can take its name first
 		// and make the approved Job's creation fail after its token was spent.
 		{Name: "approval Job under the name of its request, not of its token", Rule: "exact-metadata", Key: Trusted, RequestName: true},
+	}
+}
+
+// Token is the case's approval token: signed by sign with the key that a.Key names, for the case's
+// parameters and claims, then forged if the case forges it; "" for NoToken.
+func (a Approval) Token(sign func(k Key, params map[string]any, claims func(*approval.Claims)) string) string {
+	if a.Key == NoToken {
+		return ""
+	}
+	params := a.Params
+	if params == nil {
+		params = ApplyParams()
+	}
+	tok := sign(a.Key, params, a.Claims)
+	if a.Forge != nil {
+		tok = a.Forge(tok)
+	}
+	return tok
+}
+
+// Change makes the case's change to its rendered Job. jobName is sandbox.JobName, for RequestName.
+func (a Approval) Change(j *batchv1.Job, jobName func(tool, requestID string) string) {
+	if a.RequestName {
+		j.Name = jobName(ApplyTool, j.Labels[contract.LabelRequestID])
+	}
+	if a.Job != nil {
+		a.Job(j)
 	}
 }
 
