@@ -707,14 +707,18 @@ func TestCheckJobUpdate(t *testing.T) {
 
 // changed applies a change of the corpus to an object as the API server would (a fake client's patch or
 // update of a copy) and returns the object that the webhook then sees. The fake client keeps no managed
-// fields; the object keeps its own, as the API server's bookkeeping.
+// fields and does not always return the object's apiVersion and kind; the object keeps its own, as the API
+// server's bookkeeping, so that only the change is a change.
 func changed[T client.Object](t testing.TB, old T, patch types.PatchType, body string, update func(T)) T {
 	t.Helper()
 	seed := old.DeepCopyObject().(client.Object)
 	seed.SetManagedFields(nil)
 	c := fake.NewClientBuilder().WithObjects(seed).Build()
 	cur := seed.DeepCopyObject().(T)
-	defer cur.SetManagedFields(old.GetManagedFields())
+	defer func() {
+		cur.SetManagedFields(old.GetManagedFields())
+		cur.GetObjectKind().SetGroupVersionKind(old.GetObjectKind().GroupVersionKind())
+	}()
 	var err error
 	if patch != "" {
 		err = c.Patch(context.Background(), cur, client.RawPatch(patch, []byte(body)))
