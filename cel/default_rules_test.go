@@ -3,14 +3,15 @@ package cel
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"slices"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/agent-sandbox/agent-sandbox/test/corpus/cases"
 )
 
 // compileDefault compiles DefaultRules or stops the test.
@@ -65,18 +66,53 @@ type mutation struct {
 func podSpec(j *batchv1.Job) *corev1.PodSpec { return &j.Spec.Template.Spec }
 func tool(j *batchv1.Job) *corev1.Container  { return &j.Spec.Template.Spec.Containers[0] }
 func agent(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.InitContainers[0] }
-func volume(j *batchv1.Job, name string) *corev1.Volume {
-	for i := range podSpec(j).Volumes {
-		if podSpec(j).Volumes[i].Name == name {
-			return &podSpec(j).Volumes[i]
-		}
+
+// ruleSet is the set of the default rules' names.
+func ruleSet() map[string]bool {
+	names := map[string]bool{}
+	for _, r := range DefaultRules() {
+		names[r.Name] = true
 	}
-	panic("no volume " + name)
+	return names
 }
 
-// jobMutations lists variations of the good Job: each rule broken at least once, in the
-// tool container and in the sidecar init container, plus changes that must stay allowed.
+// celRules returns, sorted, the rules a corpus refusal names when they are all rules of the policy (the
+// webhook names several failed rules joined by commas), or nil when the refusal is not the rules' (an
+// exactness check, say).
+func celRules(refusal string, names map[string]bool) []string {
+	rules := strings.Split(refusal, ",")
+	for _, r := range rules {
+		if !names[r] {
+			return nil
+		}
+	}
+	slices.Sort(rules)
+	return rules
+}
+
+// jobMutations lists variations of the good Job: each rule broken at least once, in the tool container
+// and in the sidecar init container, plus changes that must stay allowed. The unsafe Jobs are the
+// adversarial corpus's (test/corpus/cases), every one whose refusal the rules make: the fixture has the
+// shape of the corpus's Job after the injection (the tool container first, the credential agent the
+// first init container, the same volume names). The integration tests submit the same cases to a real API
+// server. unitMutations are the few the corpus cannot hold.
 func jobMutations() []mutation {
+	names := ruleSet()
+	var out []mutation
+	for _, c := range cases.Jobs() {
+		if want := celRules(c.Rule, names); want != nil {
+			out = append(out, mutation{c.Class + "/" + c.Name, c.Mutate, want})
+		}
+	}
+	return append(out, unitMutations()...)
+}
+
+// unitMutations are the variations of the good Job that are not corpus cases: those the rules must allow
+// (the corpus holds only refusals, and the webhook refuses most of these Jobs anyway, as not what the
+// policy renders), the fixture's own boundaries and node placement (the shipped policy that the corpus
+// runs under sets no nodeSelector or tolerations), and Jobs the API server refuses before any webhook
+// sees them, kept because the rules must not lean on the API server's validation.
+func unitMutations() []mutation {
 	return []mutation{
 		// Allowed variations: no rule may fire.
 		{"explicit false host namespaces", func(j *batchv1.Job) {
@@ -101,145 +137,52 @@ func jobMutations() []mutation {
 			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "GITHUB_TOKEN"})
 		}, nil},
 		{"configMap and downwardAPI projections", func(j *batchv1.Job) {
-			v := volume(j, testTokenVolume)
+			v := &podSpec(j).Volumes[1]
+			if v.Name != testTokenVolume {
+				panic("the fixture's second volume is not the Vault token")
+			}
 			v.Projected.Sources = append(v.Projected.Sources,
 				corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}}},
 				corev1.VolumeProjection{DownwardAPI: &corev1.DownwardAPIProjection{}})
 		}, nil},
 		{"dnsPolicy Default", func(j *batchv1.Job) { podSpec(j).DNSPolicy = corev1.DNSDefault }, nil},
 		{"extra node selector", func(j *batchv1.Job) { podSpec(j).NodeSelector["zone"] = "a" }, nil},
-
-		// 1 runtime-class
-		{"runc", func(j *batchv1.Job) { podSpec(j).RuntimeClassName = new("runc") }, []string{"runtime-class"}},
-		{"missing runtime class", func(j *batchv1.Job) { podSpec(j).RuntimeClassName = nil }, []string{"runtime-class"}},
-		// 2 no-host-namespaces
-		{"hostNetwork", func(j *batchv1.Job) { podSpec(j).HostNetwork = true }, []string{"no-host-namespaces"}},
-		{"hostPID", func(j *batchv1.Job) { podSpec(j).HostPID = true }, []string{"no-host-namespaces"}},
-		{"hostIPC", func(j *batchv1.Job) { podSpec(j).HostIPC = true }, []string{"no-host-namespaces"}},
-		// 3 no-host-path (also not an allowed volume type)
-		{"hostPath volume", func(j *batchv1.Job) {
-			podSpec(j).Volumes = append(podSpec(j).Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/containerd"}}})
-		}, []string{"allowed-volume-types", "no-host-path"}},
-		// 4 allowed-volume-types
-		{"secret volume", func(j *batchv1.Job) {
-			podSpec(j).Volumes = append(podSpec(j).Volumes, corev1.Volume{Name: "s", VolumeSource: corev1.VolumeSource{
-				Secret: &corev1.SecretVolumeSource{SecretName: "admin-kubeconfig"}}})
-		}, []string{"allowed-volume-types"}},
-		{"persistent volume claim", func(j *batchv1.Job) {
-			podSpec(j).Volumes = append(podSpec(j).Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
-		}, []string{"allowed-volume-types"}},
-		{"credential volume on disk", func(j *batchv1.Job) { volume(j, testCredVolume).EmptyDir.Medium = "" }, []string{"allowed-volume-types"}},
-		{"credential volume not an emptyDir", func(j *batchv1.Job) {
-			volume(j, testCredVolume).VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}
-		}, []string{"allowed-volume-types"}},
-		// 5 service-account-token
-		{"automount unset", func(j *batchv1.Job) { podSpec(j).AutomountServiceAccountToken = nil }, []string{"service-account-token"}},
-		{"automount true", func(j *batchv1.Job) { podSpec(j).AutomountServiceAccountToken = new(true) }, []string{"service-account-token"}},
-		{"vault token with apiserver audience", func(j *batchv1.Job) {
-			volume(j, testTokenVolume).Projected.Sources[0].ServiceAccountToken.Audience = ""
-		}, []string{"service-account-token"}},
-		{"second projected token", func(j *batchv1.Job) {
-			podSpec(j).Volumes = append(podSpec(j).Volumes, corev1.Volume{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{
-				Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
-					ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: testVaultAudience, Path: "token"}}}}}})
-		}, []string{"service-account-token"}},
-		{"projected secret", func(j *batchv1.Job) {
-			v := volume(j, testTokenVolume)
-			v.Projected.Sources = append(v.Projected.Sources, corev1.VolumeProjection{
-				Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "admin"}}})
-		}, []string{"service-account-token"}},
-		// vault-token-sidecar-only
-		{"tool mounts the vault token", func(j *batchv1.Job) {
-			tool(j).VolumeMounts = append(tool(j).VolumeMounts, corev1.VolumeMount{Name: testTokenVolume, MountPath: "/vault"})
-		}, []string{"vault-token-sidecar-only"}},
-		// 6 no-host-ports
-		{"hostPort in tool", func(j *batchv1.Job) {
-			tool(j).Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
-		}, []string{"no-host-ports"}},
-		{"hostPort in sidecar", func(j *batchv1.Job) {
-			agent(j).Ports = []corev1.ContainerPort{{ContainerPort: 8200, HostPort: 8200}}
-		}, []string{"no-host-ports"}},
-		// 7 not-privileged
-		{"privileged tool", func(j *batchv1.Job) { tool(j).SecurityContext.Privileged = new(true) }, []string{"not-privileged"}},
-		{"privileged sidecar", func(j *batchv1.Job) { agent(j).SecurityContext.Privileged = new(true) }, []string{"not-privileged"}},
-		// 8 no-privilege-escalation
-		{"escalation unset in sidecar", func(j *batchv1.Job) { agent(j).SecurityContext.AllowPrivilegeEscalation = nil }, []string{"no-privilege-escalation"}},
-		{"escalation true in tool", func(j *batchv1.Job) { tool(j).SecurityContext.AllowPrivilegeEscalation = new(true) }, []string{"no-privilege-escalation"}},
-		// 9 drop-all-capabilities
-		{"drop only NET_RAW", func(j *batchv1.Job) {
-			tool(j).SecurityContext.Capabilities.Drop = []corev1.Capability{"NET_RAW"}
-		}, []string{"drop-all-capabilities"}},
-		{"no capabilities in sidecar", func(j *batchv1.Job) { agent(j).SecurityContext.Capabilities = nil }, []string{"drop-all-capabilities"}},
-		// 10 no-added-capabilities
-		{"add SYS_ADMIN in sidecar", func(j *batchv1.Job) {
-			agent(j).SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
-		}, []string{"no-added-capabilities"}},
-		{"add NET_BIND_SERVICE in tool", func(j *batchv1.Job) {
-			tool(j).SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
-		}, []string{"no-added-capabilities"}},
-		// 11 run-as-non-root
-		{"runAsNonRoot nowhere", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.RunAsNonRoot = nil
-			tool(j).SecurityContext.RunAsNonRoot, agent(j).SecurityContext.RunAsNonRoot = nil, nil
-		}, []string{"run-as-non-root"}},
-		{"container overrides runAsNonRoot", func(j *batchv1.Job) { tool(j).SecurityContext.RunAsNonRoot = new(false) }, []string{"run-as-non-root"}},
-		{"sidecar runs as uid 0", func(j *batchv1.Job) { agent(j).SecurityContext.RunAsUser = new(int64(0)) }, []string{"run-as-non-root"}},
-		{"pod runs as uid 0", func(j *batchv1.Job) { podSpec(j).SecurityContext.RunAsUser = new(int64(0)) }, []string{"run-as-non-root"}},
-		// 12 seccomp-runtime-default
-		{"pod seccomp Unconfined", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeUnconfined
-		}, []string{"seccomp-runtime-default"}},
-		{"sidecar seccomp Localhost", func(j *batchv1.Job) {
-			agent(j).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: new("p.json")}
-		}, []string{"seccomp-runtime-default"}},
-		{"seccomp nowhere for the tool", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.SeccompProfile, tool(j).SecurityContext.SeccompProfile = nil, nil
-		}, []string{"seccomp-runtime-default"}},
-		// 13 read-only-root-filesystem
-		{"writable root in sidecar", func(j *batchv1.Job) { agent(j).SecurityContext.ReadOnlyRootFilesystem = new(false) }, []string{"read-only-root-filesystem"}},
-		{"root filesystem unset in tool", func(j *batchv1.Job) { tool(j).SecurityContext.ReadOnlyRootFilesystem = nil }, []string{"read-only-root-filesystem"}},
-		// 14 resource-limits
-		{"sidecar without cpu limit", func(j *batchv1.Job) { delete(agent(j).Resources.Limits, corev1.ResourceCPU) }, []string{"resource-limits"}},
-		{"tool without limits", func(j *batchv1.Job) { tool(j).Resources.Limits = nil }, []string{"resource-limits"}},
-		{"tool limits only memory", func(j *batchv1.Job) {
-			tool(j).Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
-		}, []string{"resource-limits"}},
-		// 15 deadline
-		{"no job deadline", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = nil }, []string{"deadline"}},
-		{"zero job deadline", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = new(int64(0)) }, []string{"deadline"}},
-		{"job deadline above maximum", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = new(testMaxDeadline + 1) }, []string{"deadline"}},
-		{"pod deadline above maximum", func(j *batchv1.Job) { podSpec(j).ActiveDeadlineSeconds = new(int64(86400)) }, []string{"deadline"}},
-		// 16 no-sysctls
-		{"sysctl", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}
-		}, []string{"no-sysctls"}},
-		// 17 default-proc-mount
-		{"unmasked proc in tool", func(j *batchv1.Job) {
-			tool(j).SecurityContext.ProcMount = new(corev1.UnmaskedProcMount)
-		}, []string{"default-proc-mount"}},
 		{"explicit default proc mount", func(j *batchv1.Job) {
 			agent(j).SecurityContext.ProcMount = new(corev1.DefaultProcMount)
 		}, nil},
-		// 18 no-credentials-in-env
-		{"secretKeyRef in tool", func(j *batchv1.Job) {
-			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "KUBE_CA", ValueFrom: &corev1.EnvVarSource{
-				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "admin"}, Key: "ca"}}})
-		}, []string{"no-credentials-in-env"}},
-		{"envFrom secret in sidecar", func(j *batchv1.Job) {
-			agent(j).EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vault"}}}}
-		}, []string{"no-credentials-in-env"}},
-		{"literal VAULT_TOKEN in sidecar", func(j *batchv1.Job) {
-			agent(j).Env = append(agent(j).Env, corev1.EnvVar{Name: "VAULT_TOKEN", Value: "hvs.CAESIJ"})
-		}, []string{"no-credentials-in-env"}},
-		{"literal api key in tool", func(j *batchv1.Job) {
-			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "OpenAI_ApiKey", Value: "sk-x"})
-		}, []string{"no-credentials-in-env"}},
-		{"literal password in tool", func(j *batchv1.Job) {
-			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "db_password", Value: "hunter2"})
-		}, []string{"no-credentials-in-env"}},
-		// 19 no-ephemeral-containers
+		{"extra toleration with seconds", func(j *batchv1.Job) {
+			podSpec(j).Tolerations = append(podSpec(j).Tolerations, corev1.Toleration{
+				Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(30))})
+		}, nil},
+		{"apparmor localhost allowed", func(j *batchv1.Job) {
+			podSpec(j).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: new("p")}
+		}, nil},
+		{"selinux container_t allowed", func(j *batchv1.Job) {
+			tool(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "container_t"}
+		}, nil},
+		{"local probe allowed", func(j *batchv1.Job) {
+			tool(j).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}}
+		}, nil},
+
+		// The fixture's boundary: one second above its maxDeadlineSeconds.
+		{"job deadline above maximum", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = new(testMaxDeadline + 1) }, []string{"deadline"}},
+		// node-placement: the fixture's settings ask for a node selector and a toleration.
+		{"no node selector", func(j *batchv1.Job) { podSpec(j).NodeSelector = nil }, []string{"node-placement"}},
+		{"other node pool", func(j *batchv1.Job) { podSpec(j).NodeSelector[testNodeLabel] = "false" }, []string{"node-placement"}},
+		{"no tolerations", func(j *batchv1.Job) { podSpec(j).Tolerations = nil }, []string{"node-placement"}},
+		{"toleration operator Equal instead of Exists", func(j *batchv1.Job) {
+			podSpec(j).Tolerations[0].Operator = corev1.TolerationOpEqual
+		}, []string{"node-placement"}},
+
+		// The API server refuses these Jobs itself: privileged with allowPrivilegeEscalation false (the
+		// corpus's privileged cases set both), a hostProcess container in a Pod that is not all hostProcess on
+		// the host network, ephemeral containers in a pod template (they arrive only through the
+		// ephemeralcontainers subresource, which the webhook refuses by its own rule).
+		{"privileged tool, escalation still off", func(j *batchv1.Job) { tool(j).SecurityContext.Privileged = new(true) }, []string{"not-privileged"}},
+		{"privileged sidecar, escalation still off", func(j *batchv1.Job) { agent(j).SecurityContext.Privileged = new(true) }, []string{"not-privileged"}},
+		{"hostProcess sidecar", func(j *batchv1.Job) {
+			agent(j).SecurityContext.WindowsOptions = &corev1.WindowsSecurityContextOptions{HostProcess: new(true)}
+		}, []string{"no-host-process"}},
 		{"hardened ephemeral container", func(j *batchv1.Job) {
 			podSpec(j).EphemeralContainers = []corev1.EphemeralContainer{{
 				EphemeralContainerCommon: corev1.EphemeralContainerCommon(*tool(j).DeepCopy()),
@@ -255,67 +198,6 @@ func jobMutations() []mutation {
 			"drop-all-capabilities", "no-ephemeral-containers", "no-privilege-escalation",
 			"read-only-root-filesystem", "resource-limits", // seccomp and non-root come from the pod
 		}},
-		// 20 node-placement
-		{"no node selector", func(j *batchv1.Job) { podSpec(j).NodeSelector = nil }, []string{"node-placement"}},
-		{"other node pool", func(j *batchv1.Job) { podSpec(j).NodeSelector[testNodeLabel] = "false" }, []string{"node-placement"}},
-		{"no tolerations", func(j *batchv1.Job) { podSpec(j).Tolerations = nil }, []string{"node-placement"}},
-		{"toleration operator Equal instead of Exists", func(j *batchv1.Job) {
-			podSpec(j).Tolerations[0].Operator = corev1.TolerationOpEqual
-		}, []string{"node-placement"}},
-		{"extra toleration with seconds", func(j *batchv1.Job) {
-			podSpec(j).Tolerations = append(podSpec(j).Tolerations, corev1.Toleration{
-				Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: new(int64(30))})
-		}, nil},
-		// 21 no-shared-process-namespace
-		{"shared process namespace", func(j *batchv1.Job) { podSpec(j).ShareProcessNamespace = new(true) }, []string{"no-shared-process-namespace"}},
-		// Pod Security restricted parity (webhook/pss_test.go checks these against the Pod Security library).
-		{"pod-level runAsNonRoot false overridden per container", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.RunAsNonRoot = new(false)
-		}, []string{"run-as-non-root"}},
-		{"hostProcess pod", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.WindowsOptions = &corev1.WindowsSecurityContextOptions{HostProcess: new(true)}
-		}, []string{"no-host-process"}},
-		{"hostProcess sidecar", func(j *batchv1.Job) {
-			agent(j).SecurityContext.WindowsOptions = &corev1.WindowsSecurityContextOptions{HostProcess: new(true)}
-		}, []string{"no-host-process"}},
-		{"apparmor unconfined tool", func(j *batchv1.Job) {
-			tool(j).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
-		}, []string{"apparmor"}},
-		{"apparmor unconfined annotation", func(j *batchv1.Job) {
-			if j.Spec.Template.Annotations == nil {
-				j.Spec.Template.Annotations = map[string]string{}
-			}
-			j.Spec.Template.Annotations["container.apparmor.security.beta.kubernetes.io/tool"] = "unconfined"
-		}, []string{"apparmor"}},
-		{"apparmor localhost allowed", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost, LocalhostProfile: new("p")}
-		}, nil},
-		{"selinux type spc_t", func(j *batchv1.Job) {
-			podSpec(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
-		}, []string{"selinux"}},
-		{"selinux user in sidecar", func(j *batchv1.Job) {
-			agent(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{User: "system_u"}
-		}, []string{"selinux"}},
-		{"selinux container_t allowed", func(j *batchv1.Job) {
-			tool(j).SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "container_t"}
-		}, nil},
-		{"probe to another host", func(j *batchv1.Job) {
-			tool(j).ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}}
-		}, []string{"no-host-in-probes-and-hooks"}},
-		{"preStop to another host", func(j *batchv1.Job) {
-			tool(j).Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Host: "evil", Port: intstr.FromInt32(80)}}}
-		}, []string{"no-host-in-probes-and-hooks"}},
-		{"local probe allowed", func(j *batchv1.Job) {
-			tool(j).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}}
-		}, nil},
-		// 22 no-dns-overrides
-		{"host alias for vault", func(j *batchv1.Job) {
-			podSpec(j).HostAliases = []corev1.HostAlias{{IP: "10.0.0.66", Hostnames: []string{"vault.vault.svc"}}}
-		}, []string{"no-dns-overrides"}},
-		{"custom nameserver", func(j *batchv1.Job) {
-			podSpec(j).DNSPolicy = corev1.DNSNone
-			podSpec(j).DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.66"}}
-		}, []string{"no-dns-overrides"}},
 	}
 }
 
@@ -360,6 +242,10 @@ func TestDefaultRulesMutations(t *testing.T) {
 	}
 }
 
+// TestDefaultRulesPod evaluates the rules on Pods: the corpus's unsafe Pods whose refusal the rules make
+// (test/corpus/cases), and Pods the corpus cannot hold: the API server refuses a Pod that names a
+// RuntimeClass it does not have (runc, on a node that has only gVisor's) and creates no Pod with ephemeral
+// containers, and Pod Security refuses a privileged sidecar, each before any webhook sees the Pod.
 func TestDefaultRulesPod(t *testing.T) {
 	p := compileDefault(t)
 	tests := []struct {
@@ -369,7 +255,6 @@ func TestDefaultRulesPod(t *testing.T) {
 	}{
 		{"good", func(*corev1.Pod) {}, nil},
 		{"pod deadline within maximum", func(pod *corev1.Pod) { pod.Spec.ActiveDeadlineSeconds = new(int64(600)) }, nil},
-		{"pod deadline above maximum", func(pod *corev1.Pod) { pod.Spec.ActiveDeadlineSeconds = new(testMaxDeadline * 2) }, []string{"deadline"}},
 		{"runc", func(pod *corev1.Pod) { pod.Spec.RuntimeClassName = new("runc") }, []string{"runtime-class"}},
 		{"privileged sidecar", func(pod *corev1.Pod) { pod.Spec.InitContainers[0].SecurityContext.Privileged = new(true) }, []string{"not-privileged"}},
 		{"ephemeral container added", func(pod *corev1.Pod) {
@@ -377,6 +262,21 @@ func TestDefaultRulesPod(t *testing.T) {
 				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox", SecurityContext: hardened()},
 			}}
 		}, []string{"no-ephemeral-containers", "resource-limits"}},
+	}
+	names := ruleSet()
+	corpusPods := 0
+	for _, c := range cases.Pods() {
+		if want := celRules(c.Rule, names); want != nil && c.Mutate != nil {
+			tests = append(tests, struct {
+				name   string
+				mutate func(*corev1.Pod)
+				want   []string
+			}{"corpus/" + c.Name, c.Mutate, want})
+			corpusPods++
+		}
+	}
+	if corpusPods == 0 {
+		t.Fatal("no Pod case of the corpus is refused by the rules: is celRules still matching?")
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,18 +40,7 @@ var otherHead = strings.Repeat("c3", 32)
 // audit head head, injected as the webhook would.
 func (f *fixture) jobFor(t testing.TB, tool string, params map[string]any, token, requestID, head string) *batchv1.Job {
 	t.Helper()
-	tl, err := f.p.Tool(tool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := tl.Invoke(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: head})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, inv := f.render(t, tool, params, token, requestID, head)
 	Inject(&j.Spec.Template.ObjectMeta, &j.Spec.Template.Spec, f.p, inv)
 	return j
 }
@@ -125,13 +114,9 @@ type decisionCase struct {
 // decisionCases are every violation of TestCheckJobViolations, the good Jobs of other calls, and Jobs that
 // differ from their rendering only where forRequest puts the request's values.
 func decisionCases() []decisionCase {
-	var cases []decisionCase
-	for _, v := range violationCases() {
-		cases = append(cases, decisionCase{"violation " + v.name, func(t *testing.T, f *fixture) *batchv1.Job {
-			j := f.job(t, "k8s_get_pod_status", podParams(), "")
-			v.mutate(j)
-			return j
-		}})
+	var out []decisionCase
+	for _, v := range violations() {
+		out = append(out, decisionCase{"violation " + v.name, func(t *testing.T, f *fixture) *batchv1.Job { return v.job(t, f) }})
 	}
 	selector := map[string]any{"namespace": "demo-app", "label_selector": "app=web"}
 	perRequest := func(name string, edit func(j *batchv1.Job)) decisionCase {
@@ -141,7 +126,7 @@ func decisionCases() []decisionCase {
 			return j
 		}}
 	}
-	return append(cases,
+	return append(out,
 		decisionCase{"the good Job", func(t *testing.T, f *fixture) *batchv1.Job { return f.job(t, "k8s_get_pod_status", podParams(), "") }},
 		decisionCase{"another call's parameters", func(t *testing.T, f *fixture) *batchv1.Job {
 			return f.job(t, "k8s_get_pod_status", selector, "")

@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -36,6 +38,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus/cases"
 )
 
 const shippedPolicy = "../policy/policy.yaml"
@@ -206,6 +209,31 @@ func (f *fixture) job(t testing.TB, tool string, params map[string]any, token st
 	return f.jobFor(t, tool, params, token, testRequestID, testHead)
 }
 
+// rendered is the Job the MCP server would create for tool and params, before the webhook's injection.
+func (f *fixture) rendered(t testing.TB, tool string, params map[string]any, token string) *batchv1.Job {
+	t.Helper()
+	j, _ := f.render(t, tool, params, token, testRequestID, testHead)
+	return j
+}
+
+// render renders tool's Job for params as the MCP server would for requestID and head, and the invocation.
+func (f *fixture) render(t testing.TB, tool string, params map[string]any, token, requestID, head string) (*batchv1.Job, *policy.Invocation) {
+	t.Helper()
+	tl, err := f.p.Tool(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := tl.Invoke(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, inv
+}
+
 const testJobUID = "0f6b8a4e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 
 // asServer returns the Job as the API server hands it to a validating webhook: defaulted, with its UID,
@@ -334,21 +362,20 @@ func TestCheckJobGood(t *testing.T) {
 	}
 }
 
-// TestCheckJobViolations is "one good Job, one mutation per violation": every mutation must be refused
-// by the rule named, with a one-line reason.
-type violationCase struct {
-	name   string
-	mutate func(j *batchv1.Job)
-	rule   string
+// violation is a Job the webhook must refuse, naming rule.
+type violation struct {
+	name string
+	rule string
+	job  func(t testing.TB, f *fixture) *batchv1.Job
 }
 
+// TestCheckJobViolations is "one good Job, one change per violation": every unsafe Job must be refused by
+// the rule named, with a one-line reason.
 func TestCheckJobViolations(t *testing.T) {
-	for _, tt := range violationCases() {
+	for _, tt := range violations() {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			j := f.job(t, "k8s_get_pod_status", podParams(), "")
-			tt.mutate(j)
-			_, err := f.checkJob(t, j, Request{})
+			_, err := f.checkJob(t, tt.job(t, f), Request{})
 			if got := ruleOf(err); got != tt.rule {
 				t.Fatalf("rule %q (%v), want %q", got, err, tt.rule)
 			}
@@ -359,167 +386,75 @@ func TestCheckJobViolations(t *testing.T) {
 	}
 }
 
-func violationCases() []violationCase {
-	tool := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.Containers[0] }
+// violations are the unsafe Jobs of the adversarial corpus (test/corpus/cases: the integration tests and
+// `make verify` submit the same Jobs to a real API server), each made as the API server hands it to the
+// validating webhook, and then unitViolations.
+func violations() []violation {
+	var out []violation
+	for _, c := range cases.Jobs() {
+		out = append(out, violation{c.Class + "/" + c.Name, c.Rule, func(t testing.TB, f *fixture) *batchv1.Job { return f.caseJob(t, c) }})
+	}
+	for _, v := range unitViolations() {
+		out = append(out, violation{"unit/" + v.name, v.rule, func(t testing.TB, f *fixture) *batchv1.Job {
+			j := f.job(t, cases.Tool, podParams(), "")
+			v.mutate(j)
+			return j
+		}})
+	}
+	return out
+}
+
+// caseJob is a Job case of the corpus as the validating webhook receives it: the Job the MCP server
+// submits (injected first for a cases.Injected case), changed by the case, then through the mutating
+// webhook, as the API server calls it.
+func (f *fixture) caseJob(t testing.TB, c cases.Job) *batchv1.Job {
+	t.Helper()
+	j := f.rendered(t, cases.Tool, cases.PodParams(), "")
+	if c.Base == cases.Injected {
+		f.mutatingWebhook(t, j)
+	}
+	c.Mutate(j)
+	f.mutatingWebhook(t, j)
+	return j
+}
+
+// mutatingWebhook runs the mutating webhook's defaulter on a Job's CREATE.
+func (f *fixture) mutatingWebhook(t testing.TB, j *batchv1.Job) {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := admission.NewContextWithRequest(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create}})
+	if err := (&jobDefaulter{c: f.c, m: m}).Default(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unitViolation is a change to the injected Job that the corpus cannot hold.
+type unitViolation struct {
+	name   string
+	mutate func(j *batchv1.Job)
+	rule   string
+}
+
+// unitViolations are Jobs that the API server refuses before any webhook sees them, so that the corpus,
+// which submits to a real one, cannot hold them; the webhook must not lean on the API server's validation.
+// Each has a twin in the corpus that the API server accepts (the corpus's privileged sidecar also allows
+// privilege escalation, its successPolicy is an Indexed Job's, ...). Kubernetes 1.37 says, in turn:
+// "cannot set `allowPrivilegeEscalation` to false and `privileged` to true", "requires indexed completion
+// mode" (twice), "backoffLimitPerIndex: Required value: when maxFailedIndexes is specified", "`selector`
+// not auto-generated".
+func unitViolations() []unitViolation {
 	sidecar := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.InitContainers[0] }
-	spec := func(j *batchv1.Job) *corev1.PodSpec { return &j.Spec.Template.Spec }
-	return []violationCase{
-		{"runc", func(j *batchv1.Job) { spec(j).RuntimeClassName = ptr.To("runc") }, "runtime-class"},
-		{"no runtime class", func(j *batchv1.Job) { spec(j).RuntimeClassName = nil }, "runtime-class"},
-		{"host network", func(j *batchv1.Job) { spec(j).HostNetwork = true }, "no-host-namespaces"},
-		{"privileged sidecar", func(j *batchv1.Job) { sidecar(j).SecurityContext.Privileged = ptr.To(true) }, "not-privileged"},
-		{"wrong image", func(j *batchv1.Job) { tool(j).Image = "evil/kubectl:1" }, "exact-image"},
-		{"extra argument", func(j *batchv1.Job) { tool(j).Command = append(tool(j).Command, "--all-namespaces") }, "exact-command"},
-		{"args", func(j *batchv1.Job) { tool(j).Args = []string{"x"} }, "exact-command"},
-		{"shell-injected parameter", func(j *batchv1.Job) {
-			j.Annotations[contract.AnnotationParams] = `{"namespace":"demo-app; rm -rf /"}`
-			j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
-		}, "invalid-parameters"},
-		{"command matches tampered params", func(j *batchv1.Job) {
-			j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
-			j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
-			tool(j).Command[3] = "--namespace=kube-system"
-		}, "namespace-not-allowed"},
-		{"wrong service account", func(j *batchv1.Job) { spec(j).ServiceAccountName = "default" }, "service-account"},
-		{"unknown tool", func(j *batchv1.Job) {
-			j.Labels[contract.LabelTool] = "kubectl_exec"
-			j.Spec.Template.Labels[contract.LabelTool] = "kubectl_exec"
-		}, "unknown-tool"},
-		{"no tool label", func(j *batchv1.Job) {
-			delete(j.Labels, contract.LabelTool)
-			delete(j.Spec.Template.Labels, contract.LabelTool)
-		}, "no-tool-label"},
-		{"template label differs", func(j *batchv1.Job) { j.Spec.Template.Labels[contract.LabelTool] = "terraform_plan" }, "exact-metadata"},
-		{"request ID not an ID", func(j *batchv1.Job) {
-			j.Labels[contract.LabelRequestID], j.Spec.Template.Labels[contract.LabelRequestID] = "x", "x"
-		}, "exact-metadata"},
-		{"name not derived from the request", func(j *batchv1.Job) { j.Name = "as-k8s-get-pod-status-other" }, "exact-metadata"},
-		{"extra label", func(j *batchv1.Job) { j.Spec.Template.Labels["app"] = "web" }, "exact-metadata"},
-		{"extra annotation", func(j *batchv1.Job) { j.Annotations["note"] = "x" }, "exact-metadata"},
-		{"no audit head", func(j *batchv1.Job) { delete(j.Annotations, contract.AnnotationAuditHead) }, "exact-metadata"},
-		{"empty audit head", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = "" }, "exact-metadata"},
-		{"audit head in upper case", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = strings.ToUpper(testHead) }, "exact-metadata"},
-		{"audit head one digit short", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = testHead[1:] }, "exact-metadata"},
-		{"audit head with a suffix", func(j *batchv1.Job) { j.Annotations[contract.AnnotationAuditHead] = testHead + "\n" }, "exact-metadata"},
-		{"audit head on the pod template", func(j *batchv1.Job) {
-			j.Spec.Template.Annotations[contract.AnnotationAuditHead] = testHead
-		}, "exact-metadata"},
-		{"token on a read tool", func(j *batchv1.Job) {
-			j.Annotations[contract.AnnotationApprovalToken] = "x.y.z"
-			j.Spec.Template.Annotations[contract.AnnotationApprovalToken] = "x.y.z"
-		}, "exact-metadata"},
-		{"finalizer", func(j *batchv1.Job) { j.Finalizers = []string{"example.com/hold"} }, "exact-metadata"},
-		{"owner reference", func(j *batchv1.Job) {
-			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
-		}, "exact-metadata"},
-		{"credential in env", func(j *batchv1.Job) {
-			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "KUBE_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: "admin"}, Key: "token"}}})
-		}, "no-credentials-in-env"},
-		{"extra env", func(j *batchv1.Job) {
-			tool(j).Env = append(tool(j).Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://evil:3128"})
-		}, "exact-pod-spec"},
-		{"extra projected token", func(j *batchv1.Job) {
-			spec(j).Volumes = append(spec(j).Volumes, corev1.Volume{Name: "kube-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
-		}, "service-account-token"},
-		{"vault token in tool container", func(j *batchv1.Job) {
-			tool(j).VolumeMounts = append(tool(j).VolumeMounts, corev1.VolumeMount{Name: contract.VaultTokenVolume, MountPath: "/t"})
-		}, "vault-token-sidecar-only"},
-		{"sidecar removed", func(j *batchv1.Job) { spec(j).InitContainers = nil }, "exact-pod-spec"},
-		{"sidecar scope tampered", func(j *batchv1.Job) {
-			for i, a := range sidecar(j).Command {
-				if strings.HasPrefix(a, "--namespace=") {
-					sidecar(j).Command[i] = "--namespace=kube-system"
-				}
-			}
-		}, "exact-command"},
-		{"deadline above the policy", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(7200)) }, "deadline"},
-		{"deadline above the tool's", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(900)) }, "job-shape"},
-		{"bigger limits", func(j *batchv1.Job) {
-			tool(j).Resources = sandbox.Resources(policy.Resources{CPU: tool(j).Resources.Limits.Cpu().DeepCopy(), Memory: *resourceMustParse("64Gi")})
-		}, "exact-pod-spec"},
-		{"hostPath", func(j *batchv1.Job) {
-			spec(j).Volumes = append(spec(j).Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
-		}, "no-host-path,allowed-volume-types"},
-		// The fields an attacker got admitted before exactness was total (issue 9, finding 2), and the
-		// ones whose checks could be removed without a failing test.
-		{"priority class", func(j *batchv1.Job) { spec(j).PriorityClassName = "system-node-critical" }, "exact-pod-spec"},
-		{"grace period of a day", func(j *batchv1.Job) { spec(j).TerminationGracePeriodSeconds = ptr.To(int64(86400)) }, "exact-pod-spec"},
-		{"runAsGroup 0", func(j *batchv1.Job) { spec(j).SecurityContext.RunAsGroup = ptr.To(int64(0)) }, "exact-pod-spec"},
-		{"supplementalGroups 0", func(j *batchv1.Job) { spec(j).SecurityContext.SupplementalGroups = []int64{0} }, "exact-pod-spec"},
-		{"fsGroup 0", func(j *batchv1.Job) { spec(j).SecurityContext.FSGroup = ptr.To(int64(0)) }, "exact-pod-spec"},
-		{"dnsPolicy Default", func(j *batchv1.Job) { spec(j).DNSPolicy = corev1.DNSDefault }, "exact-pod-spec"},
-		{"hostname", func(j *batchv1.Job) { spec(j).Hostname = "kube-apiserver" }, "exact-pod-spec"},
-		{"imagePullPolicy Always", func(j *batchv1.Job) { tool(j).ImagePullPolicy = corev1.PullAlways }, "exact-pod-spec"},
-		{"terminationMessagePath", func(j *batchv1.Job) { tool(j).TerminationMessagePath = "/var/run/agent-sandbox/credentials/kubeconfig" }, "exact-pod-spec"},
-		{"exec liveness probe", func(j *batchv1.Job) {
-			tool(j).LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "curl evil"}}}}
-		}, "exact-pod-spec"},
-		{"readiness probe", func(j *batchv1.Job) {
-			tool(j).ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
-		}, "exact-pod-spec"},
-		{"startup probe on the sidecar", func(j *batchv1.Job) {
-			sidecar(j).StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
-		}, "exact-pod-spec"},
-		{"postStart hook on the tool", func(j *batchv1.Job) {
-			tool(j).Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}}}}
-		}, "exact-pod-spec"},
-		{"preStop hook on the sidecar", func(j *batchv1.Job) {
-			if sidecar(j).Lifecycle == nil {
-				sidecar(j).Lifecycle = &corev1.Lifecycle{}
-			}
-			sidecar(j).Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}
-		}, "exact-pod-spec"},
-		{"stdin", func(j *batchv1.Job) { tool(j).Stdin = true }, "exact-pod-spec"},
-		{"tty", func(j *batchv1.Job) { tool(j).TTY = true }, "exact-pod-spec"},
-		{"workingDir", func(j *batchv1.Job) { tool(j).WorkingDir = "/tmp" }, "exact-pod-spec"},
-		{"ports", func(j *batchv1.Job) { tool(j).Ports = []corev1.ContainerPort{{ContainerPort: 8080}} }, "exact-pod-spec"},
-		{"restartPolicy of the tool", func(j *batchv1.Job) { tool(j).RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways) }, "exact-pod-spec"},
-		{"node name", func(j *batchv1.Job) { spec(j).NodeName = "control-plane" }, "exact-pod-spec"},
-		{"affinity", func(j *batchv1.Job) {
-			spec(j).Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: "In", Values: []string{"control-plane"}}}}}}}}
-		}, "exact-pod-spec"},
-		{"scheduler name", func(j *batchv1.Job) { spec(j).SchedulerName = "my-scheduler" }, "exact-pod-spec"},
-		{"service links", func(j *batchv1.Job) { spec(j).EnableServiceLinks = ptr.To(true) }, "exact-pod-spec"},
-		{"image pull secret", func(j *batchv1.Job) { spec(j).ImagePullSecrets = []corev1.LocalObjectReference{{Name: "x"}} }, "exact-pod-spec"},
-		{"os", func(j *batchv1.Job) { spec(j).OS = &corev1.PodOS{Name: corev1.Linux} }, "exact-pod-spec"},
-		{"volume defaultMode", func(j *batchv1.Job) {
-			for i := range spec(j).Volumes {
-				if cm := spec(j).Volumes[i].ConfigMap; cm != nil {
-					cm.DefaultMode = ptr.To(int32(0o777))
-				}
-			}
-		}, "exact-pod-spec"},
-		{"sidecar image", func(j *batchv1.Job) { sidecar(j).Image = "evil/agent:1" }, "exact-image"},
-		{"subPath on the credential mount", func(j *batchv1.Job) {
-			for i := range tool(j).VolumeMounts {
-				if tool(j).VolumeMounts[i].Name == contract.CredentialVolume {
-					tool(j).VolumeMounts[i].ReadOnly = false
-				}
-			}
-		}, "exact-pod-spec"},
-		// Job-level fields: one admitted Job runs once.
-		{"podFailurePolicy that ignores failures", func(j *batchv1.Job) {
-			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore,
-				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}}}}}
-		}, "job-shape"},
-		{"successPolicy", func(j *batchv1.Job) {
+	return []unitViolation{
+		{"privileged sidecar, escalation still off", func(j *batchv1.Job) { sidecar(j).SecurityContext.Privileged = ptr.To(true) }, "not-privileged"},
+		{"successPolicy of a NonIndexed Job", func(j *batchv1.Job) {
 			j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededCount: ptr.To(int32(1))}}}
 		}, "job-shape"},
-		{"managedBy another controller", func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/evil") }, "job-shape"},
-		{"suspended", func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, "job-shape"},
-		{"parallelism", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(5)) }, "job-shape"},
-		{"completions", func(j *batchv1.Job) { j.Spec.Completions = ptr.To(int32(3)) }, "job-shape"},
-		{"backoffLimit", func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To(int32(3)) }, "job-shape"},
-		{"indexed completion", func(j *batchv1.Job) { j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion) }, "job-shape"},
-		{"pod replacement Failed", func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed) }, "job-shape"},
-		{"ttlSecondsAfterFinished", func(j *batchv1.Job) { j.Spec.TTLSecondsAfterFinished = ptr.To(int32(999999)) }, "job-shape"},
-		{"backoffLimitPerIndex", func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = ptr.To(int32(1)) }, "job-shape"},
-		{"maxFailedIndexes", func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr.To(int32(1)) }, "job-shape"},
-		{"manual selector", func(j *batchv1.Job) { j.Spec.ManualSelector = ptr.To(true) }, "job-shape"},
-		{"own selector", func(j *batchv1.Job) {
+		{"backoffLimitPerIndex of a NonIndexed Job", func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = ptr.To(int32(1)) }, "job-shape"},
+		{"maxFailedIndexes alone", func(j *batchv1.Job) { j.Spec.MaxFailedIndexes = ptr.To(int32(1)) }, "job-shape"},
+		{"own selector without manualSelector", func(j *batchv1.Job) {
 			j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 		}, "job-shape"},
 	}
@@ -662,55 +597,49 @@ func fill(v reflect.Value) {
 	}
 }
 
+// TestApproval: an apply Job with a good approval is admitted, and every unsafe approval of the adversarial
+// corpus (test/corpus/cases) is refused with its rule and reason, consuming nothing.
 func TestApproval(t *testing.T) {
-	other, _ := approval.GenerateKey("someone-else")
-	impostor, _ := approval.GenerateKey("test-approver") // same kid, other key
-	tests := []struct {
-		name  string
-		token func(f *fixture) string
-		rule  string
-		text  string
-	}{
-		{"good", func(f *fixture) string { return f.token(t, f.key, "terraform_apply", applyParams(), nil) }, "", ""},
-		{"missing", func(*fixture) string { return "" }, "approval-required", "approve"},
-		{"forged signature", func(f *fixture) string {
-			return forge(t, f.token(t, f.key, "terraform_apply", applyParams(), nil))
-		}, "approval", "signature"},
-		{"untrusted key", func(f *fixture) string { return f.token(t, other, "terraform_apply", applyParams(), nil) }, "approval", "not a trusted approver"},
-		{"impostor with trusted kid", func(f *fixture) string { return f.token(t, impostor, "terraform_apply", applyParams(), nil) }, "approval", "signature"},
-		{"expired", func(f *fixture) string {
-			return f.token(t, f.key, "terraform_apply", applyParams(), func(c *approval.Claims) {
-				c.IssuedAt, c.NotBefore, c.Expiry = f.now.Add(-time.Hour), f.now.Add(-time.Hour), f.now.Add(-30*time.Minute)
-			})
-		}, "approval", "expired"},
-		{"other params", func(f *fixture) string {
-			p := applyParams()
-			p["plan_id"] = strings.Repeat("cd", 32)
-			return f.token(t, f.key, "terraform_apply", p, nil)
-		}, "approval", "other parameters"},
-		{"other audience", func(f *fixture) string {
-			return f.token(t, f.key, "terraform_apply", applyParams(), func(c *approval.Claims) { c.Audience = "prod-cluster" })
-		}, "approval", "another cluster"},
-		{"other tool", func(f *fixture) string {
-			return f.token(t, f.key, "terraform_apply", applyParams(), func(c *approval.Claims) { c.Tool = "terraform_plan" })
-		}, "approval", "another tool"},
+	f := newFixture(t)
+	good := f.token(t, f.key, cases.ApplyTool, applyParams(), nil)
+	if _, err := f.checkJob(t, f.job(t, cases.ApplyTool, applyParams(), good), Request{}); err != nil {
+		t.Fatalf("good approval denied: %v", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, a := range cases.Approvals() {
+		t.Run(a.Name, func(t *testing.T) {
 			f := newFixture(t)
-			j := f.job(t, "terraform_apply", applyParams(), tt.token(f))
-			_, err := f.checkJob(t, j, Request{})
-			if tt.rule == "" {
-				if err != nil {
-					t.Fatalf("good approval denied: %v", err)
-				}
-				return
+			_, err := f.checkJob(t, f.approvalJob(t, a), Request{})
+			if got := ruleOf(err); got != a.Rule || !strings.Contains(err.Error(), a.Says) {
+				t.Fatalf("got %q (%v), want rule %q saying %q", got, err, a.Rule, a.Says)
 			}
-			if got := ruleOf(err); got != tt.rule || !strings.Contains(err.Error(), tt.text) {
-				t.Fatalf("got %q (%v), want rule %q saying %q", got, err, tt.rule, tt.text)
+			if len(f.ledger.seen) != 0 {
+				t.Fatal("a refused Job consumed its approval")
 			}
 		})
 	}
+}
+
+// approvalJob is the Job of an approval case of the corpus as the validating webhook receives it.
+func (f *fixture) approvalJob(t testing.TB, a cases.Approval) *batchv1.Job {
+	t.Helper()
+	token := a.Token(func(k cases.Key, params map[string]any, claims func(*approval.Claims)) string {
+		key := f.key
+		var err error
+		switch k {
+		case cases.Untrusted:
+			key, err = approval.GenerateKey("someone-else")
+		case cases.Impostor:
+			key, err = approval.GenerateKey(f.key.KeyID())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.token(t, key, cases.ApplyTool, params, claims)
+	})
+	j := f.rendered(t, cases.ApplyTool, applyParams(), token)
+	a.Change(j, sandbox.JobName)
+	f.mutatingWebhook(t, j)
+	return j
 }
 
 // TestApprovalPolicyTokenTTL: spec.approval.tokenTTL governs admission. Under a policy that allows 10
@@ -750,6 +679,7 @@ func TestApprovalSingleUseAndDryRun(t *testing.T) {
 
 // TestApprovalJobNameIsBoundToTheToken: the Job that carries a token is named after the token, so no
 // other Job can hold that name first and make the approved Job's creation fail after its token was spent.
+// A Job under its request's name instead is refused (the corpus's approval cases, TestApproval).
 func TestApprovalJobNameIsBoundToTheToken(t *testing.T) {
 	f := newFixture(t)
 	tok := f.token(t, f.key, "terraform_apply", applyParams(), nil)
@@ -757,15 +687,15 @@ func TestApprovalJobNameIsBoundToTheToken(t *testing.T) {
 	if want := sandbox.ApprovalJobName("terraform_apply", tok); j.Name != want {
 		t.Fatalf("rendered name %s, want %s", j.Name, want)
 	}
-	j.Name = sandbox.JobName("terraform_apply", testRequestID)
-	if _, err := f.checkJob(t, j, Request{}); ruleOf(err) != "exact-metadata" {
-		t.Fatalf("approval Job under another name: %v", err)
-	}
-	if len(f.ledger.seen) != 0 {
-		t.Fatal("a refused Job consumed its approval")
+	if j.Name == sandbox.JobName("terraform_apply", testRequestID) {
+		t.Fatal("the approval Job is named after its request")
 	}
 }
 
+// TestCheckJobUpdate: the API server's and the controllers' bookkeeping on an admitted Job is allowed;
+// every change of the corpus (test/corpus/cases), applied as the API server applies it, is refused, and so
+// is a change while the Job is being deleted (the corpus cannot hold a Job in deletion: a Job with a
+// finalizer that would keep it there is not admitted).
 func TestCheckJobUpdate(t *testing.T) {
 	f := newFixture(t)
 	j := asServer(t, f.job(t, "k8s_get_pod_status", podParams(), ""))
@@ -782,20 +712,17 @@ func TestCheckJobUpdate(t *testing.T) {
 			j.DeletionTimestamp = ptr.To(metav1.Now())
 			j.DeletionGracePeriodSeconds = ptr.To(int64(0))
 		}, true},
-		{"parallelism raised", func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To(int32(5)) }, false},
-		{"suspended", func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, false},
-		{"deadline extended", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(int64(900)) }, false},
-		{"tool label changed", func(j *batchv1.Job) { j.Labels[contract.LabelTool] = "terraform_apply" }, false},
-		{"params annotation changed", func(j *batchv1.Job) { j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}` }, false},
-		{"label added", func(j *batchv1.Job) { j.Labels["x"] = "y" }, false},
-		{"other finalizer", func(j *batchv1.Job) { j.Finalizers = []string{"example.com/keep"} }, false},
 		{"spec change while deleting", func(j *batchv1.Job) {
 			j.DeletionTimestamp = ptr.To(metav1.Now())
 			j.Spec.Parallelism = ptr.To(int32(3))
 		}, false},
-		{"owner reference added", func(j *batchv1.Job) {
-			j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}}
-		}, false},
+	}
+	for _, c := range cases.JobChanges() {
+		tests = append(tests, struct {
+			name   string
+			mutate func(j *batchv1.Job)
+			ok     bool
+		}{"corpus/" + c.Name, func(n *batchv1.Job) { *n = *changed(t, n, c.Patch, c.Body, c.Update) }, false})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -805,11 +732,40 @@ func TestCheckJobUpdate(t *testing.T) {
 			if tt.ok && err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			if !tt.ok && ruleOf(err) != "immutable" {
+			if !tt.ok && ruleOf(err) != cases.Immutable {
 				t.Fatalf("want immutable, got %v", err)
 			}
 		})
 	}
+}
+
+// changed applies a change of the corpus to an object as the API server would (a fake client's patch or
+// update of a copy) and returns the object that the webhook then sees. The fake client keeps no managed
+// fields and does not always return the object's apiVersion and kind; the object keeps its own, as the API
+// server's bookkeeping, so that only the change is a change.
+func changed[T client.Object](t testing.TB, old T, patch types.PatchType, body string, update func(T)) T {
+	t.Helper()
+	seed := old.DeepCopyObject().(client.Object)
+	seed.SetManagedFields(nil)
+	c := fake.NewClientBuilder().WithObjects(seed).Build()
+	cur := seed.DeepCopyObject().(T)
+	defer func() {
+		cur.SetManagedFields(old.GetManagedFields())
+		cur.GetObjectKind().SetGroupVersionKind(old.GetObjectKind().GroupVersionKind())
+	}()
+	var err error
+	if patch != "" {
+		err = c.Patch(context.Background(), cur, client.RawPatch(patch, []byte(body)))
+	} else {
+		if err = c.Get(context.Background(), client.ObjectKeyFromObject(old), cur); err == nil {
+			update(cur)
+			err = c.Update(context.Background(), cur)
+		}
+	}
+	if err != nil {
+		t.Fatalf("applying the change: %v", err)
+	}
+	return cur
 }
 
 func TestCheckPod(t *testing.T) {
@@ -829,10 +785,36 @@ func TestCheckPod(t *testing.T) {
 	if err := check(jc, podOf(t, j)); err != nil {
 		t.Fatalf("pod from the job controller denied: %v", err)
 	}
-	if err := check(jc, podOf(t, j)); ruleOf(err) != "one-pod-per-job" {
-		t.Fatalf("second pod for the same Job: %v", err)
+	// The corpus's unsafe Pods (test/corpus/cases), for a Job that already had its Pod: each is refused, and
+	// the ledger still holds only that first Pod.
+	for _, c := range cases.Pods() {
+		t.Run("corpus/"+c.Name, func(t *testing.T) {
+			f.pods = &memPodLedger{}
+			f.c.Pods = f.pods
+			if err := f.pods.RecordPod(ctx, j.UID, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			cl.jobs = []*batchv1.Job{j}
+			p := podOf(t, j)
+			if c.Mutate != nil {
+				c.Mutate(p)
+			}
+			req := Request{Operation: "CREATE", User: "alice", Namespace: j.Namespace}
+			if c.ByJobController {
+				req = jc
+			}
+			if err := check(req, p); ruleOf(err) != c.Rule {
+				t.Fatalf("rule %q (%v), want %q", ruleOf(err), err, c.Rule)
+			}
+			if len(f.pods.seen) != 1 {
+				t.Fatal("a refused Pod was recorded in the ledger")
+			}
+		})
 	}
-	// Each case below is refused before the ledger: use a fresh ledger to be sure of that.
+	// Pods for a Job in a state the corpus does not bring an admitted Job into: suspending it, like any
+	// change, is refused after admission, and failing or deleting it at a chosen moment needs a Job
+	// controller and a kubelet it does not drive. (The corpus runs one Job to its end for its "Pod for a
+	// finished Job".) Each is refused before the ledger: use a fresh ledger to be sure of that.
 	tests := []struct {
 		name   string
 		req    Request
@@ -840,21 +822,6 @@ func TestCheckPod(t *testing.T) {
 		job    func(j *batchv1.Job)
 		rule   string
 	}{
-		{"created directly", Request{Operation: "CREATE", User: "alice", Namespace: j.Namespace}, nil, nil, "pods-only-from-jobs"},
-		{"no owner", jc, func(p *corev1.Pod) { p.OwnerReferences = nil }, nil, "pods-only-from-jobs"},
-		{"forged owner UID", jc, func(p *corev1.Pod) { p.OwnerReferences[0].UID = "0f6b8a4e-1c2d-4e5f-8a9b-000000000000" }, nil, "owner-job"},
-		{"other command", jc, func(p *corev1.Pod) {
-			p.Spec.Containers[0].Command = []string{"/bin/sh", "-c", "cat /var/run/agent-sandbox/credentials/kubeconfig"}
-		}, nil, "exact-command"},
-		{"priority class", jc, func(p *corev1.Pod) {
-			p.Spec.PriorityClassName = "system-node-critical"
-			p.Spec.Priority = ptr.To(int32(2000001000))
-		}, nil, "exact-pod-spec"},
-		{"extra toleration", jc, func(p *corev1.Pod) {
-			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
-		}, nil, "exact-pod-spec"},
-		{"node name at creation", jc, func(p *corev1.Pod) { p.Spec.NodeName = "control-plane" }, nil, "exact-pod-spec"},
-		{"extra annotation", jc, func(p *corev1.Pod) { p.Annotations["x"] = "y" }, nil, "exact-metadata"},
 		{"suspended Job", jc, nil, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }, "owner-job"},
 		{"finished Job", jc, nil, func(j *batchv1.Job) {
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
@@ -886,25 +853,29 @@ func TestCheckPod(t *testing.T) {
 		})
 	}
 
+	// Updates: the bookkeeping of the Job controller, the garbage collector and the kubelet is allowed, and
+	// only the garbage collector orphans a Pod (the corpus's orphan cases try it as everyone else); every
+	// change of the corpus (test/corpus/cases), applied as the API server applies it, is refused.
 	old := podOf(t, j)
-	for _, tt := range []struct {
+	updates := []struct {
 		name   string
 		mutate func(p *corev1.Pod)
 		ok     bool
 	}{
-		{"image changed", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil:1" }, false},
-		{"deadline changed", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To(int64(9999)) }, false},
-		{"toleration added", func(p *corev1.Pod) {
-			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
-		}, false},
-		{"params annotation changed", func(p *corev1.Pod) { p.Annotations[contract.AnnotationParams] = "{}" }, false},
 		{"tracking finalizer removed", func(p *corev1.Pod) { p.Finalizers = nil }, true},
 		{"orphaned by the garbage collector", func(p *corev1.Pod) { p.OwnerReferences = nil }, true},
 		{"owner reference removed by someone else", func(p *corev1.Pod) { p.OwnerReferences = nil }, false},
-		{"orphan finalizer added", func(p *corev1.Pod) { p.Finalizers = append(p.Finalizers, "orphan") }, false},
 		{"foreground finalizer added", func(p *corev1.Pod) { p.Finalizers = append(p.Finalizers, "foregroundDeletion") }, true},
 		{"status", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, true},
-	} {
+	}
+	for _, c := range cases.PodChanges() {
+		updates = append(updates, struct {
+			name   string
+			mutate func(p *corev1.Pod)
+			ok     bool
+		}{"corpus/" + c.Name, func(p *corev1.Pod) { *p = *changed(t, p, c.Patch, c.Body, nil) }, false})
+	}
+	for _, tt := range updates {
 		n := old.DeepCopy()
 		tt.mutate(n)
 		user := "someone"
@@ -912,7 +883,7 @@ func TestCheckPod(t *testing.T) {
 			user = "system:serviceaccount:kube-system:generic-garbage-collector"
 		}
 		_, err := f.c.CheckPod(ctx, Request{Operation: "UPDATE", User: user}, obj(t, n), obj(t, old))
-		if tt.ok != (err == nil) || (!tt.ok && ruleOf(err) != "immutable") {
+		if tt.ok != (err == nil) || (!tt.ok && ruleOf(err) != cases.Immutable) {
 			t.Errorf("update %s: %v", tt.name, err)
 		}
 	}

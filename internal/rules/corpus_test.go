@@ -56,9 +56,12 @@ func covered(t *testing.T, p *policy.Compiled) map[rules.ID]bool {
 		if strings.HasPrefix(c.Rule, "vault:") {
 			continue // Vault's own refusal, not one of ours
 		}
-		// A case may name a rule with the start of its reason ("approval: this approval was already used").
+		// A case may name a rule with the start of its reason ("approval: this approval was already used"), or
+		// several of the policy's rules that fail together, as the webhook names them ("no-host-path,allowed-volume-types").
 		name, _, _ := strings.Cut(c.Rule, ":")
-		out[rules.ID(strings.TrimSpace(name))] = true
+		for _, n := range strings.Split(name, ",") {
+			out[rules.ID(strings.TrimSpace(n))] = true
+		}
 	}
 	// The warm claim lifecycle (test/corpus/warm.go) is a scenario, not cases: its steps name their rule in calls
 	// refused("what", "rule", err).

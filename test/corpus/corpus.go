@@ -4,6 +4,10 @@
 // user of the sandbox namespace, as a cluster-wide administrator who is not the chart's identity, or
 // posing as the Job controller. The integration tests run it against a real kube-apiserver and Vault with
 // the webhook registered; `make verify` runs the same corpus against the live cluster.
+//
+// The cases that are pure data — unsafe Jobs, Pods, approvals and changes to admitted objects — are declared
+// in test/corpus/cases, which the webhook's and the CEL rules' unit tests decide as well; this package turns
+// them into requests and adds the cases that need a cluster (other identities, subresources, Vault, setups).
 package corpus
 
 import (
@@ -23,6 +27,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus/cases"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
 
@@ -54,12 +59,10 @@ type Env struct {
 func (e *Env) Namespace() string { return e.Policy.Spec.Sandbox.Namespace }
 
 // PodParams are valid parameters of the read tool.
-func PodParams() map[string]any { return map[string]any{"namespace": "demo-app"} }
+func PodParams() map[string]any { return cases.PodParams() }
 
 // ApplyParams are valid terraform_apply parameters for a made-up plan.
-func ApplyParams() map[string]any {
-	return map[string]any{"workspace": "k8s-demo", "plan_id": strings.Repeat("ab", 32)}
-}
+func ApplyParams() map[string]any { return cases.ApplyParams() }
 
 // AuditHead is the audit chain head the corpus's Jobs and claims carry: well-formed, so that each case is
 // refused (or admitted) for the reason it names. The corpus writes no audit log, so the anchors the webhook
@@ -124,14 +127,15 @@ func (e *Env) Token(key *approval.PrivateKey, tool string, params map[string]any
 	return tok
 }
 
-// Case is one unsafe object or action; Submit must be refused with a message naming Rule. A Rule that
-// starts with "vault:" is a refusal by Vault rather than by the admission webhook.
+// Case is one unsafe object or action; Submit must be refused with a message naming Rule (and saying Says,
+// when set). A Rule that starts with "vault:" is a refusal by Vault rather than by the admission webhook.
 type Case struct {
 	// Class groups cases in reports: isolation, exactness, placement, job-shape, update, pod, subresource,
 	// token-request, vault, namespace, protected, configmap, workload, approval.
 	Class string
 	Name  string
 	Rule  string
+	Says  string
 	// Submit performs the action and returns the API server's (or Vault's) answer.
 	Submit func(ctx context.Context) error
 }
@@ -144,11 +148,11 @@ type Outcome struct {
 }
 
 // Run submits every case and reports whether each was refused with its rule named.
-func Run(ctx context.Context, cases []Case) []Outcome {
-	out := make([]Outcome, len(cases))
-	for i, c := range cases {
+func Run(ctx context.Context, list []Case) []Outcome {
+	out := make([]Outcome, len(list))
+	for i, c := range list {
 		err := c.Submit(ctx)
-		out[i] = Outcome{Case: c, Err: err, Passed: Refused(err, c.Rule)}
+		out[i] = Outcome{Case: c, Err: err, Passed: Refused(err, c.Rule) && strings.Contains(err.Error(), c.Says)}
 	}
 	return out
 }
@@ -265,27 +269,25 @@ func (e *Env) WaitForPod(ctx context.Context, job *batchv1.Job) (*corev1.Pod, er
 
 // All is the whole corpus. job is an admitted safe Job and pod its Pod, made by the Job controller.
 func (e *Env) All(job *batchv1.Job, pod *corev1.Pod) []Case {
-	var cases []Case
-	cases = append(cases, e.isolationCases()...)
-	cases = append(cases, e.exactnessCases()...)
-	cases = append(cases, e.jobShapeCases()...)
-	cases = append(cases, e.approvalCases()...)
-	cases = append(cases, e.workloadCases()...)
-	cases = append(cases, e.updateCases(job)...)
-	cases = append(cases, e.podCases(job, pod)...)
-	cases = append(cases, e.tokenRequestCases(pod)...)
-	cases = append(cases, e.vaultCases()...)
-	cases = append(cases, e.namespaceCases()...)
-	cases = append(cases, e.protectedCases()...)
-	cases = append(cases, e.configMapCases()...)
-	cases = append(cases, e.statusCases(job, pod)...)
-	cases = append(cases, e.namespaceSubresourceCases()...)
-	cases = append(cases, e.orphanCases(job, pod)...)
-	cases = append(cases, e.ownObjectCases()...)
+	var all []Case
+	all = append(all, e.jobCases()...)
+	all = append(all, e.approvalCases()...)
+	all = append(all, e.workloadCases()...)
+	all = append(all, e.updateCases(job)...)
+	all = append(all, e.podCases(job, pod)...)
+	all = append(all, e.tokenRequestCases(pod)...)
+	all = append(all, e.vaultCases()...)
+	all = append(all, e.namespaceCases()...)
+	all = append(all, e.protectedCases()...)
+	all = append(all, e.configMapCases()...)
+	all = append(all, e.statusCases(job, pod)...)
+	all = append(all, e.namespaceSubresourceCases()...)
+	all = append(all, e.orphanCases(job, pod)...)
+	all = append(all, e.ownObjectCases()...)
 	// Last: the cases above that act on the safe Job and its Pod (update, pod, status, orphan) need them
 	// still running, and a Job of k8s_get_pod_status lives seconds; these need neither.
-	cases = append(cases, e.PlacementCases()...)
-	return cases
+	all = append(all, e.PlacementCases()...)
+	return all
 }
 
 func (e *Env) jobCase(class, name, rule string, mutate func(*batchv1.Job), base func() *batchv1.Job) Case {

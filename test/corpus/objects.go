@@ -3,6 +3,7 @@ package corpus
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -14,69 +15,62 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus/cases"
 )
 
 type appsInterface = appsv1client.AppsV1Interface
 
 var dryRun = []string{metav1.DryRunAll}
 
-// updateCases change an admitted Job afterwards, with every kind of patch and an update.
+// updateCases change an admitted Job afterwards: the changes of test/corpus/cases, with every kind of patch
+// and an update.
 func (e *Env) updateCases(job *batchv1.Job) []Case {
 	ns, name := job.Namespace, job.Name
-	patch := func(pt types.PatchType, body string) func(ctx context.Context) error {
-		return func(ctx context.Context) error {
-			_, err := e.Attacker.BatchV1().Jobs(ns).Patch(ctx, name, pt, []byte(body), metav1.PatchOptions{})
+	jobs := func() batchv1client.JobInterface { return e.Attacker.BatchV1().Jobs(ns) }
+	var out []Case
+	for _, c := range cases.JobChanges() {
+		submit := func(ctx context.Context) error {
+			_, err := jobs().Patch(ctx, name, c.Patch, []byte(c.Body), metav1.PatchOptions{})
 			return err
 		}
-	}
-	c := func(n string, f func(ctx context.Context) error) Case {
-		return Case{Class: "update", Name: n, Rule: "immutable", Submit: f}
-	}
-	return []Case{
-		c("PATCH an admitted Job's parallelism (strategic merge)", patch(types.StrategicMergePatchType, `{"spec":{"parallelism":5}}`)),
-		c("PATCH an admitted Job to suspend it (merge patch; resuming makes a new Pod)", patch(types.MergePatchType, `{"spec":{"suspend":true}}`)),
-		c("PATCH an admitted Job's deadline (JSON patch)", patch(types.JSONPatchType, `[{"op":"replace","path":"/spec/activeDeadlineSeconds","value":900}]`)),
-		c("PATCH an admitted Job's ttlSecondsAfterFinished", patch(types.MergePatchType, `{"spec":{"ttlSecondsAfterFinished":31536000}}`)),
-		c("PATCH an admitted Job's tool label", patch(types.MergePatchType, `{"metadata":{"labels":{"agent-sandbox.dev/tool":"terraform_apply"}}}`)),
-		c("PATCH an admitted Job's parameters annotation", patch(types.MergePatchType, `{"metadata":{"annotations":{"agent-sandbox.dev/params":"{\"namespace\":\"kube-system\"}"}}}`)),
-		c("PATCH a finalizer onto an admitted Job", patch(types.MergePatchType, `{"metadata":{"finalizers":["example.com/keep"]}}`)),
-		c("PATCH an owner reference onto an admitted Job", patch(types.MergePatchType,
-			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-4000-8000-000000000000"}]}}`)),
-		c("UPDATE an admitted Job's labels", func(ctx context.Context) error {
-			// Read and write again while the Job controller's own status writes win the race (a conflict is
-			// the API server's answer before admission, not the webhook's): the update must reach the webhook.
-			return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-				cur, err := e.Attacker.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
+		if c.Patch == "" {
+			submit = func(ctx context.Context) error {
+				// Read and write again while the Job controller's own status writes win the race (a conflict is
+				// the API server's answer before admission, not the webhook's): the update must reach the webhook.
+				return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+					cur, err := jobs().Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					c.Update(cur)
+					_, err = jobs().Update(ctx, cur, metav1.UpdateOptions{})
 					return err
-				}
-				cur.Labels["app"] = "web"
-				_, err = e.Attacker.BatchV1().Jobs(ns).Update(ctx, cur, metav1.UpdateOptions{})
-				return err
-			})
-		}),
+				})
+			}
+		}
+		out = append(out, Case{Class: "update", Name: c.Name, Rule: cases.Immutable, Submit: submit})
 	}
+	return out
 }
 
 // podCases attack the Pods of an admitted Job: more Pods, changed Pods, subresources.
 func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 	ns := pod.Namespace
 	// podFrom builds a Pod from the admitted Job's template exactly as the Job controller does (its
-	// labels, owner reference and tracking finalizer), so that a refusal is about the Pod being a second
-	// one, or not the controller's, and not about its shape.
-	podFrom := func(owned bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Labels: job.Spec.Template.Labels, Annotations: job.Spec.Template.Annotations},
+	// labels, owner reference and tracking finalizer), so that a refusal is about what a case changes, and
+	// not about the Pod's shape. Each Pod has its own copies, for a case to change.
+	podFrom := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: job.Name + "-", Labels: maps.Clone(job.Spec.Template.Labels),
+			Annotations:     maps.Clone(job.Spec.Template.Annotations),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+			Finalizers:      []string{"batch.kubernetes.io/job-tracking"}},
 			Spec: *job.Spec.Template.Spec.DeepCopy()}
-		if owned {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-			p.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
-		}
-		return p
 	}
 	patchPod := func(pt types.PatchType, body string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
@@ -93,19 +87,26 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 			return r.Do(ctx).Error()
 		}
 	}
-	return []Case{
-		{Class: "pod", Name: "Pod created directly", Rule: "pods-only-from-jobs", Submit: func(ctx context.Context) error {
-			_, err := e.Attacker.CoreV1().Pods(ns).Create(ctx, podFrom(false), metav1.CreateOptions{})
+	// The Pod cases of test/corpus/cases: the Job's Pod, changed, as the Job controller or as the attacker.
+	var out []Case
+	for _, c := range cases.Pods() {
+		out = append(out, Case{Class: "pod", Name: c.Name, Rule: c.Rule, Submit: func(ctx context.Context) error {
+			p := podFrom()
+			if c.Mutate != nil {
+				c.Mutate(p)
+			}
+			as := e.Attacker
+			if c.ByJobController {
+				as = e.JobController
+			}
+			_, err := as.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			return err
-		}},
-		{Class: "pod", Name: "Pod with a forged owner reference", Rule: "pods-only-from-jobs", Submit: func(ctx context.Context) error {
-			_, err := e.Attacker.CoreV1().Pods(ns).Create(ctx, podFrom(true), metav1.CreateOptions{})
-			return err
-		}},
-		{Class: "pod", Name: "second Pod for an admitted Job, as the Job controller", Rule: "one-pod-per-job", Submit: func(ctx context.Context) error {
-			_, err := e.JobController.CoreV1().Pods(ns).Create(ctx, podFrom(true), metav1.CreateOptions{})
-			return err
-		}},
+		}})
+	}
+	for _, c := range cases.PodChanges() {
+		out = append(out, Case{Class: "pod", Name: c.Name, Rule: cases.Immutable, Submit: patchPod(c.Patch, c.Body)})
+	}
+	return append(out, []Case{
 		{Class: "pod", Name: "Pod for a finished Job, as the Job controller", Rule: "owner-job", Submit: func(ctx context.Context) error {
 			j, err := e.createJobAs(ctx, e.MCP, e.Job("k8s_get_pod_status", PodParams(), ""), false)
 			if err != nil {
@@ -125,13 +126,6 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 			_, err = e.JobController.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			return err
 		}},
-		{Class: "pod", Name: "PATCH a sandbox Pod's image", Rule: "immutable", Submit: patchPod(types.StrategicMergePatchType,
-			`{"spec":{"containers":[{"name":"tool","image":"localhost/busybox:agent-sandbox"}]}}`)},
-		{Class: "pod", Name: "PATCH a toleration onto a sandbox Pod", Rule: "immutable", Submit: patchPod(types.JSONPatchType,
-			`[{"op":"add","path":"/spec/tolerations/-","value":{"operator":"Exists"}}]`)},
-		{Class: "pod", Name: "PATCH a sandbox Pod's parameters annotation", Rule: "immutable", Submit: patchPod(types.MergePatchType,
-			`{"metadata":{"annotations":{"agent-sandbox.dev/params":"{}"}}}`)},
-		{Class: "pod", Name: "PATCH a label onto a sandbox Pod", Rule: "immutable", Submit: patchPod(types.MergePatchType, `{"metadata":{"labels":{"app":"web"}}}`)},
 		{Class: "subresource", Name: "exec into a sandbox Pod", Rule: "no-pod-access", Submit: connect("exec",
 			"container", contract.ToolContainer, "command", "cat", "command", contract.KubeconfigPath, "stdout", "true")},
 		{Class: "subresource", Name: "attach to a sandbox Pod", Rule: "no-pod-access", Submit: connect("attach", "container", contract.ToolContainer, "stdout", "true")},
@@ -168,7 +162,7 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 			b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "control-plane"}}
 			return e.Attacker.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
 		}},
-	}
+	}...)
 }
 
 // tokenRequestCases ask the API server for a tool ServiceAccount's token: the way to its Vault role.
