@@ -319,7 +319,7 @@ var mutations = []mutation{
 	mut("decide/job-audit-head", jobGo, "a Job's audit chain head is not checked",
 		e(`if err := checkHead(rules.ExactMetadata, "annotation "+contract.AnnotationAuditHead, head); err != nil {`, `if err := error(nil); err != nil {`)),
 	mut("decide/job-anchor", jobGo, "an admitted Job's audit anchor is not recorded",
-		e(`return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job)`, `return nil`)),
+		e(`return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job, claimedPod{})`, `return nil`)),
 	mut("decide/job-admit", jobGo, "a Job is admitted without its approval being consumed or its audit anchor recorded",
 		e(`if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, jobName(want)); err != nil {`, `if err := error(nil); err != nil {`)),
 	mut("decide/update-without-old", jobGo, "an UPDATE without the old object is admitted",
