@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // anchorClock is a clock that advances one second per call, from anchorT0.
@@ -89,7 +91,7 @@ func rechain(t *testing.T, lines [][]byte) [][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prev = hashHex(line)
+		prev = sha256hex.Of(line)
 		out = append(out, append(line, '\n'))
 	}
 	return out
