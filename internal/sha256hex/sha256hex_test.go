@@ -22,24 +22,14 @@ func TestOf(t *testing.T) {
 
 func TestValid(t *testing.T) {
 	ok := strings.Repeat("0123456789abcdef", 4)
-	for _, tc := range []struct {
-		s    string
-		want bool
-	}{
-		{ok, true},
-		{"", false},
-		{ok[:63], false},
-		{ok + "0", false},
-		{strings.ToUpper(ok), false},
-		{ok[:63] + "g", false},
-		{ok[:63] + "/", false},
-		{ok[:63] + ":", false},
-		{ok[:63] + "`", false},
-		{ok[:63] + "\n", false},
-		{ok[:62] + "é", false},
-	} {
-		if got := Valid(tc.s); got != tc.want {
-			t.Errorf("Valid(%q) = %v, want %v", tc.s, got, tc.want)
+	if !Valid(ok) {
+		t.Errorf("Valid(%q) = false", ok)
+	}
+	// Too short, too long, upper case, and one byte just outside each range of hex digits.
+	for _, s := range []string{"", ok[:63], ok + "0", strings.ToUpper(ok), ok[:63] + "g", ok[:63] + "/",
+		ok[:63] + ":", ok[:63] + "`", ok[:63] + "\n", ok[:62] + "é"} {
+		if Valid(s) {
+			t.Errorf("Valid(%q) = true", s)
 		}
 	}
 }
