@@ -283,11 +283,7 @@ func podOf(t testing.TB, j *batchv1.Job) *corev1.Pod {
 // obj is v as the webhook decodes it from an AdmissionReview.
 func obj(t testing.TB, v any) object {
 	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := decodeObject(raw)
+	o, err := decodeObject([]byte(mustJSON(t, v)))
 	if err != nil {
 		t.Fatal(err)
 	}
