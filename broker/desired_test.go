@@ -26,6 +26,16 @@ func testPolicy(t *testing.T) *policy.Policy {
 	return p
 }
 
+// testCompiled loads testdata/policy.yaml as the webhook and vault configure do.
+func testCompiled(t *testing.T) *policy.Compiled {
+	t.Helper()
+	p, err := policy.LoadFile("testdata/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func testDesired(p *policy.Policy) []vaultObject {
 	return desiredVault(p, vaultDesired{KubernetesHost: "https://api:6443", KubernetesCA: "CA PEM", ReviewerJWT: "reviewer-jwt"})
 }

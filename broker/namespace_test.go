@@ -7,13 +7,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // namespaceRecorder sits in front of a Vault and records the X-Vault-Namespace header of every request
@@ -95,14 +92,7 @@ func TestAgentVaultNamespace(t *testing.T) {
 // none when given none, whatever $VAULT_NAMESPACE says.
 func TestConfigureVaultNamespace(t *testing.T) {
 	t.Setenv("VAULT_NAMESPACE", "from-the-environment")
-	data, err := os.ReadFile("testdata/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := testCompiled(t)
 	for _, ns := range []string{"admin/team-a", ""} {
 		vault := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			vaultReply(w, 403, map[string]any{"errors": []string{"permission denied"}})

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/podsecurity"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // TestConfigureRefusesUnenforcedNamespace: with a target namespace that enforces no Pod Security level,
@@ -25,14 +23,7 @@ import (
 // Configure goes on (here to the next stop: the test policy's other target namespace does not exist, which
 // is said as a warning first). The test policy's tools target team-a and team-b.
 func TestConfigureRefusesUnenforcedNamespace(t *testing.T) {
-	data, err := os.ReadFile("testdata/policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := testCompiled(t)
 	var mu sync.Mutex
 	var paths []string
 	vault := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -91,11 +91,7 @@ func TestJobAnchorAfterApproval(t *testing.T) {
 func TestClaimAnchor(t *testing.T) {
 	w := newWarmFixture(t)
 	mcp := Request{User: testMCPUser}
-	tl, _ := w.p.Tool(warmTestTool)
-	inv, err := tl.Invoke(podParams())
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := mustInvoke(t, w.p, warmTestTool, podParams())
 	for _, head := range []string{"", "HEAD", strings.ToUpper(testHead), testHead[2:]} {
 		c, err := sandbox.RenderClaim(inv, testRequestID, nil, head)
 		if err != nil {

@@ -187,14 +187,7 @@ func FuzzApprovalAnnotation(f *testing.F) {
 	for _, seed := range []string{genuine, a, b + "," + a, a + "," + a, a + ",", "," + b, ",", "", a + ",," + b, genuine + "," + a} {
 		f.Add(seed)
 	}
-	tl, err := fx.p.Tool("terraform_apply")
-	if err != nil {
-		f.Fatal(err)
-	}
-	inv, err := tl.Invoke(applyParams())
-	if err != nil {
-		f.Fatal(err)
-	}
+	inv := mustInvoke(f, fx.p, "terraform_apply", applyParams())
 	f.Fuzz(func(t *testing.T, value string) {
 		if got := contract.JoinApprovalTokens(contract.SplitApprovalTokens(value)); got != value {
 			t.Fatalf("split and joined, %q is %q", value, got)

@@ -1,15 +1,14 @@
 package webhook
 
 import (
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy/policytest"
 )
 
 // customToolFile declares a tool in YAML alone.
@@ -19,25 +18,8 @@ const customToolFile = "../examples/policy/custom-tool.yaml"
 // platform team would add them: in the policy file, nothing else.
 func withCustomTool(t testing.TB) *policy.Compiled {
 	t.Helper()
-	var doc, extra map[string]any
-	for path, into := range map[string]*map[string]any{shippedPolicy: &doc, customToolFile: &extra} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.Unmarshal(data, into); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spec := doc["spec"].(map[string]any)
-	for _, k := range []string{"scopes", "tools"} {
-		spec[k] = append(spec[k].([]any), extra[k].([]any)...)
-	}
-	data, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.Load(data)
+	doc, _ := policytest.Spliced(t, shippedPolicy, customToolFile)
+	p, err := policy.Load(policytest.YAML(t, doc))
 	if err != nil {
 		t.Fatalf("the policy with the custom tool: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/tick"
 )
 
 // FileSource keeps the checker's policy and approver keys in step with two files, typically mounted from
@@ -45,26 +46,19 @@ func (s *FileSource) Load() error {
 
 // Run polls the files every interval until ctx ends.
 func (s *FileSource) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if changed, err := s.reloadPolicy(); err != nil {
-				s.Log.Error(err, "policy reload refused; the last good policy keeps serving", "path", s.PolicyPath)
-			} else if changed {
-				p := s.Checker.Policy()
-				s.Log.Info("policy reloaded", "name", p.Metadata.Name, "version", p.Version)
-			}
-			if changed, err := s.reloadKeys(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.Log.Error(err, "approver keys reload refused; the last good keys stay trusted", "path", s.KeysPath)
-			} else if changed {
-				s.Log.Info("approver keys reloaded", "path", s.KeysPath)
-			}
+	tick.Every(ctx, interval, func() {
+		if changed, err := s.reloadPolicy(); err != nil {
+			s.Log.Error(err, "policy reload refused; the last good policy keeps serving", "path", s.PolicyPath)
+		} else if changed {
+			p := s.Checker.Policy()
+			s.Log.Info("policy reloaded", "name", p.Metadata.Name, "version", p.Version)
 		}
-	}
+		if changed, err := s.reloadKeys(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.Log.Error(err, "approver keys reload refused; the last good keys stay trusted", "path", s.KeysPath)
+		} else if changed {
+			s.Log.Info("approver keys reloaded", "path", s.KeysPath)
+		}
+	})
 }
 
 func (s *FileSource) reloadPolicy() (bool, error) {

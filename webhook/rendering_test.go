@@ -232,7 +232,8 @@ func TestPolicyReloadDropsRenderings(t *testing.T) {
 	}
 }
 
-func mustInvoke(t *testing.T, p *policy.Compiled, tool string, params map[string]any) *policy.Invocation {
+// mustInvoke is tool's invocation with params under p.
+func mustInvoke(t testing.TB, p *policy.Compiled, tool string, params map[string]any) *policy.Invocation {
 	t.Helper()
 	tl, err := p.Tool(tool)
 	if err != nil {

@@ -72,14 +72,7 @@ func mustJSON(t testing.TB, v any) string {
 // claimFor renders the claim the MCP server would patch onto a warm Pod for tool+params.
 func (f *fixture) claimFor(t testing.TB, tool string, params map[string]any, requestID, token string) string {
 	t.Helper()
-	tl, err := f.p.Tool(tool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := tl.Invoke(params)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := mustInvoke(t, f.p, tool, params)
 	c, err := sandbox.RenderClaim(inv, requestID, contract.SplitApprovalTokens(token), testHead)
 	if err != nil {
 		t.Fatal(err)

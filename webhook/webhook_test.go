@@ -219,14 +219,7 @@ func (f *fixture) rendered(t testing.TB, tool string, params map[string]any, tok
 // render renders tool's Job for params as the MCP server would for requestID and head, and the invocation.
 func (f *fixture) render(t testing.TB, tool string, params map[string]any, token, requestID, head string) (*batchv1.Job, *policy.Invocation) {
 	t.Helper()
-	tl, err := f.p.Tool(tool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := tl.Invoke(params)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := mustInvoke(t, f.p, tool, params)
 	j, err := sandbox.RenderJob(f.p, sandbox.JobSpec{Invocation: inv, RequestID: requestID, ApprovalTokens: contract.SplitApprovalTokens(token), AuditHead: head})
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +276,7 @@ func podOf(t testing.TB, j *batchv1.Job) *corev1.Pod {
 // obj is v as the webhook decodes it from an AdmissionReview.
 func obj(t testing.TB, v any) object {
 	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := decodeObject(raw)
+	o, err := decodeObject([]byte(mustJSON(t, v)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,11 +294,7 @@ func (f *fixture) checkJob(t testing.TB, j *batchv1.Job, r Request) (*Decision, 
 // token signs an approval for tool+params as a human would with `agent-sandbox approve`.
 func (f *fixture) token(t testing.TB, key *approval.PrivateKey, tool string, params map[string]any, mut func(*approval.Claims)) string {
 	t.Helper()
-	tl, _ := f.p.Tool(tool)
-	inv, err := tl.Invoke(params)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := mustInvoke(t, f.p, tool, params)
 	hash, err := approval.ParamsHash(tool, inv.Params)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package approval
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // ErrInvalidParams is returned when tool parameters cannot be put in canonical form.
@@ -64,23 +64,11 @@ func ParamsHash(tool string, params map[string]any) (string, error) {
 	buf.WriteString(`,"tool":`)
 	writeCanonicalString(&buf, tool)
 	buf.WriteByte('}')
-	sum := sha256.Sum256(buf.Bytes())
-	return hex.EncodeToString(sum[:]), nil
+	return sha256hex.Of(buf.Bytes()), nil
 }
 
 // isParamsHash reports whether s looks like a ParamsHash result.
-func isParamsHash(s string) bool {
-	if len(s) != 2*sha256.Size {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isParamsHash(s string) bool { return sha256hex.Valid(s) }
 
 func writeCanonicalObject(buf *bytes.Buffer, params map[string]any) error {
 	keys := make([]string, 0, len(params))

@@ -278,6 +278,22 @@ func TestVerifierReplayAndDryRun(t *testing.T) {
 	}
 }
 
+// admitted counts the consumers of a race that succeeded, from their errors (closed when all ended): every
+// other one must have been refused as a replay.
+func admitted(t *testing.T, errs <-chan error) int {
+	t.Helper()
+	ok := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, ErrReplayed):
+			t.Errorf("unexpected error %v", err)
+		}
+	}
+	return ok
+}
+
 func TestVerifierConsumeConcurrent(t *testing.T) {
 	f := newTokenFixture(t)
 	token := f.sign(t, nil)
@@ -293,16 +309,7 @@ func TestVerifierConsumeConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
-	ok := 0
-	for err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case !errors.Is(err, ErrReplayed):
-			t.Errorf("unexpected error %v", err)
-		}
-	}
-	if ok != 1 {
+	if ok := admitted(t, errs); ok != 1 {
 		t.Errorf("%d consumers succeeded, want exactly 1", ok)
 	}
 }
@@ -703,16 +710,7 @@ func TestVerifierConsumeAllConcurrent(t *testing.T) {
 			close(start)
 			wg.Wait()
 			close(errs)
-			ok := 0
-			for err := range errs {
-				switch {
-				case err == nil:
-					ok++
-				case !errors.Is(err, ErrReplayed):
-					t.Errorf("unexpected error %v", err)
-				}
-			}
-			if ok > 1 || (!mixed && ok != 1) {
+			if ok := admitted(t, errs); ok > 1 || (!mixed && ok != 1) {
 				t.Errorf("%d Jobs admitted with one pair of approvals", ok)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // Anchors. The audit file lives on the MCP server's host, which the threat model does not trust: whoever
@@ -159,7 +161,7 @@ func (c *AnchorCheck) Add(rec Record) {
 		c.first = rec.Time
 	}
 	c.last = rec.Time
-	h := hashHex(rec.Raw)
+	h := sha256hex.Of(rec.Raw)
 	if line, ok := c.heads[h]; ok && line == 0 {
 		c.heads[h] = n
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // anchorClock is a clock that advances one second per call, from anchorT0.
@@ -20,22 +22,43 @@ func (c *anchorClock) now() time.Time {
 	return c.t
 }
 
+// callWriter returns what writes one event of call id (tool kubectl_get) to l, as the MCP server does.
+func callWriter(t *testing.T, l *Log, id string) func(name string, fields map[string]any) {
+	t.Helper()
+	return func(name string, fields map[string]any) {
+		t.Helper()
+		if err := l.Write(Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// admitCall writes a call's tool.request and guardrail.decision, with these fields, and returns the head
+// the server then sends with the Job (or the claim), which the webhook anchors.
+func admitCall(t *testing.T, l *Log, write func(string, map[string]any), request, decision map[string]any) string {
+	t.Helper()
+	write(EventToolRequest, request)
+	write(EventGuardrailDecision, decision)
+	head, err := l.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return head
+}
+
+// demoRequest and allowed are the fields of an allowed call's first two events.
+var (
+	demoRequest = map[string]any{"params": map[string]any{"namespace": "demo"}}
+	allowed     = map[string]any{"decision": "allow"}
+)
+
 // anchoredCall writes one call as the MCP server does and returns the anchor the webhook records for it:
 // tool.request and guardrail.decision, then the head is read and sent with the Job, then the sandbox
 // events and, when finished, tool.result.
 func anchoredCall(t *testing.T, l *Log, clock *anchorClock, id string, finished bool) Anchor {
 	t.Helper()
-	write := func(name string, fields map[string]any) {
-		if err := l.Write(Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(EventToolRequest, map[string]any{"params": map[string]any{"namespace": "demo"}})
-	write(EventGuardrailDecision, map[string]any{"decision": "allow"})
-	head, err := l.Head()
-	if err != nil {
-		t.Fatal(err)
-	}
+	write := callWriter(t, l, id)
+	head := admitCall(t, l, write, demoRequest, allowed)
 	a := Anchor{Name: "anchor-" + id, RequestID: id, Head: head, Tool: "kubectl_get", Job: "as-kubectl-get-" + id,
 		Admitted: clock.now(), Deadline: time.Minute}
 	write(EventSandboxStarted, map[string]any{"job": a.Job})
@@ -53,17 +76,8 @@ func anchoredCall(t *testing.T, l *Log, clock *anchorClock, id string, finished 
 // deleted is set).
 func anchoredCallRecovered(t *testing.T, l *Log, clock *anchorClock, id string, deleted bool) Anchor {
 	t.Helper()
-	write := func(name string, fields map[string]any) {
-		if err := l.Write(Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(EventToolRequest, nil)
-	write(EventGuardrailDecision, nil)
-	head, err := l.Head()
-	if err != nil {
-		t.Fatal(err)
-	}
+	write := callWriter(t, l, id)
+	head := admitCall(t, l, write, nil, nil)
 	a := Anchor{Name: "anchor-" + id, RequestID: id, Head: head, Tool: "kubectl_get", Job: "as-kubectl-get-" + id, Admitted: clock.now(), Deadline: time.Minute}
 	jobs := []string{}
 	if deleted {
@@ -89,7 +103,7 @@ func rechain(t *testing.T, lines [][]byte) [][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prev = hashHex(line)
+		prev = sha256hex.Of(line)
 		out = append(out, append(line, '\n'))
 	}
 	return out
@@ -109,6 +123,47 @@ func recordsOf(t *testing.T, lines [][]byte, broken bool) []Record {
 	return recs
 }
 
+// openAnchored opens the log at path with clock, unsynced, closed when the test ends.
+func openAnchored(t *testing.T, clock *anchorClock, path string) *Log {
+	t.Helper()
+	l, err := Open(path, WithClock(clock.now), WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// checkAnchorReport checks rep against the status and a part of the reason wanted for each anchor, named
+// by key: one result each, every reason one line, and counts that add up to the results.
+func checkAnchorReport(t *testing.T, rep AnchorReport, key func(Anchor) string, want map[string]AnchorStatus, reason map[string]string) {
+	t.Helper()
+	if len(rep.Results) != len(want) {
+		t.Fatalf("%d results, want %d", len(rep.Results), len(want))
+	}
+	counts := map[AnchorStatus]int{}
+	for _, r := range rep.Results {
+		k := key(r.Anchor)
+		counts[r.Status]++
+		if w := want[k]; r.Status != w {
+			t.Errorf("%s: %s (%s), want %s", k, r.Status, r.Reason, w)
+		}
+		if w := reason[k]; !strings.Contains(r.Reason, w) {
+			t.Errorf("%s: reason %q lacks %q", k, r.Reason, w)
+		}
+		if r.Reason == "" || strings.ContainsAny(r.Reason, "\n") {
+			t.Errorf("%s: reason %q is not one line", k, r.Reason)
+		}
+	}
+	if rep.OK != counts[AnchorOK] || rep.Failed != counts[AnchorFailed] || rep.InProgress != counts[AnchorInProgress] ||
+		rep.BeforeLog != counts[AnchorBeforeLog] || rep.Void != counts[AnchorVoid] {
+		t.Errorf("counts %+v do not match the results %v", rep, counts)
+	}
+}
+
+func byRequestID(a Anchor) string { return a.RequestID }
+func byName(a Anchor) string      { return a.Name }
+
 // without returns lines without those of request id.
 func without(lines [][]byte, id string) [][]byte {
 	var out [][]byte
@@ -123,11 +178,7 @@ func without(lines [][]byte, id string) [][]byte {
 func TestVerifyAnchors(t *testing.T) {
 	clock := &anchorClock{t: anchorT0}
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	l, err := Open(path, WithClock(clock.now), WithSync(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openAnchored(t, clock, path)
 	a := anchoredCall(t, l, clock, "req-aaaaaaaaaaaa", true)
 	b := anchoredCall(t, l, clock, "req-bbbbbbbbbbbb", true)
 	c := anchoredCall(t, l, clock, "req-cccccccccccc", true)
@@ -225,25 +276,7 @@ func TestVerifyAnchors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := VerifyAnchors(recordsOf(t, tt.lines, tt.broken), tt.anchors, tt.now)
-			if len(rep.Results) != len(tt.want) {
-				t.Fatalf("%d results, want %d", len(rep.Results), len(tt.want))
-			}
-			counts := map[AnchorStatus]int{}
-			for _, r := range rep.Results {
-				counts[r.Status]++
-				if w := tt.want[r.Anchor.RequestID]; r.Status != w {
-					t.Errorf("%s: %s (%s), want %s", r.Anchor.RequestID, r.Status, r.Reason, w)
-				}
-				if w := tt.reason[r.Anchor.RequestID]; !strings.Contains(r.Reason, w) {
-					t.Errorf("%s: reason %q lacks %q", r.Anchor.RequestID, r.Reason, w)
-				}
-				if r.Reason == "" || strings.ContainsAny(r.Reason, "\n") {
-					t.Errorf("%s: reason %q is not one line", r.Anchor.RequestID, r.Reason)
-				}
-			}
-			if rep.OK != counts[AnchorOK] || rep.Failed != counts[AnchorFailed] || rep.InProgress != counts[AnchorInProgress] || rep.BeforeLog != counts[AnchorBeforeLog] {
-				t.Errorf("counts %+v do not match the results %v", rep, counts)
-			}
+			checkAnchorReport(t, rep, byRequestID, tt.want, tt.reason)
 			if rep.Lines != len(tt.lines) {
 				t.Errorf("report covers %d lines, want %d", rep.Lines, len(tt.lines))
 			}
@@ -256,11 +289,7 @@ func TestVerifyAnchors(t *testing.T) {
 func TestVerifyFileAnchors(t *testing.T) {
 	clock := &anchorClock{t: anchorT0}
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	l, err := Open(path, WithClock(clock.now), WithSync(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openAnchored(t, clock, path)
 	a := anchoredCall(t, l, clock, "req-aaaaaaaaaaaa", true)
 	b := anchoredCall(t, l, clock, "req-bbbbbbbbbbbb", true)
 	later := clock.t.Add(time.Hour)
@@ -320,12 +349,7 @@ func TestVerifyFilesAnchors(t *testing.T) {
 		Job: "as-early", Admitted: clock.now(), Deadline: time.Minute}
 	open := func(name string) (*Log, string) {
 		path := filepath.Join(dir, name)
-		l, err := Open(path, WithClock(clock.now), WithSync(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l, path
+		return openAnchored(t, clock, path), path
 	}
 	l1, p1 := open("one.jsonl")
 	l2, p2 := open("two.jsonl")

@@ -52,8 +52,6 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +64,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // Event names. Every tool call writes, under one request ID, the chain
@@ -290,7 +289,7 @@ func (l *Log) Head() (string, error) {
 }
 
 // ValidHead reports whether s has the form of a chain head: 64 lowercase hex digits.
-func ValidHead(s string) bool { return isHex64(s) }
+func ValidHead(s string) bool { return sha256hex.Valid(s) }
 
 // Close closes the file. Write after Close returns ErrClosed.
 func (l *Log) Close() error {
@@ -371,7 +370,7 @@ func (l *Log) append(e Event, fields map[string]any) error {
 		}
 	}
 	l.seq++
-	l.prev = hashHex(line)
+	l.prev = sha256hex.Of(line)
 	l.size += int64(len(buf))
 	l.lastLen = len(buf)
 	return nil
@@ -396,7 +395,7 @@ func encodeLine(body lineBody) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := hashHex(b)
+	sum := sha256hex.Of(b)
 	line := make([]byte, 0, len(b)+len(hashPrefix)+len(sum)+2)
 	line = append(line, b[:len(b)-1]...)
 	line = append(line, hashPrefix...)
@@ -432,31 +431,13 @@ func splitHash(line []byte) (body []byte, sum string, ok bool) {
 		return nil, "", false
 	}
 	sum = string(line[start+len(hashPrefix) : len(line)-2])
-	if !isHex64(sum) {
+	if !sha256hex.Valid(sum) {
 		return nil, "", false
 	}
 	body = make([]byte, 0, start+1)
 	body = append(body, line[:start]...)
 	body = append(body, '}')
 	return body, sum, true
-}
-
-func hashHex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // ErrNoSpace means the audit log's file system has too little free space to record a whole call.

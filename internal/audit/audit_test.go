@@ -387,17 +387,16 @@ func TestOpenRefusesForeignFile(t *testing.T) {
 	}
 }
 
-func TestConcurrentGoroutines(t *testing.T) {
-	const goroutines, perG = 8, 1000
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	l := openLog(t, path, WithSync(false))
+// writeConcurrently runs one goroutine per request ID of writers, all at once, each writing n tool.request
+// events (i = 0 to n-1) of its request to its Log.
+func writeConcurrently(t *testing.T, writers map[string]*Log, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
+	errs := make(chan error, len(writers))
+	for id, l := range writers {
 		wg.Go(func() {
-			for i := range perG {
-				err := l.Write(Event{RequestID: fmt.Sprintf("req-%d", g), Name: EventToolRequest, Fields: map[string]any{"i": i}})
-				if err != nil {
+			for i := range n {
+				if err := l.Write(Event{RequestID: id, Name: EventToolRequest, Fields: map[string]any{"i": i}}); err != nil {
 					errs <- err
 					return
 				}
@@ -409,6 +408,17 @@ func TestConcurrentGoroutines(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+func TestConcurrentGoroutines(t *testing.T) {
+	const goroutines, perG = 8, 1000
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l := openLog(t, path, WithSync(false))
+	writers := map[string]*Log{}
+	for g := range goroutines {
+		writers[fmt.Sprintf("req-%d", g)] = l
+	}
+	writeConcurrently(t, writers, perG)
 	mustVerify(t, path, goroutines*perG)
 	for g := range goroutines {
 		f, err := os.Open(path)
@@ -435,23 +445,7 @@ func TestTwoWriters(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	a := openLog(t, path, WithSync(false))
 	b := openLog(t, path, WithSync(false))
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for name, l := range map[string]*Log{"a": a, "b": b} {
-		wg.Go(func() {
-			for i := range perWriter {
-				if err := l.Write(Event{RequestID: name, Name: EventToolRequest, Fields: map[string]any{"i": i}}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	writeConcurrently(t, map[string]*Log{"a": a, "b": b}, perWriter)
 	mustVerify(t, path, 2*perWriter)
 
 	// Strict alternation, too: each Write must pick up the line the other just wrote.

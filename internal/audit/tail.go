@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // tailChunk is how much of the file syncTail reads at a time while looking for line boundaries backwards.
@@ -54,7 +56,7 @@ func (l *Log) syncTail() (bool, error) {
 		if err := json.Unmarshal(line, &rec); err != nil || rec.Seq < 1 {
 			return false, fmt.Errorf("last complete line is not an audit record: %w", ErrChainBroken)
 		}
-		seq, prev = rec.Seq, hashHex(line)
+		seq, prev = rec.Seq, sha256hex.Of(line)
 	}
 
 	var tornBytes int64

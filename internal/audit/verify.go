@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
 
 // Summary describes a log that verified.
@@ -104,7 +106,7 @@ func verify(r io.Reader, visit func(Record)) (Summary, error) {
 			return sum, verr
 		}
 		sum.Lines = n
-		sum.LastHash = hashHex(line)
+		sum.LastHash = sha256hex.Of(line)
 		if visit != nil {
 			visit(rec)
 		}
@@ -128,7 +130,7 @@ func checkLine(n int, line []byte, prev string, last bool) (Record, *VerifyError
 	if !ok {
 		return rec, broken("hash member missing or not last")
 	}
-	if hashHex(body) != stored || rec.Hash != stored {
+	if sha256hex.Of(body) != stored || rec.Hash != stored {
 		return rec, broken("hash mismatch: the line was edited")
 	}
 	if rec.Seq != int64(n) {

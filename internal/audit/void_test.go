@@ -2,7 +2,6 @@ package audit
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -13,17 +12,8 @@ import (
 // its claim). It returns the claim's anchor and the cold Job's.
 func unlandedClaim(t *testing.T, l *Log, clock *anchorClock, id string, ranWarm, finished bool) (warm, cold Anchor) {
 	t.Helper()
-	write := func(name string, fields map[string]any) {
-		if err := l.Write(Event{RequestID: id, Name: name, Tool: "kubectl_get", Fields: fields}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(EventToolRequest, map[string]any{"params": map[string]any{"namespace": "demo"}})
-	write(EventGuardrailDecision, map[string]any{"decision": "allow"})
-	head, err := l.Head()
-	if err != nil {
-		t.Fatal(err)
-	}
+	write := callWriter(t, l, id)
+	head := admitCall(t, l, write, demoRequest, allowed)
 	warm = Anchor{Name: "anchor-" + id + "-warm", RequestID: id, Head: head, Tool: "kubectl_get", Job: "as-kubectl-get-w0000000000a",
 		Pod: "as-kubectl-get-w0000000000a-x", PodUID: "0b9c6f0e-1111-4222-8333-444455556666", PodResourceVersion: "1041",
 		Admitted: clock.now(), Deadline: time.Minute}
@@ -70,12 +60,7 @@ func TestVerifyAnchorsVoid(t *testing.T) {
 	dir := t.TempDir()
 	open := func(name string) (*Log, string) {
 		path := filepath.Join(dir, name)
-		l, err := Open(path, WithClock(clock.now), WithSync(false))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l, path
+		return openAnchored(t, clock, path), path
 	}
 	lElse, pElse := open("elsewhere.jsonl")
 	warm, cold := unlandedClaim(t, lElse, clock, "req-aaaaaaaaaaaa", false, true)
@@ -148,25 +133,7 @@ func TestVerifyAnchorsVoid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rep.Results) != len(tt.want) {
-				t.Fatalf("%d results, want %d", len(rep.Results), len(tt.want))
-			}
-			counts := map[AnchorStatus]int{}
-			for _, r := range rep.Results {
-				counts[r.Status]++
-				if w := tt.want[r.Anchor.Name]; r.Status != w {
-					t.Errorf("%s: %s (%s), want %s", r.Anchor.Name, r.Status, r.Reason, w)
-				}
-				if w := tt.reason[r.Anchor.Name]; !strings.Contains(r.Reason, w) {
-					t.Errorf("%s: reason %q lacks %q", r.Anchor.Name, r.Reason, w)
-				}
-				if strings.ContainsAny(r.Reason, "\n") {
-					t.Errorf("%s: reason %q is not one line", r.Anchor.Name, r.Reason)
-				}
-			}
-			if rep.OK != counts[AnchorOK] || rep.Void != counts[AnchorVoid] || rep.Failed != counts[AnchorFailed] || rep.InProgress != counts[AnchorInProgress] {
-				t.Errorf("counts %+v do not match the results %v", rep, counts)
-			}
+			checkAnchorReport(t, rep, byName, tt.want, tt.reason)
 		})
 	}
 }

@@ -141,8 +141,11 @@ const commands = "cmd/agent-sandbox/app/"
 // TestCommandsByTrustRole: each role's commands link only what the role needs. The approver's, the
 // sandbox's and the audit commands never link the webhook's decision package, the MCP server or its SDK;
 // the sandbox's and the cluster's never link the approvals store or SQLite (which only the MCP host and the
-// approver keep); only the commands that configure Vault or log in to it link Vault's API. No role links
-// another, nor the root that wires them, and the plumbing they share (cli) links nothing of this module.
+// approver keep); only the commands that configure Vault or log in to it link Vault's API. The commands
+// beside the agent (agent), which are not trusted, never link the decision package, Vault's API or the
+// broker. No role links another (so no trusted role links the untrusted agent's commands, nor they a
+// trusted role's), nor the root that wires them, and the plumbing they share (cli) links nothing of this
+// module.
 func TestCommandsByTrustRole(t *testing.T) {
 	all := listPackages(t)
 	decision := []string{module + "webhook", module + "internal/warmpool", module + "internal/servingcert", module + "internal/contentgc"}
@@ -154,6 +157,7 @@ func TestCommandsByTrustRole(t *testing.T) {
 		"sandboxed": {decision, mcpSide, storage},
 		"auditor":   {decision, mcpSide, storage, vault},
 		"cluster":   {mcpSide, storage},
+		"agent":     {decision, vault},
 	}
 	for role, groups := range roles {
 		p, ok := all[commands+role]

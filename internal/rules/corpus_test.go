@@ -2,9 +2,7 @@ package rules_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,36 +125,17 @@ func TestEveryRuleHasACorpusCase(t *testing.T) {
 // the corpus's source.
 func scenarioRules(t *testing.T) []rules.ID {
 	t.Helper()
-	files, err := filepath.Glob("../../test/corpus/*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []rules.ID
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+	eachCall(t, "../../test/corpus/*.go", []string{"refused"}, func(_ *token.FileSet, _ string, call *ast.CallExpr) {
+		if len(call.Args) < 2 {
+			return
 		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
+		if lit, ok := call.Args[1].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if v, err := strconv.Unquote(lit.Value); err == nil {
+				out = append(out, rules.ID(v))
+			}
 		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) < 2 {
-				return true
-			}
-			if fn, ok := call.Fun.(*ast.Ident); !ok || fn.Name != "refused" {
-				return true
-			}
-			if lit, ok := call.Args[1].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if v, err := strconv.Unquote(lit.Value); err == nil {
-					out = append(out, rules.ID(v))
-				}
-			}
-			return true
-		})
-	}
+	})
 	if len(out) == 0 {
 		t.Fatal("no refused(\"what\", \"rule\", err) step found in test/corpus: update scenarioRules")
 	}

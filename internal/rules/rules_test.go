@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,45 +91,56 @@ func TestGuardrailKinds(t *testing.T) {
 // TestWebhookNamesRulesByID: no refusal in the webhook names its rule with a string literal; each passes a
 // rules.ID (a registered constant, or a name from the policy or a table).
 func TestWebhookNamesRulesByID(t *testing.T) {
-	files, err := filepath.Glob("../../webhook/*.go")
+	calls := 0
+	eachCall(t, "../../webhook/*.go", []string{"deny", "checkHead", "sameMetadata"}, func(fset *token.FileSet, name string, call *ast.CallExpr) {
+		if len(call.Args) == 0 {
+			return
+		}
+		calls++
+		switch a := call.Args[0].(type) {
+		case *ast.BasicLit:
+			t.Errorf("%s: %s names its rule with the literal %s; use a rules constant", fset.Position(a.Pos()), name, a.Value)
+		case *ast.SelectorExpr:
+			if x, ok := a.X.(*ast.Ident); ok && x.Name == "rules" {
+				if _, ok := rules.Lookup(rules.All, rules.ID(constValue(t, a.Sel.Name))); !ok {
+					t.Errorf("%s: rules.%s is not registered", fset.Position(a.Pos()), a.Sel.Name)
+				}
+			}
+		}
+	})
+	if calls < 100 {
+		t.Errorf("found only %d refusals in webhook/*.go: has deny been renamed?", calls)
+	}
+}
+
+// eachCall calls f for every call of a function named by a plain identifier among names in the Go
+// files (tests left out) that glob matches.
+func eachCall(t *testing.T, glob string, names []string, f func(fset *token.FileSet, name string, call *ast.CallExpr)) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(files) == 0 {
+		t.Fatalf("no file matches %s", glob)
+	}
 	fset := token.NewFileSet()
-	calls := 0
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
+		file, err := parser.ParseFile(fset, path, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ast.Inspect(file, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			fn, ok := call.Fun.(*ast.Ident)
-			if !ok || (fn.Name != "deny" && fn.Name != "checkHead" && fn.Name != "sameMetadata") {
-				return true
-			}
-			calls++
-			switch a := call.Args[0].(type) {
-			case *ast.BasicLit:
-				t.Errorf("%s: %s names its rule with the literal %s; use a rules constant", fset.Position(a.Pos()), fn.Name, a.Value)
-			case *ast.SelectorExpr:
-				if x, ok := a.X.(*ast.Ident); ok && x.Name == "rules" {
-					if _, ok := rules.Lookup(rules.All, rules.ID(constValue(t, a.Sel.Name))); !ok {
-						t.Errorf("%s: rules.%s is not registered", fset.Position(a.Pos()), a.Sel.Name)
-					}
+			if call, ok := n.(*ast.CallExpr); ok {
+				if fn, ok := call.Fun.(*ast.Ident); ok && slices.Contains(names, fn.Name) {
+					f(fset, fn.Name, call)
 				}
 			}
 			return true
 		})
-	}
-	if calls < 100 {
-		t.Errorf("found only %d refusals in webhook/*.go: has deny been renamed?", calls)
 	}
 }
 

@@ -17,13 +17,13 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy/policytest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
@@ -524,25 +524,9 @@ func TestReadToolRunsWithoutApproval(t *testing.T) {
 // schema it declares.
 func TestCustomToolFromThePolicyFile(t *testing.T) {
 	f := newFixture(t)
-	var doc, extra map[string]any
-	for path, into := range map[string]*map[string]any{"../../policy/policy.yaml": &doc, "../../examples/policy/custom-tool.yaml": &extra} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.Unmarshal(data, into); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spec := doc["spec"].(map[string]any)
-	for _, k := range []string{"scopes", "tools"} {
-		spec[k] = append(spec[k].([]any), extra[k].([]any)...)
-	}
-	data, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.svc.Policy, err = policy.Load(data, policy.WithoutAdmissionRules()); err != nil {
+	doc, _ := policytest.Spliced(t, "../../policy/policy.yaml", "../../examples/policy/custom-tool.yaml")
+	var err error
+	if f.svc.Policy, err = policy.Load(policytest.YAML(t, doc), policy.WithoutAdmissionRules()); err != nil {
 		t.Fatal(err)
 	}
 	tools, err := f.svc.Tools()

@@ -37,6 +37,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/atomicfile"
 	"github.com/agent-sandbox/agent-sandbox/internal/certs"
+	"github.com/agent-sandbox/agent-sandbox/internal/tick"
 )
 
 // Lifetimes of the self-managed certificates. The serving certificate is renewed when less than
@@ -77,18 +78,11 @@ func (s *SelfManaged) Ensure(ctx context.Context) error {
 // Run re-checks every interval until ctx ends, so that certificates are renewed and a caBundle reset by
 // an upgrade is restored.
 func (s *SelfManaged) Run(ctx context.Context, interval time.Duration, onError func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Ensure(ctx); err != nil {
-				onError(err)
-			}
+	tick.Every(ctx, interval, func() {
+		if err := s.Ensure(ctx); err != nil {
+			onError(err)
 		}
-	}
+	})
 }
 
 type certBundle struct{ ca, caKey, cert, key []byte }

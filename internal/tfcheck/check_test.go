@@ -113,6 +113,15 @@ func TestRules(t *testing.T) {
 		{"tfvars template with reference", "a.tfvars", "a = \"${var.b}\"\n", "only constant values"},
 		{"tfvars block", "a.tfvars", "a {\n}\n", "a block is not allowed in variables file"},
 		{"tfvars conditional", "a.tfvars", "a = true ? 1 : 2\n", "only constant values"},
+		// Every kind of expression that computes is refused where only constants are allowed.
+		{"tfvars operator", "a.tfvars", "a = 1 + 2\n", "only constant values"},
+		{"tfvars not", "a.tfvars", "a = !true\n", "only constant values"},
+		{"tfvars index", "a.tfvars", "a = [1][(0)]\n", "only constant values"},
+		{"tfvars traversal", "a.tfvars", "a = [1][0]\n", "only constant values"},
+		{"tfvars attribute of a value", "a.tfvars", "a = { b = 1 }.b\n", "only constant values"},
+		{"tfvars splat", "a.tfvars", "a = [1][*]\n", "only constant values"},
+		{"tfvars for", "a.tfvars", "a = [for x in [1] : 1]\n", "only constant values"},
+		{"tfvars call", "a.tfvars", "a = upper(\"x\")\n", "function call upper(): only constant values"},
 		// Lock file.
 		{"lock other version", ".terraform.lock.hcl", "provider \"registry.terraform.io/hashicorp/kubernetes\" {\n  version = \"2.0.0\"\n}\n", "version must be"},
 		{"lock extra argument", ".terraform.lock.hcl", "provider \"registry.terraform.io/hashicorp/kubernetes\" {\n  version = \"1.13.4\"\n  source = \"x\"\n}\n", "argument source is not allowed"},

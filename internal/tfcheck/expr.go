@@ -115,6 +115,16 @@ func (c *checker) walkStructure(e hclsyntax.Expression, mode exprMode, sc scope,
 // expression it does not know is refused.
 func (c *checker) walkEvaluated(e hclsyntax.Expression, mode exprMode, sc scope, d int, pos hcl.Pos) {
 	constant := mode == modeLiteral
+	// The operators, indexing, splats, conditionals and for expressions are refused alike where only
+	// constants are allowed; negation, calls and references below say what they refuse.
+	switch e.(type) {
+	case *hclsyntax.RelativeTraversalExpr, *hclsyntax.IndexExpr, *hclsyntax.SplatExpr, *hclsyntax.BinaryOpExpr,
+		*hclsyntax.ConditionalExpr, *hclsyntax.ForExpr:
+		if constant {
+			c.refuse(pos, "only constant values are allowed here")
+			return
+		}
+	}
 	switch e := e.(type) {
 	case *hclsyntax.UnaryOpExpr:
 		if constant && e.Op != hclsyntax.OpNegate {
@@ -138,45 +148,21 @@ func (c *checker) walkEvaluated(e hclsyntax.Expression, mode exprMode, sc scope,
 		}
 		c.reference(e.Traversal, sc, pos)
 	case *hclsyntax.RelativeTraversalExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		c.walkExpr(e.Source, mode, sc, d)
 	case *hclsyntax.IndexExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		c.walkExpr(e.Collection, mode, sc, d)
 		c.walkExpr(e.Key, mode, sc, d)
 	case *hclsyntax.SplatExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		c.walkExpr(e.Source, mode, sc, d)
 		c.walkExpr(e.Each, mode, sc, d)
 	case *hclsyntax.BinaryOpExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		c.walkExpr(e.LHS, mode, sc, d)
 		c.walkExpr(e.RHS, mode, sc, d)
 	case *hclsyntax.ConditionalExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		c.walkExpr(e.Condition, mode, sc, d)
 		c.walkExpr(e.TrueResult, mode, sc, d)
 		c.walkExpr(e.FalseResult, mode, sc, d)
 	case *hclsyntax.ForExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		// The collection is evaluated outside the for expression's own names.
 		c.walkExpr(e.CollExpr, mode, sc, d)
 		inner := sc.with(e.KeyVar, e.ValVar)

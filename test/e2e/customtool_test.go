@@ -20,6 +20,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy/policytest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
@@ -38,20 +39,8 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	defer cancel()
 
 	// The policy file: the shipped one plus the example's scopes and tools.
-	var doc, extra map[string]any
-	for path, into := range map[string]*map[string]any{cfg.Policy: &doc, "../../examples/policy/custom-tool.yaml": &extra} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.Unmarshal(data, into); err != nil {
-			t.Fatal(err)
-		}
-	}
+	doc, extra := policytest.Spliced(t, cfg.Policy, "../../examples/policy/custom-tool.yaml")
 	spec := doc["spec"].(map[string]any)
-	for _, k := range []string{"scopes", "tools"} {
-		spec[k] = append(spec[k].([]any), extra[k].([]any)...)
-	}
 	// The same tool run as another program (the same binary by another path): not one of the project's
 	// runners by its argv, so its sidecar keeps the postStart gate that holds the tool back until the
 	// credential exists (webhook.WaitsForCredential), as for any program a platform team brings.

@@ -8,9 +8,10 @@
 //	sandboxed  inside a sandbox Pod: run (the tool entry points), cred-agent
 //	approver   the approver's side, a person at a terminal: approve, approvals, deny, keygen, keys
 //	auditor    the operator's audit: audit show, audit verify
-//	app        beside the agent, not trusted: mcp, kubeconfig refresh; and the root, which wires them all
+//	agent      beside the agent, not trusted: mcp, kubeconfig refresh
 //
-// cli is the plumbing they share: streams, exit codes, usage errors, -o, JSON, --log-level.
+// cli is the plumbing they share: streams, exit codes, usage errors, -o, JSON, --log-level. This package
+// is only the root, which wires them all, and the version command.
 package app
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/agent"
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/approver"
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/auditor"
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
@@ -62,8 +64,8 @@ for a human to approve them with a signed token.`,
 		cluster.NewVaultCommand(streams),
 		sandboxed.NewCredAgentCommand(streams),
 		sandboxed.NewRunCommand(streams, Main),
-		newMCPCommand(streams),
-		newKubeconfigCommand(streams),
+		agent.NewMCPCommand(streams, versionInfo().Version),
+		agent.NewKubeconfigCommand(streams),
 		cluster.NewPreflightCommand(streams),
 	)
 	return root

@@ -453,6 +453,20 @@ func TestConsume(t *testing.T) {
 	}
 }
 
+// consumerStores are n Stores for n racing consumers: the fixture's own, shared, or each its own Store
+// on the same database file.
+func (f *storeFixture) consumerStores(t *testing.T, n int, shared bool) []*Store {
+	t.Helper()
+	stores := make([]*Store, n)
+	for i := range stores {
+		stores[i] = f.store
+		if !shared {
+			stores[i] = openTestStore(t, f.path, f.clock)
+		}
+	}
+	return stores
+}
+
 // TestConsumeConcurrent races 64 consumers for one grant, each with its own Store (own connection pool, as
 // separate MCP server processes would have) and then all through one shared Store: exactly one wins.
 func TestConsumeConcurrent(t *testing.T) {
@@ -462,13 +476,7 @@ func TestConsumeConcurrent(t *testing.T) {
 			f := newStoreFixture(t)
 			r := f.create(t)
 			tok, _ := f.grant(t, r, 0)
-			stores := make([]*Store, consumers)
-			for i := range stores {
-				stores[i] = f.store
-				if !shared {
-					stores[i] = openTestStore(t, f.path, f.clock)
-				}
-			}
+			stores := f.consumerStores(t, consumers, shared)
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			type result struct {
@@ -933,13 +941,7 @@ func TestConsumeConcurrentSeveralApprovers(t *testing.T) {
 				}
 				want = append(want, tok)
 			}
-			stores := make([]*Store, consumers)
-			for i := range stores {
-				stores[i] = f.store
-				if !shared {
-					stores[i] = openTestStore(t, f.path, f.clock)
-				}
-			}
+			stores := f.consumerStores(t, consumers, shared)
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			var mu sync.Mutex

@@ -30,6 +30,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
+	"github.com/agent-sandbox/agent-sandbox/internal/tick"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
@@ -361,20 +362,13 @@ func (a apiReader) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, er
 
 // pruneLoop runs prune every ten minutes until ctx ends.
 func pruneLoop(ctx context.Context, what string, prune func(context.Context) (int, error), log logr.Logger) {
-	t := time.NewTicker(10 * time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := prune(ctx); err != nil {
-				log.Error(err, "prune failed", "what", what)
-			} else if n > 0 {
-				log.Info("pruned", "what", what, "count", n)
-			}
+	tick.Every(ctx, 10*time.Minute, func() {
+		if n, err := prune(ctx); err != nil {
+			log.Error(err, "prune failed", "what", what)
+		} else if n > 0 {
+			log.Info("pruned", "what", what, "count", n)
 		}
-	}
+	})
 }
 
 // retryUntil retries f with a growing pause until it succeeds, ctx ends or limit passes.

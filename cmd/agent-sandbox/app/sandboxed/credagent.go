@@ -25,25 +25,11 @@ import (
 // credAgentOptions are the flags of `cred-agent`. The admission webhook renders exactly these; nothing
 // here comes from the environment, and no credential is ever a flag or an environment variable.
 type credAgentOptions struct {
-	VaultAddr      string
-	VaultCAFile    string
-	VaultNamespace string
-	AuthMount      string
-	AuthRole       string
-	SecretsMount   string
-	SecretsRole    string
-	Namespace      string
-	TokenFile      string
-	APIServer      string
-	APICAFile      string
-	Out            string
-	ResultFile     string
-	ClaimFile      string
-	ClaimKeys      string
-	ClaimSpec      string
-	DoneFile       string
-	Scope          string
-	LoginTimeout   time.Duration
+	// Agent takes the flags the broker's agent runs with, as they are (config adds where events go).
+	Agent     broker.AgentConfig
+	ClaimFile string
+	ClaimKeys string
+	ClaimSpec string
 
 	streams cli.IO
 }
@@ -86,25 +72,25 @@ credential.failed event, and the agent stays up until it is stopped.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address")
-	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default: the system roots)")
-	f.StringVar(&o.VaultNamespace, "vault-namespace", "", "Vault Enterprise / HCP Vault namespace of both mounts (default: the root namespace)")
-	f.StringVar(&o.AuthMount, "auth-mount", policy.DefaultVaultAuthMount, "mount path of Vault's Kubernetes auth method")
-	f.StringVar(&o.AuthRole, "auth-role", "", "Vault login role (the tool's)")
-	f.StringVar(&o.SecretsMount, "secrets-mount", policy.DefaultVaultSecretsMount, "mount path of Vault's Kubernetes secrets engine")
-	f.StringVar(&o.SecretsRole, "secrets-role", "", "secrets engine role (the tool's scope)")
-	f.StringVar(&o.Namespace, "namespace", "", "namespace the credential is for")
-	f.StringVar(&o.TokenFile, "token-file", contract.VaultTokenPath, "projected service-account token to log in with")
-	f.StringVar(&o.APIServer, "api-server", "", "API server URL written into the kubeconfig")
-	f.StringVar(&o.APICAFile, "api-ca-file", contract.APIServerCADir+"/ca.crt", "API server CA written into the kubeconfig")
-	f.StringVar(&o.Out, "out", contract.KubeconfigPath, "where to write the kubeconfig")
-	f.StringVar(&o.Scope, "scope", "", "credential scope name (for events only)")
-	f.StringVar(&o.ResultFile, "result-file", "", "the tool's result file, reported (scrubbed) as a tool.result event once the credential is revoked")
+	f.StringVar(&o.Agent.VaultAddr, "vault-addr", "", "Vault's address")
+	f.StringVar(&o.Agent.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default: the system roots)")
+	f.StringVar(&o.Agent.VaultNamespace, "vault-namespace", "", "Vault Enterprise / HCP Vault namespace of both mounts (default: the root namespace)")
+	f.StringVar(&o.Agent.AuthMount, "auth-mount", policy.DefaultVaultAuthMount, "mount path of Vault's Kubernetes auth method")
+	f.StringVar(&o.Agent.AuthRole, "auth-role", "", "Vault login role (the tool's)")
+	f.StringVar(&o.Agent.SecretsMount, "secrets-mount", policy.DefaultVaultSecretsMount, "mount path of Vault's Kubernetes secrets engine")
+	f.StringVar(&o.Agent.SecretsRole, "secrets-role", "", "secrets engine role (the tool's scope)")
+	f.StringVar(&o.Agent.Namespace, "namespace", "", "namespace the credential is for")
+	f.StringVar(&o.Agent.TokenFile, "token-file", contract.VaultTokenPath, "projected service-account token to log in with")
+	f.StringVar(&o.Agent.APIServer, "api-server", "", "API server URL written into the kubeconfig")
+	f.StringVar(&o.Agent.APICAFile, "api-ca-file", contract.APIServerCADir+"/ca.crt", "API server CA written into the kubeconfig")
+	f.StringVar(&o.Agent.Out, "out", contract.KubeconfigPath, "where to write the kubeconfig")
+	f.StringVar(&o.Agent.Scope, "scope", "", "credential scope name (for events only)")
+	f.StringVar(&o.Agent.ResultFile, "result-file", "", "the tool's result file, reported (scrubbed) as a tool.result event once the credential is revoked")
 	f.StringVar(&o.ClaimFile, "claim-file", "", "a warm Pod's claim file: wait for the claim and take the target namespace from it (instead of --namespace)")
 	f.StringVar(&o.ClaimKeys, "claim-keys", "", "with --claim-file: the admission webhook's claim-signing public keys (comma-separated base64url Ed25519); a claim without a valid signature for this Pod is refused")
 	f.StringVar(&o.ClaimSpec, "claim-spec", "", "with --claim-file: the tool's argv template and parameters (JSON, rendered by the webhook); a claim whose argv or namespace is not their rendering is refused")
-	f.StringVar(&o.DoneFile, "done-file", "", "a warm Pod's done marker: revoke and report as soon as it exists")
-	f.DurationVar(&o.LoginTimeout, "login-timeout", broker.DefaultLoginTimeout, "give up logging in and minting after this long (transient errors are retried)")
+	f.StringVar(&o.Agent.DoneFile, "done-file", "", "a warm Pod's done marker: revoke and report as soon as it exists")
+	f.DurationVar(&o.Agent.LoginTimeout, "login-timeout", broker.DefaultLoginTimeout, "give up logging in and minting after this long (transient errors are retried)")
 	cmd.AddCommand(newCredAgentReadyCommand(streams))
 	return cmd
 }
@@ -115,7 +101,7 @@ func (o *credAgentOptions) Complete() {}
 // Validate checks that every required flag is set.
 func (o *credAgentOptions) Validate() error {
 	if o.ClaimFile != "" {
-		if o.Namespace != "" {
+		if o.Agent.Namespace != "" {
 			return fmt.Errorf("give --namespace or --claim-file, not both")
 		}
 		if _, err := newClaimVerifier(o.ClaimKeys, o.ClaimSpec); err != nil {
@@ -130,16 +116,9 @@ func (o *credAgentOptions) Validate() error {
 }
 
 func (o *credAgentOptions) config() broker.AgentConfig {
-	return broker.AgentConfig{
-		VaultAddr: o.VaultAddr, VaultCAFile: o.VaultCAFile, VaultNamespace: o.VaultNamespace,
-		AuthMount: o.AuthMount, AuthRole: o.AuthRole,
-		SecretsMount: o.SecretsMount, SecretsRole: o.SecretsRole,
-		Namespace: o.Namespace, Scope: o.Scope,
-		TokenFile: o.TokenFile, APIServer: o.APIServer, APICAFile: o.APICAFile, Out: o.Out, ResultFile: o.ResultFile,
-		DoneFile:     o.DoneFile,
-		LoginTimeout: o.LoginTimeout,
-		Events:       o.streams.Out,
-	}
+	cfg := o.Agent
+	cfg.Events = o.streams.Out
+	return cfg
 }
 
 // Run issues the credential, waits for the stop signal (ctx is cancelled on SIGTERM and SIGINT) and
@@ -274,7 +253,7 @@ func (o *credAgentOptions) runWarm(ctx context.Context) error {
 	if claim == nil {
 		return nil // stopped before any claim: nothing was issued, nothing to revoke
 	}
-	marker := filepath.Join(filepath.Dir(o.Out), claimedMarker)
+	marker := filepath.Join(filepath.Dir(o.Agent.Out), claimedMarker)
 	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fail(fmt.Errorf("this Pod's claim %s was already served (the agent restarted): no second credential", claim.RequestID))

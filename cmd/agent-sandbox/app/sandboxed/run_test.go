@@ -102,16 +102,24 @@ func TestRunKubeconfigDefault(t *testing.T) {
 	}
 }
 
-// In a sandbox a runner may start before the credential agent has written the kubeconfig (no postStart
-// gate for the project's runners): it waits for the file. Elsewhere a missing kubeconfig fails at once.
-func TestToolClientWaitsForTheCredential(t *testing.T) {
-	dir := t.TempDir()
+// inSandbox makes a temporary folder the credential volume (waited on for up to 30s) for the test, and
+// returns it, the path where the credential agent writes the kubeconfig, and a kubeconfig to write there
+// (for an API server nobody calls).
+func inSandbox(t *testing.T) (dir, path, kubeconfig string) {
+	t.Helper()
+	dir = t.TempDir()
 	oldDir, oldWait := credentialDir, credentialWait
 	credentialDir, credentialWait = dir, 30*time.Second
 	t.Cleanup(func() { credentialDir, credentialWait = oldDir, oldWait })
-	path := filepath.Join(dir, "kubeconfig")
-	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+	kubeconfig = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
 		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	return dir, filepath.Join(dir, "kubeconfig"), kubeconfig
+}
+
+// In a sandbox a runner may start before the credential agent has written the kubeconfig (no postStart
+// gate for the project's runners): it waits for the file. Elsewhere a missing kubeconfig fails at once.
+func TestToolClientWaitsForTheCredential(t *testing.T) {
+	dir, path, kubeconfig := inSandbox(t)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		tmp := path + ".tmp"
@@ -141,13 +149,7 @@ func TestToolClientWaitsForTheCredential(t *testing.T) {
 // kubeconfig while terraform-plan and terraform-apply start; their flag checks (which read the kubeconfig)
 // wait for it, instead of failing a good call with "no kubeconfig file" (seen in make verify under load).
 func TestTerraformRunnersWaitForTheCredentialBeforeTheirChecks(t *testing.T) {
-	dir := t.TempDir()
-	oldDir, oldWait := credentialDir, credentialWait
-	credentialDir, credentialWait = dir, 30*time.Second
-	t.Cleanup(func() { credentialDir, credentialWait = oldDir, oldWait })
-	path := filepath.Join(dir, "kubeconfig")
-	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
-		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	_, path, kubeconfig := inSandbox(t)
 	for _, args := range [][]string{
 		{"run", "terraform-plan", "--workspace=k8s-demo", "--namespace=demo-app", "--source=" + t.TempDir(), "--kubeconfig=" + path},
 		{"run", "terraform-apply", "--workspace=k8s-demo", "--namespace=demo-app", "--plan-id=" + strings.Repeat("a", 64),

@@ -1,4 +1,4 @@
-package app
+package agent
 
 import (
 	"context"
@@ -33,8 +33,8 @@ const (
 // defaultMCPServiceAccount is the chart's MCP ServiceAccount (values mcp.serviceAccountName).
 const defaultMCPServiceAccount = "agent-sandbox-mcp"
 
-// newKubeconfigCommand builds `agent-sandbox kubeconfig refresh`.
-func newKubeconfigCommand(streams cli.IO) *cobra.Command {
+// NewKubeconfigCommand builds `agent-sandbox kubeconfig refresh`.
+func NewKubeconfigCommand(streams cli.IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubeconfig",
 		Short: "Write the MCP server's kubeconfig (sandbox namespace only)",

@@ -1,4 +1,4 @@
-package app
+package agent
 
 import (
 	"bytes"
@@ -67,7 +67,7 @@ current-context: admin
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	env := map[string]string{"HOME": filepath.Join(dir, "home")}
 	f.opts = &kubeconfigRefreshOptions{
-		Kubeconfig: kc, PolicyFile: "../../../policy/policy.yaml", Duration: defaultMCPTokenDuration, ServiceAccount: defaultMCPServiceAccount,
+		Kubeconfig: kc, PolicyFile: "../../../../policy/policy.yaml", Duration: defaultMCPTokenDuration, ServiceAccount: defaultMCPServiceAccount,
 		streams: cli.IO{Out: f.out, ErrOut: &bytes.Buffer{}},
 		paths:   clientPaths{getenv: func(k string) string { return env[k] }, stat: os.Stat},
 		geteuid: func() int { return 1000 },

@@ -1,4 +1,4 @@
-package app
+package agent
 
 import (
 	"context"
@@ -56,10 +56,14 @@ type mcpOptions struct {
 	otlpURL  string
 	logLevel slog.Level
 	paths    clientPaths
+	// version is the build's version, which the server reports to clients and stamps on traces.
+	version string
 }
 
-func newMCPCommand(streams cli.IO) *cobra.Command {
-	o := &mcpOptions{paths: newClientPaths()}
+// NewMCPCommand builds `agent-sandbox mcp`; version is the build's version (the root's version command
+// prints it), reported to MCP clients and on traces.
+func NewMCPCommand(streams cli.IO, version string) *cobra.Command {
+	o := &mcpOptions{paths: newClientPaths(), version: version}
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the agent-sandbox tools to an MCP client (Claude, Cursor, ...) over stdio or streamable HTTP",
@@ -321,7 +325,7 @@ func (o *mcpOptions) Run(ctx context.Context, streams cli.IO) error {
 	}
 	defer inst.Close()
 
-	tracer, stopTracing, err := telemetry.Setup(ctx, telemetry.Options{Endpoint: o.otlpURL, Version: versionInfo().Version})
+	tracer, stopTracing, err := telemetry.Setup(ctx, telemetry.Options{Endpoint: o.otlpURL, Version: o.version})
 	if err != nil {
 		return err
 	}
@@ -356,11 +360,11 @@ func (o *mcpOptions) Run(ctx context.Context, streams cli.IO) error {
 	ready := func() {
 		log.Info("agent-sandbox MCP server ready", "policy", p.Metadata.Name, "policyVersion", p.Version, "cluster", cfg.Host,
 			"sandboxNamespace", ns, "policyFile", o.PolicyFile, "kubeconfig", o.Kubeconfig, "workspaces", o.Workspaces, "auditLog", o.AuditLog, "approvalsDB", o.DB, "transport", map[bool]string{true: "http", false: "stdio"}[o.HTTPAddr != ""],
-			"otlpEndpoint", o.otlpURL, "version", versionInfo().Version)
+			"otlpEndpoint", o.otlpURL, "version", o.version)
 	}
 	if o.HTTPAddr == "" {
 		ready()
-		server, err := mcp.NewServer(svc, versionInfo().Version, log)
+		server, err := mcp.NewServer(svc, o.version, log)
 		if err != nil {
 			return err
 		}
@@ -420,7 +424,7 @@ func (o *mcpOptions) serveMCPHTTP(ctx context.Context, svc *service.Service, log
 	if err != nil {
 		return err
 	}
-	server, err := mcp.NewServer(mcp.Instrument(svc, metrics), versionInfo().Version, log)
+	server, err := mcp.NewServer(mcp.Instrument(svc, metrics), o.version, log)
 	if err != nil {
 		return err
 	}

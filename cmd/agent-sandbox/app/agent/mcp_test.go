@@ -1,4 +1,4 @@
-package app
+package agent
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ current-context: x
 	if err := os.Mkdir(filepath.Join(dir, "workspaces"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return dir, []string{"mcp", "--policy", "../../../policy/policy.yaml", "--kubeconfig", kubeconfig,
+	return dir, []string{"mcp", "--policy", "../../../../policy/policy.yaml", "--kubeconfig", kubeconfig,
 		"--workspaces", filepath.Join(dir, "workspaces"), "--db", filepath.Join(dir, "approvals.db"),
 		"--audit-log", filepath.Join(dir, "audit.jsonl")}
 }
@@ -111,7 +111,7 @@ func startMCPHTTP(t *testing.T, args []string) (endpoint string, stdout, stderr 
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr = &harness.SyncBuffer{}, &harness.SyncBuffer{}
 	exited := make(chan int, 1)
-	go func() { exited <- Main(ctx, args, strings.NewReader(""), stdout, stderr) }()
+	go func() { exited <- testMain(ctx, args, strings.NewReader(""), stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

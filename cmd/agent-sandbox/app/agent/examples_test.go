@@ -1,4 +1,4 @@
-package app
+package agent
 
 import (
 	"encoding/json"
@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 )
@@ -25,7 +23,7 @@ type exampleServer struct {
 // `agent-sandbox mcp` with flags that the mcp command has: an unknown flag, a stray argument or a path
 // that nothing installs fails here instead of in a user's MCP client.
 func TestExamplesRunAsWritten(t *testing.T) {
-	files, err := filepath.Glob("../../../examples/*.json")
+	files, err := filepath.Glob("../../../../examples/*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples/*.json: %v", err)
 	}
@@ -57,7 +55,7 @@ func TestExamplesRunAsWritten(t *testing.T) {
 		}
 	}
 
-	script, err := os.ReadFile("../../../examples/claude_code.sh")
+	script, err := os.ReadFile("../../../../examples/claude_code.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +88,7 @@ func checkExampleCommand(t *testing.T, where, helpOut string, argv []string) {
 			t.Errorf("%s: %q is a path no install step writes for a user", where, a)
 		}
 	}
-	var mcpCmd *cobra.Command
-	for _, c := range NewRootCommand(cli.IO{}).Commands() {
-		if c.Name() == "mcp" {
-			mcpCmd = c
-		}
-	}
-	if mcpCmd == nil {
-		t.Fatal("no mcp command")
-	}
+	mcpCmd := NewMCPCommand(cli.IO{}, "test")
 	if err := mcpCmd.ParseFlags(argv[2:]); err != nil {
 		t.Errorf("%s: %v", where, err)
 		return
