@@ -55,9 +55,14 @@ type recordedError struct {
 	Message string `json:"message"`
 	Code    int32  `json:"code,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+	// WatchEnded: the API server closed a watch before its timeout (errWatchEnded).
+	WatchEnded bool `json:"watchEnded,omitempty"`
 }
 
 func (e *recordedError) err() error {
+	if e.WatchEnded {
+		return errWatchEnded
+	}
 	if e.Code != 0 {
 		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: e.Code, Reason: metav1.StatusReason(e.Reason), Message: e.Message}}
 	}
@@ -245,10 +250,11 @@ func failed(ms int64, what string, err *recordedError) recordedEvent {
 }
 
 var (
-	refused   = &recordedError{Message: `Get "https://10.0.0.1:6443/api/v1/namespaces/agent-sandbox/pods?labelSelector=job-name%3Dj": dial tcp 10.0.0.1:6443: connect: connection refused`}
-	forbidden = &recordedError{Code: 403, Reason: string(metav1.StatusReasonForbidden), Message: `pods is forbidden: User "mcp" cannot list resource "pods"`}
-	notFound  = &recordedError{Code: 404, Reason: string(metav1.StatusReasonNotFound), Message: `jobs.batch "j" not found`}
-	draining  = &recordedError{Code: 429, Reason: string(metav1.StatusReasonTooManyRequests), Message: "the apiserver is shutting down"}
+	refused    = &recordedError{Message: `Get "https://10.0.0.1:6443/api/v1/namespaces/agent-sandbox/pods?labelSelector=job-name%3Dj": dial tcp 10.0.0.1:6443: connect: connection refused`}
+	watchEnded = &recordedError{Message: "watch closed", WatchEnded: true}
+	forbidden  = &recordedError{Code: 403, Reason: string(metav1.StatusReasonForbidden), Message: `pods is forbidden: User "mcp" cannot list resource "pods"`}
+	notFound   = &recordedError{Code: 404, Reason: string(metav1.StatusReasonNotFound), Message: `jobs.batch "j" not found`}
+	draining   = &recordedError{Code: 429, Reason: string(metav1.StatusReasonTooManyRequests), Message: "the apiserver is shutting down"}
 )
 
 const podsOf, jobOf = "list the Pods of Job j", "read Job j"
@@ -339,6 +345,10 @@ func TestColdNext(t *testing.T) {
 				failed(89000, podsOf, refused), pod(90000, gatedPod(all(agentRunning(true), toolRunning))), failed(91000, jobOf, forbidden),
 				pod(92000, gatedPod(all(agentExited(0, ""), toolExited(0))))},
 			want: coldWant{Stages: allStages, PodStartMs: 2000, RunMs: 90000, FollowAgent: "p"}},
+		{name: "a watch the restarting server closed, then its 403 before its caches are filled: ridden out",
+			events: []recordedEvent{pod(2000, gatedPod(all(agentRunning(true), toolRunning))), failed(3000, jobOf, watchEnded),
+				failed(3200, jobOf, forbidden), pod(4000, gatedPod(all(agentExited(0, ""), toolExited(0))))},
+			want: coldWant{Stages: allStages, PodStartMs: 2000, RunMs: 2000, FollowAgent: "p"}},
 		{name: "an outage longer than the tolerance",
 			events:    []recordedEvent{pod(2000, gatedPod(agentRunning(true))), failed(3000, podsOf, refused), failed(100000, jobOf, refused), failed(138001, podsOf, refused)},
 			tolerance: DefaultOutageTolerance,

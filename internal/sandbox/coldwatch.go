@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -151,7 +152,13 @@ func (r *Runner) keep(ctx context.Context, v view, send func(coldEvent) bool) {
 	}
 }
 
-// watchOnce watches v from rv and reports every change until the watch ends (nil) or cannot be opened.
+// errWatchEnded is the cause of a watch the API server closed before its timeout: an API server that shuts
+// down closes its watches cleanly, so this is often the only sign of a restart that the next list, answered
+// by the new server before its authorization cache is filled, follows with a 403.
+var errWatchEnded = fmt.Errorf("%w: the API server closed the watch before its timeout", errStreamEnded)
+
+// watchOnce watches v from rv and reports every change until the watch ends (nil; errWatchEnded when the
+// server closed it early) or cannot be opened.
 func (r *Runner) watchOnce(ctx context.Context, v view, rv string, send func(coldEvent) bool, b *backoff) error {
 	ctx, cancel := context.WithTimeout(ctx, watchTimeout+watchGrace)
 	defer cancel()
@@ -160,6 +167,7 @@ func (r *Runner) watchOnce(ctx context.Context, v view, rv string, send func(col
 		return err
 	}
 	defer w.Stop()
+	opened := time.Now()
 	for e := range w.ResultChan() {
 		ev, ok := v.apply(e)
 		if !ok {
@@ -170,7 +178,15 @@ func (r *Runner) watchOnce(ctx context.Context, v view, rv string, send func(col
 			return nil
 		}
 	}
-	return nil
+	return watchEnd(ctx, time.Since(opened))
+}
+
+// watchEnd is how a watch that lasted d ended: as expected at its timeout (or with the call), or early.
+func watchEnd(ctx context.Context, d time.Duration) error {
+	if ctx.Err() != nil || d >= watchTimeout-time.Second {
+		return nil
+	}
+	return errWatchEnded
 }
 
 // podView is the Pod of a cold call's Job. The Job has one Pod; were there more, the first by name counts,
