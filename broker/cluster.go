@@ -41,13 +41,15 @@ const (
 	componentVault = "vault"
 )
 
-// secretsEngineRules are the calls the Kubernetes secrets engine makes in a target namespace (its
-// integration test's ClusterRole, less what we do not use: ClusterRoles and ClusterRoleBindings, since
-// every scope is namespaced, and `get namespaces`, needed only for namespace label selectors).
+// secretsEngineRules are the calls the Kubernetes secrets engine makes in a target namespace for a role with
+// kubernetes_role_name (its integration test's ClusterRole, less what we do not use: it creates no Role, no
+// ClusterRoleBinding, since every credential is bound in one namespace, and needs no `get namespaces`, used
+// only for namespace label selectors). The `bind` on the scopes' ClusterRoles is added per namespace by
+// vaultRole.
 var secretsEngineRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
-	{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"create", "delete"}},
+	{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"create", "delete"}},
 }
 
 // tokenReviewRules are all Vault needs cluster-wide: to ask the API server whether a sandbox's token is
@@ -71,22 +73,37 @@ func tokenReviewClusterRoleBinding(vaultNS string) *rbacv1.ClusterRoleBinding {
 
 // vaultRole is the Role Vault holds in one target namespace.
 //
-// RBAC's escalation prevention lets a subject create a Role only with permissions it holds itself, and
-// bind a Role only if it holds the Role's permissions, unless it has the `escalate` and `bind` verbs on
-// roles. Those verbs would let Vault's token create any Role in the namespace, secrets and all: a
-// namespace administrator. Instead Vault holds exactly the union of the rules of the scopes that may be
-// minted in this namespace, next to the verbs the secrets engine calls. That is the least power that
-// works: Vault can grant what the policy lets it grant here, and nothing else.
+// Each scope's rights are a ClusterRole that Configure writes once (scopeClusterRole); a credential is a
+// ServiceAccount bound to it in the target namespace by a RoleBinding, both made by Vault and deleted when
+// the lease ends. RBAC's escalation prevention lets a subject bind a role only if it holds the role's
+// permissions or the `bind` verb on that role; Vault gets `bind` on exactly the ClusterRoles of the scopes
+// that may be minted in this namespace, by name, so it can grant what the policy lets it grant here and
+// nothing else. It cannot create or change a Role or ClusterRole at all, nor bind one cluster-wide.
 func vaultRole(ns string, scopes []*policy.Scope) *rbacv1.Role {
 	rules := slices.Clone(secretsEngineRules)
+	var names []string
 	for _, s := range scopes {
-		for _, r := range rbacRules(s) {
-			if !slices.ContainsFunc(rules, func(e rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(e, r) }) {
-				rules = append(rules, r)
-			}
-		}
+		names = append(names, ScopeRoleName(s))
+	}
+	if len(names) > 0 {
+		slices.Sort(names)
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"},
+			Verbs: []string{"bind"}, ResourceNames: slices.Compact(names)})
 	}
 	return &rbacv1.Role{ObjectMeta: managedMeta(ns, vaultRBACName), Rules: rules}
+}
+
+// ScopeRoleName names the ClusterRole that holds a scope's rights: "agent-sandbox-scope-<scope>".
+func ScopeRoleName(s *policy.Scope) string { return policy.VaultPrefix + "scope-" + s.Name }
+
+// scopeClusterRole holds the rights of one scope. A ClusterRole rather than a Role in each target namespace,
+// because a namespace's own administrators may edit the Roles there (and so widen every later credential)
+// but not a ClusterRole; it grants nothing until a RoleBinding in a target namespace binds it, and then only
+// in that namespace.
+func scopeClusterRole(s *policy.Scope) *rbacv1.ClusterRole {
+	meta := managedMeta("", ScopeRoleName(s))
+	meta.Labels[LabelScope] = s.Name
+	return &rbacv1.ClusterRole{ObjectMeta: meta, Rules: rbacRules(s)}
 }
 
 func vaultRoleBinding(ns, vaultNS string) *rbacv1.RoleBinding {
@@ -122,6 +139,9 @@ func planCluster(ctx context.Context, kube kubernetes.Interface, p *policy.Polic
 		return nil, 0, err
 	}
 	if err := cp.tokenReview(ctx, vaultNS); err != nil {
+		return nil, 0, err
+	}
+	if err := cp.scopeRoles(ctx, p); err != nil {
 		return nil, 0, err
 	}
 	if err := cp.targetRights(ctx, targets, vaultNS); err != nil {
@@ -243,6 +263,55 @@ func (cp *clusterPlan) tokenReview(ctx context.Context, vaultNS string) error {
 		})
 	default:
 		cp.unchanged++
+	}
+	return nil
+}
+
+// scopeRoles plans one ClusterRole per scope that some tool uses, holding the scope's rules exactly (a
+// widened one is put back), and deletes those of scopes no tool uses any more.
+func (cp *clusterPlan) scopeRoles(ctx context.Context, p *policy.Policy) error {
+	rbac := cp.rbac
+	want := map[string]bool{}
+	for i := range p.Spec.Scopes {
+		s := &p.Spec.Scopes[i]
+		if len(scopeNamespaces(p, s.Name)) == 0 {
+			continue
+		}
+		cr := scopeClusterRole(s)
+		want[cr.Name] = true
+		switch cur, err := rbac.ClusterRoles().Get(ctx, cr.Name, metav1.GetOptions{}); {
+		case apierrors.IsNotFound(err):
+			cp.add(ActionCreate, "cluster role", cr.Name, func(ctx context.Context) error {
+				_, err := rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})
+				return err
+			})
+		case err != nil:
+			return fmt.Errorf("get cluster role %s: %w", cr.Name, err)
+		case !equality.Semantic.DeepEqual(cur.Rules, cr.Rules) || cur.AggregationRule != nil || !hasLabels(cur.Labels, cr.Labels):
+			cur = cur.DeepCopy()
+			cur.Rules, cur.AggregationRule = cr.Rules, nil
+			cur.Labels = withLabels(cur.Labels, cr.Labels)
+			cp.add(ActionUpdate, "cluster role", cr.Name, func(ctx context.Context) error {
+				_, err := rbac.ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+		default:
+			cp.unchanged++
+		}
+	}
+	sel := labels.SelectorFromSet(managedLabels()).String() + "," + LabelScope
+	old, err := rbac.ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list cluster roles: %w", err)
+	}
+	for _, cr := range old.Items {
+		if want[cr.Name] || !strings.HasPrefix(cr.Name, policy.VaultPrefix+"scope-") {
+			continue
+		}
+		name := cr.Name
+		cp.add(ActionDelete, "cluster role", name, func(ctx context.Context) error {
+			return deleteIfExists(rbac.ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{}))
+		})
 	}
 	return nil
 }

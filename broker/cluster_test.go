@@ -9,8 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 func namespaces(names ...string) []corev1.Namespace {
@@ -53,6 +56,8 @@ func TestPlanClusterFromScratchThenIdempotent(t *testing.T) {
 		"created secret vault-system/vault-token",
 		"created cluster role agent-sandbox-vault-tokenreview",
 		"created cluster role binding agent-sandbox-vault-tokenreview",
+		"created cluster role agent-sandbox-scope-pod-reader",
+		"created cluster role agent-sandbox-scope-config-editor",
 		"created role team-a/agent-sandbox-vault",
 		"created role binding team-a/agent-sandbox-vault",
 		"created role team-b/agent-sandbox-vault",
@@ -145,6 +150,16 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, delegator, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A widened scope ClusterRole, and one of a scope no tool uses any more.
+	scope, _ := kube.RbacV1().ClusterRoles().Get(ctx, "agent-sandbox-scope-pod-reader", metav1.GetOptions{})
+	scope.Rules = append(scope.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})
+	if _, err := kube.RbacV1().ClusterRoles().Update(ctx, scope, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone := scopeClusterRole(&policy.Scope{Name: "retired"})
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, gone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// A Role of the same name that someone else made is not ours to delete.
 	foreign := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "old-team", Name: "other"}}
 	if _, err := kube.RbacV1().Roles("old-team").Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
@@ -158,6 +173,8 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 	got := applyCluster(t, steps)
 	want := []string{
 		"updated cluster role binding agent-sandbox-vault-tokenreview",
+		"updated cluster role agent-sandbox-scope-pod-reader",
+		"deleted cluster role agent-sandbox-scope-retired (no longer in the policy)",
 		"updated role team-a/agent-sandbox-vault",
 		"deleted role old-team/agent-sandbox-vault (no longer in the policy)",
 		"deleted role binding old-team/agent-sandbox-vault (no longer in the policy)",
@@ -170,6 +187,10 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 		if slices.Contains(r.Resources, "secrets") {
 			t.Error("the widened rule survived")
 		}
+	}
+	scope, _ = kube.RbacV1().ClusterRoles().Get(ctx, "agent-sandbox-scope-pod-reader", metav1.GetOptions{})
+	if !equality.Semantic.DeepEqual(scope.Rules, scopeClusterRole(findScope(p, "pod-reader")).Rules) {
+		t.Errorf("the widened scope role was not put back: %+v", scope.Rules)
 	}
 	if _, err := kube.RbacV1().Roles("old-team").Get(ctx, "other", metav1.GetOptions{}); err != nil {
 		t.Errorf("foreign role: %v", err)

@@ -3,7 +3,6 @@ package broker
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -163,8 +162,13 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 		ttl := credentialTTL(s)
 		objs = append(objs, vaultObject{kind: kindSecretsRole, name: s.VaultSecretsRole(), path: secretsMount + "/roles/" + s.VaultSecretsRole(),
 			data: map[string]any{
-				"kubernetes_role_type":          "Role",
-				"generated_role_rules":          scopeRulesJSON(s),
+				// A credential binds the scope's ClusterRole (written once by Configure) in the target
+				// namespace: Vault creates a ServiceAccount and a RoleBinding per call, not a Role too.
+				// generated_role_rules is written empty because the engine takes exactly one of the two,
+				// and a role written by an earlier release still has rules.
+				"kubernetes_role_type":          "ClusterRole",
+				"kubernetes_role_name":          ScopeRoleName(s),
+				"generated_role_rules":          "",
 				"allowed_kubernetes_namespaces": namespaces,
 				"token_default_ttl":             ttl,
 				"token_max_ttl":                 ttl,
@@ -243,19 +247,6 @@ func rbacRules(s *policy.Scope) []rbacv1.PolicyRule {
 	return out
 }
 
-// scopeRulesJSON is the secrets role's generated_role_rules: {"rules": [...]}, the form the engine parses.
-// It is deterministic, so an unchanged scope compares equal to what Vault stored.
-func scopeRulesJSON(s *policy.Scope) string {
-	b, err := json.Marshal(struct {
-		Rules []rbacv1.PolicyRule `json:"rules"`
-	}{rbacRules(s)})
-	if err != nil {
-		// PolicyRule is plain strings; this cannot happen.
-		panic(fmt.Sprintf("encode rules of scope %s: %v", s.Name, err))
-	}
-	return string(b)
-}
-
 // nameTemplate names the generated ServiceAccount, Role and RoleBinding "v-as-<scope>-<unix time>-<random>",
 // so that `kubectl get sa` shows at a glance which scope and when. The scope part is cut to 37 characters
 // so that the whole name stays within 62 with its time and random parts intact.
@@ -283,15 +274,30 @@ func toolPolicy(t *policy.Tool, s *policy.Scope, secretsMount string) string {
 		role = s.VaultSecretsRole()
 	}
 	return fmt.Sprintf(managedPolicyHeader+`; changes are overwritten.
-# Tool %s: mint credentials of scope %s only, and revoke its own token when the tool has finished.
+# Tool %s: mint credentials of scope %s only, in its own namespaces only (no other parameter: not a
+# cluster-wide binding, not another TTL or audience), and revoke its own token when the tool has finished.
 path "%s/creds/%s" {
   capabilities = ["update"]
+  allowed_parameters = {
+    "kubernetes_namespace" = [%s]
+  }
 }
 
 path "auth/token/revoke-self" {
   capabilities = ["update"]
 }
-`, t.Name, t.Scope, secretsMount, role)
+`, t.Name, t.Scope, secretsMount, role, hclStrings(t.Namespaces))
+}
+
+// hclStrings lists values as HCL string literals, sorted: `"a", "b"`. Namespace names are DNS labels, so
+// %q quotes them exactly as HCL reads them.
+func hclStrings(values []string) string {
+	sorted := slices.Sorted(slices.Values(values))
+	quoted := make([]string, 0, len(sorted))
+	for _, v := range slices.Compact(sorted) {
+		quoted = append(quoted, fmt.Sprintf("%q", v))
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // fingerprint identifies a secret value without revealing it.

@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-
-	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
@@ -118,14 +115,15 @@ func TestDesiredSecretsRole(t *testing.T) {
 	if got := r.data["allowed_kubernetes_namespaces"]; !slices.Equal(got.([]string), []string{"team-a", "team-b"}) {
 		t.Errorf("pod-reader namespaces = %v, want the union of its tools' namespaces", got)
 	}
-	if r.data["kubernetes_role_type"] != "Role" || r.data["token_default_ttl"] != int64(600) || r.data["token_max_ttl"] != int64(600) {
+	// A credential binds the scope's ClusterRole; Vault generates no Role per call, and the rules of an
+	// earlier release's role are cleared (the engine takes one of the two).
+	if r.data["kubernetes_role_type"] != "ClusterRole" || r.data["kubernetes_role_name"] != "agent-sandbox-scope-pod-reader" ||
+		r.data["generated_role_rules"] != "" || r.data["token_default_ttl"] != int64(600) || r.data["token_max_ttl"] != int64(600) {
 		t.Errorf("pod-reader role: %v", r.data)
 	}
-	var rules struct {
-		Rules []rbacv1.PolicyRule `json:"rules"`
-	}
-	if err := json.Unmarshal([]byte(r.data["generated_role_rules"].(string)), &rules); err != nil {
-		t.Fatalf("generated_role_rules is not JSON: %v", err)
+	rules := scopeClusterRole(findScope(testPolicy(t), "pod-reader"))
+	if rules.Name != "agent-sandbox-scope-pod-reader" || rules.Labels[LabelScope] != "pod-reader" || rules.Labels[labelManagedBy] != managedBy {
+		t.Errorf("scope cluster role meta: %+v", rules.ObjectMeta)
 	}
 	if len(rules.Rules) != 1 || !slices.Equal(rules.Rules[0].Resources, []string{"pods"}) || !slices.Equal(rules.Rules[0].Verbs, []string{"get", "list"}) {
 		t.Errorf("rules = %+v", rules.Rules)
@@ -140,11 +138,11 @@ func TestDesiredSecretsRole(t *testing.T) {
 	}
 
 	ce := findObject(t, objs, kindSecretsRole, "agent-sandbox-config-editor")
-	if err := json.Unmarshal([]byte(ce.data["generated_role_rules"].(string)), &rules); err != nil {
-		t.Fatal(err)
+	if ce.data["kubernetes_role_name"] != "agent-sandbox-scope-config-editor" {
+		t.Errorf("config-editor binds %v", ce.data["kubernetes_role_name"])
 	}
-	if !slices.Equal(rules.Rules[0].ResourceNames, []string{"app-config"}) {
-		t.Errorf("resourceNames lost: %+v", rules.Rules)
+	if ceRules := scopeClusterRole(findScope(testPolicy(t), "config-editor")).Rules; !slices.Equal(ceRules[0].ResourceNames, []string{"app-config"}) {
+		t.Errorf("resourceNames lost: %+v", ceRules)
 	}
 	if ce.data["token_default_ttl"] != int64(900) {
 		t.Errorf("config-editor ttl = %v, want the scope's 15m", ce.data["token_default_ttl"])
@@ -175,6 +173,9 @@ func TestToolPolicy(t *testing.T) {
 	for _, want := range []string{
 		`path "k8s-creds/creds/agent-sandbox-config-editor" {` + "\n" + `  capabilities = ["update"]`,
 		`path "auth/token/revoke-self" {` + "\n" + `  capabilities = ["update"]`,
+		// Only the namespace parameter, and only the tool's own namespaces: no cluster-wide binding, no
+		// other TTL or audience, and not the namespace of another tool that shares the scope.
+		"  allowed_parameters = {\n    \"kubernetes_namespace\" = [\"team-a\"]\n  }",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("policy lacks %q:\n%s", want, text)
@@ -230,19 +231,29 @@ func TestVaultRoleHoldsWhatItGrants(t *testing.T) {
 		t.Fatalf("targets = %v", targets)
 	}
 	role := vaultRole("team-a", targets["team-a"])
-	// The secrets engine's own verbs, then each distinct scope rule once (pods get/list is in both scopes).
-	if len(role.Rules) != len(secretsEngineRules)+2 {
-		t.Errorf("team-a role has %d rules: %+v", len(role.Rules), role.Rules)
+	// The secrets engine's own verbs, then `bind` on the ClusterRoles of exactly the scopes minted here, by
+	// name: Vault may not create or change any role, nor bind any other.
+	if len(role.Rules) != len(secretsEngineRules)+1 {
+		t.Fatalf("team-a role has %d rules: %+v", len(role.Rules), role.Rules)
+	}
+	bind := role.Rules[len(role.Rules)-1]
+	if !slices.Equal(bind.Verbs, []string{"bind"}) || !slices.Equal(bind.Resources, []string{"clusterroles"}) ||
+		!slices.Equal(bind.ResourceNames, []string{"agent-sandbox-scope-config-editor", "agent-sandbox-scope-pod-reader"}) {
+		t.Errorf("team-a bind rule: %+v", bind)
 	}
 	for _, r := range role.Rules {
-		if slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "bind") || slices.Contains(r.Verbs, "*") {
-			t.Errorf("vault role grants %v", r.Verbs)
+		if slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "roles") ||
+			slices.Contains(r.Resources, "clusterrolebindings") || (slices.Contains(r.Verbs, "bind") && len(r.ResourceNames) == 0) {
+			t.Errorf("vault role grants %v on %v %v", r.Verbs, r.Resources, r.ResourceNames)
 		}
 	}
 	teamB := vaultRole("team-b", targets["team-b"])
+	if bind := teamB.Rules[len(teamB.Rules)-1]; !slices.Equal(bind.ResourceNames, []string{"agent-sandbox-scope-pod-reader"}) {
+		t.Errorf("team-b may bind %v, but no tool can mint config-editor there", bind.ResourceNames)
+	}
 	for _, r := range teamB.Rules {
-		if slices.Contains(r.Resources, "configmaps") {
-			t.Errorf("team-b role grants configmaps, but no tool can mint config-editor there")
+		if slices.Contains(r.Resources, "configmaps") || slices.Contains(r.Resources, "pods") {
+			t.Errorf("team-b role grants %v itself: Vault needs only to bind the scopes' roles", r.Resources)
 		}
 	}
 }

@@ -236,6 +236,8 @@ func (e *brokerEnv) testConfigure(t *testing.T) {
 		"created secret agent-sandbox-system/vault-token",
 		"created cluster role agent-sandbox-vault-tokenreview",
 		"created cluster role binding agent-sandbox-vault-tokenreview",
+		"created cluster role agent-sandbox-scope-pod-reader",
+		"created cluster role agent-sandbox-scope-terraform-plan",
 		"created role demo-app/agent-sandbox-vault",
 		"created role binding demo-app/agent-sandbox-vault",
 		"created auth method auth/agent-sandbox-jwt",
@@ -263,7 +265,8 @@ func (e *brokerEnv) testConfigure(t *testing.T) {
 		t.Errorf("auth role: %v", d)
 	}
 	d = e.vaultGet(t, "agent-sandbox-kubernetes/roles/agent-sandbox-pod-reader").Data()
-	if fmt.Sprint(d["allowed_kubernetes_namespaces"]) != "[demo-app]" || d["kubernetes_role_type"] != "Role" || fmt.Sprint(d["token_default_ttl"]) != "600" {
+	if fmt.Sprint(d["allowed_kubernetes_namespaces"]) != "[demo-app]" || d["kubernetes_role_type"] != "ClusterRole" ||
+		d["kubernetes_role_name"] != "agent-sandbox-scope-pod-reader" || d["generated_role_rules"] != "" || fmt.Sprint(d["token_default_ttl"]) != "600" {
 		t.Errorf("secrets role: %v", d)
 	}
 }
@@ -410,12 +413,24 @@ func (e *brokerEnv) testMintUseRevoke(t *testing.T) {
 	if sa.Labels[broker.LabelScope] != "pod-reader" || sa.Labels["app.kubernetes.io/managed-by"] == "" {
 		t.Errorf("labels %v", sa.Labels)
 	}
-	role, err := e.kube.RbacV1().Roles("demo-app").Get(ctx, cred.ServiceAccount, metav1.GetOptions{})
+	// Vault made a ServiceAccount and a RoleBinding of the scope's ClusterRole in the target namespace, and
+	// no Role: the scope's rules are written once, by configure.
+	if _, err := e.kube.RbacV1().Roles("demo-app").Get(ctx, cred.ServiceAccount, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Role per credential: %v", err)
+	}
+	rb, err := e.kube.RbacV1().RoleBindings("demo-app").Get(ctx, cred.ServiceAccount, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != "agent-sandbox-scope-pod-reader" || len(rb.Subjects) != 1 || rb.Subjects[0].Name != cred.ServiceAccount {
+		t.Errorf("generated role binding %+v", rb)
+	}
+	role, err := e.kube.RbacV1().ClusterRoles().Get(ctx, rb.RoleRef.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(role.Rules) != 1 || fmt.Sprint(role.Rules[0].Resources, role.Rules[0].Verbs) != "[pods] [get list]" {
-		t.Errorf("generated role rules %+v", role.Rules)
+		t.Errorf("scope role rules %+v", role.Rules)
 	}
 
 	cs := e.as(t, cred.Token)
@@ -460,14 +475,35 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	vaultToken := r.Body["auth"].(map[string]any)["client_token"].(string)
 	defer e.vault.Request(ctx, "PUT", "auth/token/revoke-self", vaultToken, nil) //nolint:errcheck
 
-	// Invariant 4 at Vault's own level: bypass agent-sandbox entirely and ask for kube-system.
-	r, err := e.vault.Request(ctx, "PUT", "agent-sandbox-kubernetes/creds/agent-sandbox-pod-reader", vaultToken, map[string]any{"kubernetes_namespace": "kube-system"})
-	if err != nil {
-		t.Fatal(err)
+	// Invariant 4 at Vault's own level: bypass agent-sandbox entirely and ask for kube-system, or for more
+	// than a namespace. The tool's ACL policy allows only its own namespaces and no other parameter: a
+	// cluster-wide binding of the scope's ClusterRole, another TTL or audience are refused before the role
+	// is even read.
+	creds := func(token string, body map[string]any) *harness.Response {
+		t.Helper()
+		r, err := e.vault.Request(ctx, "PUT", "agent-sandbox-kubernetes/creds/agent-sandbox-pod-reader", token, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.out.add(fmt.Sprintf("creds %v", body), strings.Join(r.Errors, "; "))
+		return r
 	}
-	t.Logf("creds for kube-system: HTTP %d %q", r.Status, r.Errors)
-	if r.Status != 400 || len(r.Errors) == 0 || !strings.Contains(r.Errors[0], "allowed_kubernetes_namespaces") {
-		t.Errorf("creds for kube-system: HTTP %d %q, want 400 from the role's allowed_kubernetes_namespaces", r.Status, r.Errors)
+	for _, body := range []map[string]any{
+		{"kubernetes_namespace": "kube-system"},
+		{"kubernetes_namespace": "demo-app", "cluster_role_binding": true},
+		{"kubernetes_namespace": "demo-app", "ttl": "24h"},
+		{"kubernetes_namespace": "demo-app", "audiences": "https://kubernetes.default.svc"},
+	} {
+		if r := creds(vaultToken, body); r.Status != 403 {
+			t.Errorf("creds %v with the tool's token: HTTP %d %q, want 403 from its policy", body, r.Status, r.Errors)
+		} else {
+			t.Logf("creds %v: refused, HTTP %d %q", body, r.Status, r.Errors)
+		}
+	}
+	// The role refuses kube-system too, to a token whose policy would allow it (root).
+	if r := creds(e.vault.RootToken, map[string]any{"kubernetes_namespace": "kube-system"}); r.Status != 400 || len(r.Errors) == 0 ||
+		!strings.Contains(r.Errors[0], "allowed_kubernetes_namespaces") {
+		t.Errorf("creds for kube-system with the root token: HTTP %d %q, want 400 from the role's allowed_kubernetes_namespaces", r.Status, r.Errors)
 	}
 	// The tool's token may mint only its own scope.
 	r, _ = e.vault.Request(ctx, "PUT", "agent-sandbox-kubernetes/creds/agent-sandbox-terraform-apply", vaultToken, map[string]any{"kubernetes_namespace": "demo-app"})
@@ -496,7 +532,7 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	refused("login with the wrong audience", login("agent-sandbox-k8s-get-pod-status", e.saToken(t, "tool-k8s-get-pod-status", "https://kubernetes.default.svc")))
 	// (A token of the apply tool bound to another tool's Pod cannot even be made: the API server refuses to
 	// bind a ServiceAccount's token to a Pod that runs as another ServiceAccount.)
-	// Through our code the refusal is ErrRejected, and says why.
+	// Through our code the refusal is ErrPermissionDenied, and says why.
 	c, err := broker.NewClient(e.vault.Addr, "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -506,8 +542,8 @@ func (e *brokerEnv) testVaultRefuses(t *testing.T) {
 	}
 	_, err = c.Mint(ctx, "agent-sandbox-kubernetes", "agent-sandbox-pod-reader", "kube-system")
 	e.out.add("mint kube-system", fmt.Sprint(err))
-	if !errors.Is(err, broker.ErrRejected) {
-		t.Errorf("Mint(kube-system) = %v, want ErrRejected", err)
+	if !errors.Is(err, broker.ErrPermissionDenied) {
+		t.Errorf("Mint(kube-system) = %v, want ErrPermissionDenied", err)
 	}
 	if err := c.RevokeSelf(ctx); err != nil {
 		t.Error(err)
@@ -783,6 +819,7 @@ func (e *brokerEnv) testPrune(t *testing.T) {
 		"deleted auth role agent-sandbox-terraform-apply (no longer in the policy)",
 		"deleted policy agent-sandbox-tool-terraform-apply (no longer in the policy)",
 		"deleted secrets role agent-sandbox-terraform-apply (no longer in the policy)",
+		"deleted cluster role agent-sandbox-scope-terraform-apply (no longer in the policy)",
 		"updated role demo-app/agent-sandbox-vault",
 	} {
 		if !slices.Contains(lines, want) {
@@ -803,7 +840,8 @@ func (e *brokerEnv) testPrune(t *testing.T) {
 		t.Errorf("k8s_get_pod_status role: HTTP %d", r.Status)
 	}
 	// Back to the full policy.
-	if code, lines, _ := e.configure(t, e.policyFile); code != 0 || !slices.Contains(lines, "created auth role agent-sandbox-terraform-apply") {
+	if code, lines, _ := e.configure(t, e.policyFile); code != 0 || !slices.Contains(lines, "created auth role agent-sandbox-terraform-apply") ||
+		!slices.Contains(lines, "created cluster role agent-sandbox-scope-terraform-apply") {
 		t.Errorf("restore: exit %d %q", code, lines)
 	}
 }
