@@ -68,10 +68,11 @@ type webhookOptions struct {
 	LogLevel           string
 
 	logLevel slog.Level
+	streams  cli.IO
 }
 
 func NewWebhookCommand(streams cli.IO) *cobra.Command {
-	o := &webhookOptions{}
+	o := &webhookOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Run the admission webhook that enforces the policy on every sandbox Job and Pod",
@@ -88,15 +89,7 @@ TLS: with --tls-mode=self (default) the webhook keeps a CA and serving certifica
 injects the CA into its webhook configurations; with --tls-mode=files it serves tls.crt/tls.key from
 --cert-dir (for cert-manager).`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context(), streams)
-		},
+		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.PolicyFile, "policy", "/etc/agent-sandbox/policy/policy.yaml", "policy file (reloaded on change)")
@@ -174,8 +167,8 @@ func (o *webhookOptions) Validate() error {
 }
 
 // Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.
-func (o *webhookOptions) Run(ctx context.Context, streams cli.IO) error {
-	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
+func (o *webhookOptions) Run(ctx context.Context) error {
+	log := logr.FromSlogHandler(slog.NewJSONHandler(o.streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 	ctrl.SetLogger(log)
 
 	cfg, err := ctrl.GetConfig()
