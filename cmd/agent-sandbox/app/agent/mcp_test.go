@@ -87,7 +87,7 @@ func TestMCPHTTPFlags(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv(EnvHTTPToken, tc.env)
 			}
-			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+			code, stdout, stderr := testMain.Capture(append(append([]string{}, base...), tc.args...)...)
 			if code != cli.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
 			}
@@ -327,7 +327,7 @@ func TestMCPOTLPFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(telemetry.EnvEndpoint, tc.env)
 			t.Setenv(telemetry.EnvTracesEndpoint, "")
-			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+			code, stdout, stderr := testMain.Capture(append(append([]string{}, base...), tc.args...)...)
 			if code != cli.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
 			}

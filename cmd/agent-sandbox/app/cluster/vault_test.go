@@ -75,7 +75,7 @@ current-context: x
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "vault", "configure", "--policy", "../../../../broker/testdata/policy.yaml",
+	code, stdout, stderr := testMain.Capture("vault", "configure", "--policy", "../../../../broker/testdata/policy.yaml",
 		"--vault-addr", addr, "--vault-token-file", tokenFile, "--kubeconfig", kubeconfig, "--kubernetes-ca-file", tokenFile)
 	want := "error: vault at " + addr + " is unreachable: dial tcp " + strings.TrimPrefix(addr, "http://") + ": connect: connection refused\n"
 	if code != 1 || stdout != "" || stderr != want {
@@ -156,7 +156,7 @@ func mustReadPolicyWith(t *testing.T, ns string) []byte {
 // unenforced target namespace, and their help says what is checked and how to fix it.
 func TestPodSecurityFlagOnBothCommands(t *testing.T) {
 	for _, args := range [][]string{{"vault", "configure", "--help"}, {"preflight", "--help"}} {
-		code, stdout, _ := runCLI(t, args...)
+		code, stdout, _ := testMain.Capture(args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d", args, code)
 		}

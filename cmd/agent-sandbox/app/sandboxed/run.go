@@ -25,13 +25,10 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
-// MainFunc runs a whole agent-sandbox command line and returns its exit code: the root's Main, through
-// which `run warm` runs a claimed tool of this binary in its own process, as a child would parse it.
-type MainFunc func(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int
-
 // NewRunCommand builds `agent-sandbox run`, the tool entry points a sandbox Job's container runs; main is
-// the root's Main (see MainFunc).
-func NewRunCommand(streams cli.IO, main MainFunc) *cobra.Command {
+// the root's Main, through which `run warm` runs a claimed tool of this binary in its own process, as a
+// child would parse it.
+func NewRunCommand(streams cli.IO, main cli.MainFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run one tool inside a sandbox Pod (what a sandbox Job's tool container executes)",
