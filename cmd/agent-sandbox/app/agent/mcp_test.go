@@ -24,20 +24,10 @@ import (
 func mcpFixture(t *testing.T) (dir string, args []string) {
 	t.Helper()
 	dir = t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: abc}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Mkdir(filepath.Join(dir, "workspaces"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return dir, []string{"mcp", "--policy", "../../../../policy/policy.yaml", "--kubeconfig", kubeconfig,
+	return dir, []string{"mcp", "--policy", "../../../../policy/policy.yaml", "--kubeconfig", "../testdata/unreachable.kubeconfig",
 		"--workspaces", filepath.Join(dir, "workspaces"), "--db", filepath.Join(dir, "approvals.db"),
 		"--audit-log", filepath.Join(dir, "audit.jsonl")}
 }
