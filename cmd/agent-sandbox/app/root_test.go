@@ -10,7 +10,7 @@ import (
 // runCLI runs the whole command line, as the binary does, with empty standard input.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	return cli.Capture(Main, args...)
+	return cli.MainFunc(Main).Capture(args...)
 }
 
 // TestHelpDocumentsExitCodes: every command's --help ends with the exit codes Main uses.

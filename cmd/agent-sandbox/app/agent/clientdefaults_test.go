@@ -102,7 +102,7 @@ func TestMCPMissingDefaultsExit3(t *testing.T) {
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv(envPolicy, "")
 	t.Setenv(envWorkspaces, "")
-	code, stdout, stderr := runCLI(t, "mcp")
+	code, stdout, stderr := testMain.Capture("mcp")
 	if code != cli.ExitNotFound || stdout != "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}

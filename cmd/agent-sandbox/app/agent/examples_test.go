@@ -27,7 +27,7 @@ func TestExamplesRunAsWritten(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples/*.json: %v", err)
 	}
-	_, helpOut, _ := runCLI(t, "mcp", "--help")
+	_, helpOut, _ := testMain.Capture("mcp", "--help")
 	seen := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)

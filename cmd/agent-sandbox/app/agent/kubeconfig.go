@@ -92,15 +92,7 @@ the MCP client afterwards.`,
   # another cluster, with your own kubeconfig
   agent-sandbox kubeconfig refresh --context prod --duration 8h`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "your kubeconfig, allowed to request tokens for the MCP ServiceAccount (default $KUBECONFIG, else ~/.kube/config)")

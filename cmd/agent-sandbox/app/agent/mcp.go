@@ -58,12 +58,13 @@ type mcpOptions struct {
 	paths    clientPaths
 	// version is the build's version, which the server reports to clients and stamps on traces.
 	version string
+	streams cli.IO
 }
 
 // NewMCPCommand builds `agent-sandbox mcp`; version is the build's version (the root's version command
 // prints it), reported to MCP clients and on traces.
 func NewMCPCommand(streams cli.IO, version string) *cobra.Command {
-	o := &mcpOptions{paths: newClientPaths(), version: version}
+	o := &mcpOptions{paths: newClientPaths(), version: version, streams: streams}
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the agent-sandbox tools to an MCP client (Claude, Cursor, ...) over stdio or streamable HTTP",
@@ -121,15 +122,7 @@ can approve. Every call is written to the hash-chained audit log.`,
   (umask 077; openssl rand -hex 32 > ~/.config/agent-sandbox/http-token)
   agent-sandbox mcp --http 127.0.0.1:8765 --http-token-file ~/.config/agent-sandbox/http-token`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context(), streams)
-		},
+		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.PolicyFile, "policy", "", "policy file, the same policy the webhook enforces [default $AGENT_SANDBOX_POLICY, else ~/.config/agent-sandbox/policy.yaml, else ./policy/policy.yaml]")
@@ -294,8 +287,8 @@ func checkHTTPToken(raw string) (string, error) {
 }
 
 // Run wires the server and serves until the client goes away or ctx ends.
-func (o *mcpOptions) Run(ctx context.Context, streams cli.IO) error {
-	log := slog.New(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
+func (o *mcpOptions) Run(ctx context.Context) error {
+	log := slog.New(slog.NewJSONHandler(o.streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 
 	// The server renders Jobs and checks calls against the policy; the admission rules are the webhook's.
 	p, err := policy.LoadFile(o.PolicyFile, policy.WithoutAdmissionRules())

@@ -24,20 +24,10 @@ import (
 func mcpFixture(t *testing.T) (dir string, args []string) {
 	t.Helper()
 	dir = t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: abc}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.Mkdir(filepath.Join(dir, "workspaces"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return dir, []string{"mcp", "--policy", "../../../../policy/policy.yaml", "--kubeconfig", kubeconfig,
+	return dir, []string{"mcp", "--policy", "../../../../policy/policy.yaml", "--kubeconfig", "../testdata/unreachable.kubeconfig",
 		"--workspaces", filepath.Join(dir, "workspaces"), "--db", filepath.Join(dir, "approvals.db"),
 		"--audit-log", filepath.Join(dir, "audit.jsonl")}
 }
@@ -87,7 +77,7 @@ func TestMCPHTTPFlags(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv(EnvHTTPToken, tc.env)
 			}
-			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+			code, stdout, stderr := testMain.Capture(append(append([]string{}, base...), tc.args...)...)
 			if code != cli.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
 			}
@@ -327,7 +317,7 @@ func TestMCPOTLPFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(telemetry.EnvEndpoint, tc.env)
 			t.Setenv(telemetry.EnvTracesEndpoint, "")
-			code, stdout, stderr := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+			code, stdout, stderr := testMain.Capture(append(append([]string{}, base...), tc.args...)...)
 			if code != cli.ExitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, stdout, stderr, tc.want)
 			}

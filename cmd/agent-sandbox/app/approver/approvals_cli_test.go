@@ -97,7 +97,7 @@ func TestCommandsDoNotCreateTheDatabase(t *testing.T) {
 // and deny offer pending requests only, approvals show all of them, each with its tool and namespace.
 func TestCompletion(t *testing.T) {
 	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
-		if code, out, stderr := runCLI(t, "completion", shell); code != 0 || !strings.Contains(out, "agent-sandbox") {
+		if code, out, stderr := testMain.Capture("completion", shell); code != 0 || !strings.Contains(out, "agent-sandbox") {
 			t.Errorf("completion %s: exit %d, stderr %q", shell, code, stderr)
 		}
 	}

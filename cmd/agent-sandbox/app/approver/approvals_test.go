@@ -565,10 +565,7 @@ func TestApprovePolicyTokenTTLGoverns(t *testing.T) {
 	r := e.createRequest(t, nil)
 	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--policy", shortTTLPolicy(t, e.dir))
 	s.Expect("expires 10m0s after you confirm")
-	s.Send("yes\n")
-	s.Expect("Passphrase for approver key")
-	s.SendSecret(approvePassphrase + "\n")
-	if code := s.Wait(); code != 0 {
+	if code := confirmWithPassphrase(s); code != 0 {
 		t.Fatalf("exit code = %d; terminal:\n%s", code, s.Output())
 	}
 	got, err := e.store.Get(context.Background(), r.ID)
@@ -594,16 +591,22 @@ func writeKey(t *testing.T, dir, id string) (*approval.PrivateKey, string) {
 	return k, path
 }
 
+// confirmWithPassphrase answers approve's confirmation with "yes" and its passphrase prompt with the test
+// passphrase, and returns approve's exit code.
+func confirmWithPassphrase(s *harness.TestTerminal) int {
+	s.Expect("or \"yes\": ")
+	s.Send("yes\n")
+	s.Expect("Passphrase for approver key")
+	s.SendSecret(approvePassphrase + "\n")
+	return s.Wait()
+}
+
 // approveAt runs approve for id with the key at keyPath through a terminal, confirming and typing the
 // passphrase, and returns the session after the command ended.
 func (e *approvalEnv) approveAt(t *testing.T, id, keyPath string) (*harness.TestTerminal, int) {
 	t.Helper()
 	s := startPTY(t, "approve", id, "--db", e.db, "--key", keyPath, "--audience", approveAudience)
-	s.Expect("or \"yes\": ")
-	s.Send("yes\n")
-	s.Expect("Passphrase for approver key")
-	s.SendSecret(approvePassphrase + "\n")
-	return s, s.Wait()
+	return s, confirmWithPassphrase(s)
 }
 
 // TestApproveTwoApprovers: approve on a request that needs two approvers says who approved already and how
@@ -698,11 +701,7 @@ func TestApproveRaisesApprovalsRequired(t *testing.T) {
 		return 0
 	})
 	s.Expect("This call needs 2 distinct approvers; nobody has approved it yet")
-	s.Expect("or \"yes\": ")
-	s.Send("yes\n")
-	s.Expect("Passphrase for approver key")
-	s.SendSecret(approvePassphrase + "\n")
-	if code := s.Wait(); code != 0 {
+	if code := confirmWithPassphrase(s); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, s.Output())
 	}
 	s.Expect("1 of 2 approvals: 1 more needed")

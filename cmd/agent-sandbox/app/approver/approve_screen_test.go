@@ -313,7 +313,7 @@ func TestHelpSaysWhatIsShown(t *testing.T) {
 		{[]string{"approve", "--help"}, []string{"!! RISK", "every attribute that differs", "before ->", "(known after", "(sensitive)", "non-ASCII", "waits for Enter", "Nothing is left out"}},
 		{[]string{"approvals", "show", "--help"}, []string{"!! RISK", "every attribute that differs", "exits 1", "verified_plan", "--kubeconfig", "--provider-mirror"}},
 	} {
-		code, out, _ := runCLI(t, tc.args...)
+		code, out, _ := testMain.Capture(tc.args...)
 		if code != 0 {
 			t.Errorf("%v: exit %d", tc.args, code)
 		}

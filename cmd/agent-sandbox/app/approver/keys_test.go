@@ -51,12 +51,12 @@ func badKeySets(t *testing.T, dir string) map[string]string {
 func TestKeysCheck(t *testing.T) {
 	dir := t.TempDir()
 	alice := writeKeySet(t, dir, "alice")
-	code, out, errOut := runCLI(t, "keys", "check", alice)
+	code, out, errOut := testMain.Capture("keys", "check", alice)
 	if code != 0 || out != alice+": 1 key(s): alice\n" || errOut != "" {
 		t.Fatalf("a good set: exit %d, %q %q", code, out, errOut)
 	}
 	for path, want := range badKeySets(t, dir) {
-		code, out, errOut := runCLI(t, "keys", "check", alice, path)
+		code, out, errOut := testMain.Capture("keys", "check", alice, path)
 		if code != 1 || !strings.Contains(errOut, want) || !strings.HasPrefix(errOut, "error: "+path) {
 			t.Errorf("%s: exit %d, stderr %q, want exit 1 and %q", filepath.Base(path), code, errOut, want)
 		}
@@ -64,11 +64,11 @@ func TestKeysCheck(t *testing.T) {
 			t.Errorf("%s: the good file beside it was not reported: %q", filepath.Base(path), out)
 		}
 	}
-	code, _, errOut = runCLI(t, "keys", "check", filepath.Join(dir, "missing.json"))
+	code, _, errOut = testMain.Capture("keys", "check", filepath.Join(dir, "missing.json"))
 	if code != cli.ExitNotFound || !strings.Contains(errOut, "missing.json: no such file") {
 		t.Errorf("a missing file: exit %d, %q", code, errOut)
 	}
-	if code, _, _ := runCLI(t, "keys", "check"); code != cli.ExitUsage {
+	if code, _, _ := testMain.Capture("keys", "check"); code != cli.ExitUsage {
 		t.Errorf("no file: exit %d, want %d", code, cli.ExitUsage)
 	}
 }
@@ -77,22 +77,22 @@ func TestKeysCheck(t *testing.T) {
 func TestKeysIDs(t *testing.T) {
 	dir := t.TempDir()
 	merged := filepath.Join(dir, "both.jwks.json")
-	if code, _, errOut := runCLI(t, "keys", "merge", "--out", merged, writeKeySet(t, dir, "bob"), writeKeySet(t, dir, "alice")); code != 0 {
+	if code, _, errOut := testMain.Capture("keys", "merge", "--out", merged, writeKeySet(t, dir, "bob"), writeKeySet(t, dir, "alice")); code != 0 {
 		t.Fatalf("merge: exit %d, %s", code, errOut)
 	}
-	if code, out, _ := runCLI(t, "keys", "ids", merged); code != 0 || out != "alice\nbob\n" {
+	if code, out, _ := testMain.Capture("keys", "ids", merged); code != 0 || out != "alice\nbob\n" {
 		t.Errorf("ids: exit %d, %q", code, out)
 	}
-	if code, out, _ := runCLI(t, "keys", "ids", "--separator", ", ", merged); code != 0 || out != "alice, bob\n" {
+	if code, out, _ := testMain.Capture("keys", "ids", "--separator", ", ", merged); code != 0 || out != "alice, bob\n" {
 		t.Errorf("ids --separator: exit %d, %q", code, out)
 	}
 	for path, want := range badKeySets(t, dir) {
-		code, out, errOut := runCLI(t, "keys", "ids", path)
+		code, out, errOut := testMain.Capture("keys", "ids", path)
 		if code != 1 || out != "" || !strings.Contains(errOut, want) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", filepath.Base(path), code, out, errOut)
 		}
 	}
-	if code, _, _ := runCLI(t, "keys", "ids", filepath.Join(dir, "missing")); code != cli.ExitNotFound {
+	if code, _, _ := testMain.Capture("keys", "ids", filepath.Join(dir, "missing")); code != cli.ExitNotFound {
 		t.Errorf("a missing file: exit %d", code)
 	}
 }
@@ -102,7 +102,7 @@ func TestKeysIDs(t *testing.T) {
 func TestKeysMerge(t *testing.T) {
 	dir := t.TempDir()
 	alice, bob := writeKeySet(t, dir, "alice"), writeKeySet(t, dir, "bob")
-	code, out, errOut := runCLI(t, "keys", "merge", alice, bob, alice)
+	code, out, errOut := testMain.Capture("keys", "merge", alice, bob, alice)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -117,12 +117,12 @@ func TestKeysMerge(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "alice.jwks.json") // another key under the same ID
 	writeKeySet(t, filepath.Dir(other), "alice")
 	out2 := filepath.Join(dir, "out.json")
-	code, out, errOut = runCLI(t, "keys", "merge", "--out", out2, alice, other)
+	code, out, errOut = testMain.Capture("keys", "merge", "--out", out2, alice, other)
 	if code != 1 || out != "" || !strings.Contains(errOut, `merge `+other+`: key ID "alice" names two different keys`) {
 		t.Errorf("one ID, two keys: exit %d, %q %q", code, out, errOut)
 	}
 	for path, want := range badKeySets(t, dir) {
-		code, _, errOut := runCLI(t, "keys", "merge", "--out", out2, alice, path)
+		code, _, errOut := testMain.Capture("keys", "merge", "--out", out2, alice, path)
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("%s: exit %d, %q", filepath.Base(path), code, errOut)
 		}
@@ -130,10 +130,10 @@ func TestKeysMerge(t *testing.T) {
 	if _, err := os.Stat(out2); err == nil {
 		t.Error("a refused merge wrote --out")
 	}
-	if code, _, errOut := runCLI(t, "keys", "merge", "--out", alice, alice, bob); code != cli.ExitUsage || !strings.Contains(errOut, "is also an input") {
+	if code, _, errOut := testMain.Capture("keys", "merge", "--out", alice, alice, bob); code != cli.ExitUsage || !strings.Contains(errOut, "is also an input") {
 		t.Errorf("--out an input: exit %d, %q", code, errOut)
 	}
-	if code, _, _ := runCLI(t, "keys", "merge", "--out", out2, alice, bob); code != 0 {
+	if code, _, _ := testMain.Capture("keys", "merge", "--out", out2, alice, bob); code != 0 {
 		t.Fatal("merge --out failed")
 	}
 	if fi, err := os.Stat(out2); err != nil || fi.Mode().Perm() != 0o644 {

@@ -41,14 +41,14 @@ func TestAuditVerify(t *testing.T) {
 	t.Setenv(audit.EnvPath, "")
 	path := writeAuditLog(t)
 
-	code, out, errOut := runCLI(t, "audit", "verify", "--file", path)
+	code, out, errOut := testMain.Capture("audit", "verify", "--file", path)
 	if code != 0 || !strings.HasPrefix(out, "OK: 6 lines, chain intact (last hash ") || errOut != "" {
 		t.Fatalf("verify intact log: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	// The default path comes from the environment.
 	t.Setenv(audit.EnvPath, path)
-	if code, out, _ := runCLI(t, "audit", "verify"); code != 0 || !strings.HasPrefix(out, "OK: 6 lines") {
+	if code, out, _ := testMain.Capture("audit", "verify"); code != 0 || !strings.HasPrefix(out, "OK: 6 lines") {
 		t.Fatalf("verify via $%s: code %d, stdout %q", audit.EnvPath, code, out)
 	}
 
@@ -62,26 +62,26 @@ func TestAuditVerify(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = runCLI(t, "audit", "verify", "--file", path)
+	code, out, errOut = testMain.Capture("audit", "verify", "--file", path)
 	if code != cli.ExitTampered || out != "" || !strings.HasPrefix(errOut, "FAIL: line 3: ") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("verify tampered log: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	// Several logs: each chain on its own, the broken one named.
 	intact := writeAuditLog(t)
-	code, out, errOut = runCLI(t, "audit", "verify", "--file", intact, "--file", path)
+	code, out, errOut = testMain.Capture("audit", "verify", "--file", intact, "--file", path)
 	if code != cli.ExitTampered || out != "" || !strings.HasPrefix(errOut, "FAIL: "+path+": line 3: ") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("verify two logs, one tampered: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if code, out, _ := runCLI(t, "audit", "verify", "--file", intact, "--file", intact); code != cli.ExitUsage {
+	if code, out, _ := testMain.Capture("audit", "verify", "--file", intact, "--file", intact); code != cli.ExitUsage {
 		t.Fatalf("the same log twice: code %d, stdout %q", code, out)
 	}
-	code, out, _ = runCLI(t, "audit", "verify", "--file", intact, "-o", "json")
+	code, out, _ = testMain.Capture("audit", "verify", "--file", intact, "-o", "json")
 	if code != 0 || !strings.Contains(out, `"verdict": "OK"`) || !strings.Contains(out, `"lines": 6`) {
 		t.Fatalf("verify -o json: code %d, stdout %q", code, out)
 	}
 
-	code, _, errOut = runCLI(t, "audit", "verify", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
+	code, _, errOut = testMain.Capture("audit", "verify", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
 	if code != cli.ExitNotFound || !strings.Contains(errOut, "does not exist") || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("verify missing log: code %d, stderr %q", code, errOut)
 	}
@@ -90,7 +90,7 @@ func TestAuditVerify(t *testing.T) {
 func TestAuditShow(t *testing.T) {
 	path := writeAuditLog(t)
 
-	code, out, errOut := runCLI(t, "audit", "show", "--file", path, "--request-id", "req-b")
+	code, out, errOut := testMain.Capture("audit", "show", "--file", path, "--request-id", "req-b")
 	if code != 0 || errOut != "" {
 		t.Fatalf("show: code %d, stderr %q", code, errOut)
 	}
@@ -107,7 +107,7 @@ func TestAuditShow(t *testing.T) {
 		t.Errorf("show output has another request or a secret:\n%s", out)
 	}
 
-	code, out, _ = runCLI(t, "audit", "show", "--file", path, "--json")
+	code, out, _ = testMain.Capture("audit", "show", "--file", path, "--json")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestAuditShow(t *testing.T) {
 		t.Fatalf("show --json: code %d, output differs from the file:\n%s", code, out)
 	}
 
-	code, _, errOut = runCLI(t, "audit", "show", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
+	code, _, errOut = testMain.Capture("audit", "show", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
 	if code != cli.ExitNotFound || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("show missing log: code %d, stderr %q", code, errOut)
 	}
@@ -136,11 +136,11 @@ func TestAuditVerifyAndShowRefuseAHugeLine(t *testing.T) {
 	}
 	f.Close()
 
-	code, out, errOut := runCLI(t, "audit", "verify", "--file", path)
+	code, out, errOut := testMain.Capture("audit", "verify", "--file", path)
 	if code != cli.ExitTampered || out != "" || !strings.HasPrefix(errOut, "FAIL: line 7: line longer than ") {
 		t.Fatalf("verify: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "audit", "show", "--file", path)
+	code, out, errOut = testMain.Capture("audit", "show", "--file", path)
 	if code != cli.ExitTampered || strings.Count(out, "req-") != 6 || !strings.Contains(errOut, "line 7: line longer than ") {
 		t.Fatalf("show: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
@@ -333,10 +333,10 @@ func TestAuditVerifyAgainstCluster(t *testing.T) {
 		}
 	})
 	t.Run("flags", func(t *testing.T) {
-		if code, _, _ := runCLI(t, "audit", "verify", "--since", "1h"); code != cli.ExitUsage {
+		if code, _, _ := testMain.Capture("audit", "verify", "--since", "1h"); code != cli.ExitUsage {
 			t.Errorf("--since without --against-cluster: exit %d", code)
 		}
-		code, _, errOut := runCLI(t, "audit", "verify", "--against-cluster", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
+		code, _, errOut := testMain.Capture("audit", "verify", "--against-cluster", "--file", filepath.Join(t.TempDir(), "nope.jsonl"))
 		if code != cli.ExitNotFound || !strings.Contains(errOut, "does not exist") {
 			t.Errorf("missing log: exit %d, %q", code, errOut)
 		}
@@ -384,7 +384,7 @@ func TestAuditShowEscapesTerminalControls(t *testing.T) {
 	}
 	bad := []string{"\x1b", "\u009b", "\u202e", "\u2066", "\x07", "\U000e0041"}
 	for _, args := range [][]string{{"audit", "show", "--file", path}, {"audit", "show", "--file", path, "--json"}} {
-		code, out, errOut := runCLI(t, args...)
+		code, out, errOut := testMain.Capture(args...)
 		if code != 0 || errOut != "" {
 			t.Fatalf("%v: code %d, stderr %q", args, code, errOut)
 		}
@@ -407,7 +407,7 @@ func TestAuditShowEscapesTerminalControls(t *testing.T) {
 		}
 	}
 	// Verify checks the file's own bytes, which show does not touch.
-	if code, _, errOut := runCLI(t, "audit", "verify", "--file", path); code != 0 {
+	if code, _, errOut := testMain.Capture("audit", "verify", "--file", path); code != 0 {
 		t.Errorf("verify: code %d %s", code, errOut)
 	}
 }

@@ -107,10 +107,10 @@ func MainOf(cmds func(IO) []*cobra.Command, codes ...func(error) (int, bool)) Ma
 	}
 }
 
-// Capture runs main with args and empty standard input, and returns its exit code and what it wrote.
-func Capture(main MainFunc, args ...string) (code int, stdout, stderr string) {
+// Capture runs m with args and empty standard input, and returns its exit code and what it wrote.
+func (m MainFunc) Capture(args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = main(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	code = m(context.Background(), args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

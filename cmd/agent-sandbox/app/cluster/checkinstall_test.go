@@ -11,10 +11,10 @@ import (
 // looks for a cluster.
 func TestCheckInstallFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
-	if code, _, stderr := runCLI(t, "check-install"); code != cli.ExitUsage || !strings.Contains(stderr, "--namespace (or $POD_NAMESPACE) is required") {
+	if code, _, stderr := testMain.Capture("check-install"); code != cli.ExitUsage || !strings.Contains(stderr, "--namespace (or $POD_NAMESPACE) is required") {
 		t.Errorf("check-install without a namespace: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := runCLI(t, "check-install", "--namespace=x", "--port=0", "--timeout=0s"); code != cli.ExitUsage ||
+	if code, _, stderr := testMain.Capture("check-install", "--namespace=x", "--port=0", "--timeout=0s"); code != cli.ExitUsage ||
 		!strings.Contains(stderr, "--port 0 is not a port") || !strings.Contains(stderr, "--timeout must be positive") {
 		t.Errorf("check-install with a bad port and timeout: exit %d, %q", code, stderr)
 	}

@@ -11,7 +11,7 @@ import (
 
 func TestPolicyCheck(t *testing.T) {
 	good := "../../../../policy/policy.yaml"
-	code, out, errOut := runCLI(t, "policy", "check", good)
+	code, out, errOut := testMain.Capture("policy", "check", good)
 	if code != 0 || !strings.Contains(out, "OK") {
 		t.Fatalf("the shipped policy: exit %d\n%s%s", code, out, errOut)
 	}
@@ -32,7 +32,7 @@ func TestPolicyCheck(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = runCLI(t, "policy", "check", bad)
+	code, _, errOut = testMain.Capture("policy", "check", bad)
 	if code != 1 {
 		t.Fatalf("exit %d for a bad policy, want 1", code)
 	}
@@ -45,7 +45,7 @@ func TestPolicyCheck(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(strings.Replace(src, "    tiers: [read]\n", "", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = runCLI(t, "policy", "check", bad)
+	code, _, errOut = testMain.Capture("policy", "check", bad)
 	if code != 1 || !strings.Contains(errOut, "spec.admissionRules[3].expression:") {
 		t.Fatalf("exit %d, output:\n%s", code, errOut)
 	}
@@ -65,7 +65,7 @@ func TestPolicyGet(t *testing.T) {
 		"spec.sandbox.runAsUser": "65532\n",
 		"spec.tools[0].name":     "k8s_get_pod_status\n",
 	} {
-		code, out, errOut := runCLI(t, "policy", "get", field, "--policy", good)
+		code, out, errOut := testMain.Capture("policy", "get", field, "--policy", good)
 		if code != 0 || out != want {
 			t.Errorf("%s: exit %d, %q (want %q) %s", field, code, out, want, errOut)
 		}
@@ -93,7 +93,7 @@ func TestPolicyGet(t *testing.T) {
 		if len(c.args) == 1 {
 			args = append(args, "--policy", good)
 		}
-		code, out, errOut := runCLI(t, args...)
+		code, out, errOut := testMain.Capture(args...)
 		if code != c.code || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "goroutine") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out, errOut, c.code, c.want)
 		}
@@ -105,7 +105,7 @@ func TestPolicyGet(t *testing.T) {
 func TestPolicyPlace(t *testing.T) {
 	good := "../../../../policy/policy.yaml"
 	out := filepath.Join(t.TempDir(), "gke.yaml")
-	code, stdout, errOut := runCLI(t, "policy", "place", "--policy", good, "--node-selector", "sandbox.gke.io/runtime=gvisor",
+	code, stdout, errOut := testMain.Capture("policy", "place", "--policy", good, "--node-selector", "sandbox.gke.io/runtime=gvisor",
 		"--toleration", "sandbox.gke.io/runtime=gvisor:NoSchedule", "--toleration", "example.com/dedicated:NoExecute", "--out", out)
 	if code != 0 || stdout != "" {
 		t.Fatalf("place: exit %d\n%s%s", code, stdout, errOut)
@@ -129,17 +129,17 @@ func TestPolicyPlace(t *testing.T) {
 ]`,
 		"spec.sandbox.namespace": "agent-sandbox",
 	} {
-		code, got, errOut := runCLI(t, "policy", "get", field, "--policy", out)
+		code, got, errOut := testMain.Capture("policy", "get", field, "--policy", out)
 		if code != 0 || strings.TrimSpace(got) != want {
 			t.Errorf("%s of the placed policy: exit %d, got\n%s\nwant\n%s\n%s", field, code, got, want, errOut)
 		}
 	}
 	// Without flags the placement is removed again.
 	cleared := filepath.Join(t.TempDir(), "cleared.yaml")
-	if code, _, errOut := runCLI(t, "policy", "place", "--policy", out, "--out", cleared); code != 0 {
+	if code, _, errOut := testMain.Capture("policy", "place", "--policy", out, "--out", cleared); code != 0 {
 		t.Fatalf("clear: exit %d\n%s", code, errOut)
 	}
-	if code, _, _ := runCLI(t, "policy", "get", "spec.sandbox.nodeSelector", "--policy", cleared); code != 1 {
+	if code, _, _ := testMain.Capture("policy", "get", "spec.sandbox.nodeSelector", "--policy", cleared); code != 1 {
 		t.Errorf("the cleared policy still has a node selector (exit %d)", code)
 	}
 
@@ -160,7 +160,7 @@ func TestPolicyPlace(t *testing.T) {
 		if !strings.Contains(strings.Join(c.args, " "), "--policy") {
 			args = append(args, "--policy", good)
 		}
-		code, _, errOut := runCLI(t, append(args, "--out", filepath.Join(t.TempDir(), "x.yaml"))...)
+		code, _, errOut := testMain.Capture(append(args, "--out", filepath.Join(t.TempDir(), "x.yaml"))...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, want %d with %q; stderr:\n%s", c.args, code, c.code, c.want, errOut)
 		}

@@ -35,10 +35,11 @@ type PreflightOptions struct {
 	nodeSelector map[string]string
 	tolerations  []corev1.Toleration
 	namespaces   []string
+	streams      cli.IO
 }
 
 func NewPreflightCommand(streams cli.IO) *cobra.Command {
-	o := &PreflightOptions{}
+	o := &PreflightOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "preflight",
 		Short: "Check by experiment that a cluster can run agent-sandbox safely, before installing it",
@@ -79,15 +80,7 @@ status is 1 when any check fails; warnings do not change it.`,
   agent-sandbox preflight --policy policy.yaml --image ghcr.io/agent-sandbox/agent-sandbox:v0.3.0 \
       --vault-addr https://vault.internal:8200 --vault-cidr 10.10.0.0/28`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context(), streams)
-		},
+		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to check [$KUBECONFIG, else ~/.kube/config]")
@@ -156,7 +149,7 @@ func (o *PreflightOptions) Validate() error {
 }
 
 // Run performs the checks and prints them.
-func (o *PreflightOptions) Run(ctx context.Context, streams cli.IO) error {
+func (o *PreflightOptions) Run(ctx context.Context) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -167,7 +160,7 @@ func (o *PreflightOptions) Run(ctx context.Context, streams cli.IO) error {
 	if err != nil {
 		return err
 	}
-	progress := func(s string) { fmt.Fprintf(streams.ErrOut, "  ... %s\n", s) }
+	progress := func(s string) { fmt.Fprintf(o.streams.ErrOut, "  ... %s\n", s) }
 	checks, err := preflight.Run(ctx, preflight.Options{Client: cs, RuntimeClass: o.RuntimeClass, Image: o.Image,
 		PullPolicy: corev1.PullPolicy(o.PullPolicy), VaultAddr: o.VaultAddr, VaultCIDR: o.VaultCIDR,
 		NodeSelector: o.nodeSelector, Tolerations: o.tolerations, Namespaces: o.namespaces, AllowUnenforcedNamespaces: o.AllowUnenforced,
@@ -182,14 +175,14 @@ func (o *PreflightOptions) Run(ctx context.Context, streams cli.IO) error {
 		}
 	}
 	if o.Output == "json" {
-		enc := json.NewEncoder(streams.Out)
+		enc := json.NewEncoder(o.streams.Out)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(map[string]any{"checks": checks, "failed": failed, "warnings": warned})
 	} else {
 		for _, c := range checks {
-			fmt.Fprintf(streams.Out, "%-4s %-20s %s\n", c.Status, c.Name, c.Detail)
+			fmt.Fprintf(o.streams.Out, "%-4s %-20s %s\n", c.Status, c.Name, c.Detail)
 			if c.Fix != "" {
-				fmt.Fprintf(streams.Out, "     %-20s fix: %s\n", "", c.Fix)
+				fmt.Fprintf(o.streams.Out, "     %-20s fix: %s\n", "", c.Fix)
 			}
 		}
 	}
@@ -197,14 +190,14 @@ func (o *PreflightOptions) Run(ctx context.Context, streams cli.IO) error {
 		return err
 	}
 	if failed > 0 {
-		fmt.Fprintf(streams.ErrOut, "preflight: %d check(s) failed; agent-sandbox is not safe to install on this cluster yet\n", failed)
+		fmt.Fprintf(o.streams.ErrOut, "preflight: %d check(s) failed; agent-sandbox is not safe to install on this cluster yet\n", failed)
 		return cli.ExitError{Code: 1}
 	}
 	if warned > 0 {
-		fmt.Fprintf(streams.ErrOut, "preflight: no check failed, but %d warned: read the WARN lines above\n", warned)
+		fmt.Fprintf(o.streams.ErrOut, "preflight: no check failed, but %d warned: read the WARN lines above\n", warned)
 		return nil
 	}
-	fmt.Fprintf(streams.ErrOut, "preflight: all %d checks passed\n", len(checks))
+	fmt.Fprintf(o.streams.ErrOut, "preflight: all %d checks passed\n", len(checks))
 	return nil
 }
 

@@ -65,18 +65,8 @@ func TestVaultConfigureUnreachable(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("hvs.SuperSecretAdminTokenValue0123456789"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: abc}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := runCLI(t, "vault", "configure", "--policy", "../../../../broker/testdata/policy.yaml",
-		"--vault-addr", addr, "--vault-token-file", tokenFile, "--kubeconfig", kubeconfig, "--kubernetes-ca-file", tokenFile)
+	code, stdout, stderr := testMain.Capture("vault", "configure", "--policy", "../../../../broker/testdata/policy.yaml",
+		"--vault-addr", addr, "--vault-token-file", tokenFile, "--kubeconfig", "../testdata/unreachable.kubeconfig", "--kubernetes-ca-file", tokenFile)
 	want := "error: vault at " + addr + " is unreachable: dial tcp " + strings.TrimPrefix(addr, "http://") + ": connect: connection refused\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Errorf("code %d\nstdout %q\nstderr %q\nwant   %q", code, stdout, stderr, want)
@@ -156,7 +146,7 @@ func mustReadPolicyWith(t *testing.T, ns string) []byte {
 // unenforced target namespace, and their help says what is checked and how to fix it.
 func TestPodSecurityFlagOnBothCommands(t *testing.T) {
 	for _, args := range [][]string{{"vault", "configure", "--help"}, {"preflight", "--help"}} {
-		code, stdout, _ := runCLI(t, args...)
+		code, stdout, _ := testMain.Capture(args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d", args, code)
 		}

@@ -50,28 +50,21 @@ type webhookOptions struct {
 	MetricsAddr        string
 	MetricsSecure      bool
 	HealthAddr         string
-	JobControllerUsers []string
-	SchedulerUsers     []string
-	AdminUsers         []string
-	AdminGroups        []string
-	MCPUser            string
-	PoolUsers          []string
-	StatusUsers        []string
-	NamespaceCtlUsers  []string
-	QuotaCtlUsers      []string
-	GCUsers            []string
-	WarmPool           bool
-	WarmPoolInterval   time.Duration
-	WarmPoolLease      string
-	ReloadInterval     time.Duration
-	AnchorRetention    time.Duration
-	LogLevel           string
+	// Identities (the --*-user and --admin-group flags) bind straight into what the checker is given.
+	Identities       webhook.Identities
+	WarmPool         bool
+	WarmPoolInterval time.Duration
+	WarmPoolLease    string
+	ReloadInterval   time.Duration
+	AnchorRetention  time.Duration
+	LogLevel         string
 
 	logLevel slog.Level
+	streams  cli.IO
 }
 
 func NewWebhookCommand(streams cli.IO) *cobra.Command {
-	o := &webhookOptions{}
+	o := &webhookOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Run the admission webhook that enforces the policy on every sandbox Job and Pod",
@@ -88,15 +81,7 @@ TLS: with --tls-mode=self (default) the webhook keeps a CA and serving certifica
 injects the CA into its webhook configurations; with --tls-mode=files it serves tls.crt/tls.key from
 --cert-dir (for cert-manager).`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context(), streams)
-		},
+		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.PolicyFile, "policy", "/etc/agent-sandbox/policy/policy.yaml", "policy file (reloaded on change)")
@@ -113,16 +98,16 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address (\"0\" disables)")
 	f.BoolVar(&o.MetricsSecure, "metrics-secure", false, "serve metrics over HTTPS with the webhook's certificate (--cert-dir), only to callers whose bearer token the API server authenticates and authorizes for get on /metrics (needs create on tokenreviews and subjectaccessreviews)")
 	f.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	f.StringSliceVar(&o.JobControllerUsers, "job-controller-user", webhook.DefaultJobControllerUsers, "API users allowed to create Pods in sandbox namespaces (the Job controller)")
-	f.StringSliceVar(&o.SchedulerUsers, "scheduler-user", webhook.DefaultSchedulerUsers, "API users allowed to bind sandbox Pods to nodes (the scheduler)")
-	f.StringSliceVar(&o.AdminUsers, "admin-user", nil, "API users allowed to change the sandbox namespace's labels, NetworkPolicies, ResourceQuotas and LimitRanges (the chart's identity)")
-	f.StringSliceVar(&o.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
-	f.StringVar(&o.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
-	f.StringSliceVar(&o.PoolUsers, "pool-user", nil, "API users allowed to create warm Jobs (the webhook's own ServiceAccount, system:serviceaccount:NAMESPACE:NAME); empty: nobody")
-	f.StringSliceVar(&o.StatusUsers, "status-controller-user", webhook.DefaultStatusControllerUsers, "API users allowed to write a sandbox Pod's status besides its own node and the scheduler (never its metadata)")
-	f.StringSliceVar(&o.NamespaceCtlUsers, "namespace-controller-user", webhook.DefaultNamespaceControllerUsers, "API users allowed to write the sandbox namespace's status and finalize subresources (never its metadata)")
-	f.StringSliceVar(&o.QuotaCtlUsers, "quota-controller-user", webhook.DefaultQuotaControllerUsers, "API users allowed to write the sandbox namespace's resourcequotas/status")
-	f.StringSliceVar(&o.GCUsers, "gc-user", webhook.DefaultGCUsers, "API users allowed to remove a sandbox Pod's owner reference (the garbage collector)")
+	f.StringSliceVar(&o.Identities.JobControllerUsers, "job-controller-user", webhook.DefaultJobControllerUsers, "API users allowed to create Pods in sandbox namespaces (the Job controller)")
+	f.StringSliceVar(&o.Identities.SchedulerUsers, "scheduler-user", webhook.DefaultSchedulerUsers, "API users allowed to bind sandbox Pods to nodes (the scheduler)")
+	f.StringSliceVar(&o.Identities.AdminUsers, "admin-user", nil, "API users allowed to change the sandbox namespace's labels, NetworkPolicies, ResourceQuotas and LimitRanges (the chart's identity)")
+	f.StringSliceVar(&o.Identities.AdminGroups, "admin-group", webhook.DefaultAdminGroups, "API groups allowed to do the same")
+	f.StringVar(&o.Identities.MCPUser, "mcp-user", "", "the MCP server's API user (system:serviceaccount:NAMESPACE:NAME); it may create only content-addressed workspace and plan ConfigMaps")
+	f.StringSliceVar(&o.Identities.PoolUsers, "pool-user", nil, "API users allowed to create warm Jobs (the webhook's own ServiceAccount, system:serviceaccount:NAMESPACE:NAME); empty: nobody")
+	f.StringSliceVar(&o.Identities.StatusControllerUsers, "status-controller-user", webhook.DefaultStatusControllerUsers, "API users allowed to write a sandbox Pod's status besides its own node and the scheduler (never its metadata)")
+	f.StringSliceVar(&o.Identities.NamespaceControllerUsers, "namespace-controller-user", webhook.DefaultNamespaceControllerUsers, "API users allowed to write the sandbox namespace's status and finalize subresources (never its metadata)")
+	f.StringSliceVar(&o.Identities.QuotaControllerUsers, "quota-controller-user", webhook.DefaultQuotaControllerUsers, "API users allowed to write the sandbox namespace's resourcequotas/status")
+	f.StringSliceVar(&o.Identities.GCUsers, "gc-user", webhook.DefaultGCUsers, "API users allowed to remove a sandbox Pod's owner reference (the garbage collector)")
 	f.BoolVar(&o.WarmPool, "warm-pool", true, "keep the warm pools the policy declares (tools[].warmPool); one replica does it at a time, elected through a Lease")
 	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
 	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
@@ -174,8 +159,8 @@ func (o *webhookOptions) Validate() error {
 }
 
 // Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.
-func (o *webhookOptions) Run(ctx context.Context, streams cli.IO) error {
-	log := logr.FromSlogHandler(slog.NewJSONHandler(streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
+func (o *webhookOptions) Run(ctx context.Context) error {
+	log := logr.FromSlogHandler(slog.NewJSONHandler(o.streams.ErrOut, &slog.HandlerOptions{Level: o.logLevel}))
 	ctrl.SetLogger(log)
 
 	cfg, err := ctrl.GetConfig()
@@ -215,7 +200,7 @@ func (o *webhookOptions) Run(ctx context.Context, streams cli.IO) error {
 	}
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: o.Namespace}
 	checker := &webhook.Checker{Ledger: records, Pods: records, Claims: records, Anchors: records, AnchorRetention: o.AnchorRetention,
-		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: o.identities()}
+		Cluster: apiReader{mgr.GetAPIReader()}, ClaimSigner: signer, Identities: o.Identities}
 	src := &webhook.FileSource{PolicyPath: o.PolicyFile, KeysPath: o.ApproverKeysFile, Checker: checker, Metrics: metrics, Log: log.WithName("reload")}
 	if err := src.Load(); err != nil {
 		return err
@@ -293,16 +278,6 @@ func (o *webhookOptions) ensureClaimSigner(ctx context.Context, log logr.Logger,
 	}
 	log.Info("claim signing key ready", "secret", o.Namespace+"/"+o.ClaimSigningSecret, "verifyKeys", len(signer.PublicKeys()))
 	return signer, nil
-}
-
-// identities are the users and groups the checker tells apart, from the flags.
-func (o *webhookOptions) identities() webhook.Identities {
-	return webhook.Identities{
-		JobControllerUsers: o.JobControllerUsers, SchedulerUsers: o.SchedulerUsers,
-		AdminUsers: o.AdminUsers, AdminGroups: o.AdminGroups, MCPUser: o.MCPUser, PoolUsers: o.PoolUsers,
-		StatusControllerUsers: o.StatusUsers, NamespaceControllerUsers: o.NamespaceCtlUsers,
-		QuotaControllerUsers: o.QuotaCtlUsers, GCUsers: o.GCUsers,
-	}
 }
 
 // maintenanceLoops are the loops every webhook replica runs beside serving: reloading the policy and

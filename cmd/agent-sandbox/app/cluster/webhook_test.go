@@ -31,7 +31,7 @@ func TestWebhookMetricsOptions(t *testing.T) {
 // TestWebhookRefusesUnknownLogLevel: the webhook refuses an unknown --log-level as a usage error, before it
 // touches a cluster.
 func TestWebhookRefusesUnknownLogLevel(t *testing.T) {
-	if code, _, stderr := runCLI(t, "webhook", "--log-level", "verbose"); code != cli.ExitUsage || !strings.Contains(stderr, `--log-level "verbose": want debug, info, warn or error`) {
+	if code, _, stderr := testMain.Capture("webhook", "--log-level", "verbose"); code != cli.ExitUsage || !strings.Contains(stderr, `--log-level "verbose": want debug, info, warn or error`) {
 		t.Errorf("webhook --log-level verbose: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -164,7 +164,7 @@ func TestRunWarmRefusesUnsignedClaim(t *testing.T) {
 		}
 		writeClaimVolume(t, dir, string(claim), sig, testPod)
 		done := filepath.Join(dir, "done")
-		code, _, stderr := runCLI(t, "run", "warm", "--tool=k8s_describe", "--claim-file="+filepath.Join(dir, "claim"),
+		code, _, stderr := testMain.Capture("run", "warm", "--tool=k8s_describe", "--claim-file="+filepath.Join(dir, "claim"),
 			"--claim-keys="+testClaimKeys(), "--claim-spec="+testClaimSpec("k8s_describe", argv...).String(),
 			"--kubeconfig="+filepath.Join(dir, "kubeconfig"), "--done-file="+done, "--deadline=30s", "--idle-timeout=5s", "--credential-wait=1s")
 		if code != 1 || !strings.Contains(stderr, "refused the claim") {
@@ -178,7 +178,7 @@ func TestRunWarmRefusesUnsignedClaim(t *testing.T) {
 		}
 	}
 	// Without keys the entry point does not even start.
-	if code, stdout, stderr := runCLI(t, "run", "warm", "--tool=k8s_describe", "--claim-spec="+podStatusSpec().String()); code == 0 || !strings.Contains(stdout+stderr, "claim-keys") {
+	if code, stdout, stderr := testMain.Capture("run", "warm", "--tool=k8s_describe", "--claim-spec="+podStatusSpec().String()); code == 0 || !strings.Contains(stdout+stderr, "claim-keys") {
 		t.Errorf("no --claim-keys: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
@@ -232,7 +232,7 @@ func TestCredAgentRefusesUnsignedClaim(t *testing.T) {
 		})
 	}
 	// Without --claim-keys the agent does not start.
-	code, _, stderr := runCLI(t, "cred-agent", "--vault-addr="+vault.URL, "--auth-role=r", "--secrets-role=s",
+	code, _, stderr := testMain.Capture("cred-agent", "--vault-addr="+vault.URL, "--auth-role=r", "--secrets-role=s",
 		"--claim-file=/nonexistent/claim", "--claim-spec="+podStatusSpec().String(), "--api-server=https://x")
 	if code != 1 || !strings.Contains(stderr, "claim-keys") {
 		t.Errorf("no --claim-keys: exit %d, stderr %q", code, stderr)

@@ -15,14 +15,14 @@ func TestCredAgentReady(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "kubeconfig")
 
-	code, _, stderr := runCLI(t, "cred-agent", "ready", "--file", path)
+	code, _, stderr := testMain.Capture("cred-agent", "ready", "--file", path)
 	if code != 1 || !strings.HasPrefix(stderr, "cred-agent ready: kubeconfig not ready") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("missing file: code %d, stderr %q", code, stderr)
 	}
 	if err := os.WriteFile(path, nil, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := runCLI(t, "cred-agent", "ready", "--file", path); code != 1 {
+	if code, _, _ := testMain.Capture("cred-agent", "ready", "--file", path); code != 1 {
 		t.Errorf("empty file: code %d", code)
 	}
 	if err := os.Remove(path); err != nil {
@@ -31,13 +31,13 @@ func TestCredAgentReady(t *testing.T) {
 	if err := os.WriteFile(path, []byte("apiVersion: v1\n"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, stderr := runCLI(t, "cred-agent", "ready", "--file", path); code != 0 || stdout != "" || stderr != "" {
+	if code, stdout, stderr := testMain.Capture("cred-agent", "ready", "--file", path); code != 0 || stdout != "" || stderr != "" {
 		t.Errorf("written file: code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 
 func TestCredAgentMissingFlags(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "cred-agent", "--vault-addr", "http://127.0.0.1:1")
+	code, stdout, stderr := testMain.Capture("cred-agent", "--vault-addr", "http://127.0.0.1:1")
 	if code != 1 || stdout != "" {
 		t.Errorf("code %d, stdout %q", code, stdout)
 	}
@@ -57,7 +57,7 @@ func TestCredAgentBadTokenFile(t *testing.T) {
 	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "cred-agent",
+	code, stdout, stderr := testMain.Capture("cred-agent",
 		"--vault-addr", "http://127.0.0.1:1", "--auth-role", "r", "--secrets-role", "s", "--namespace", "n",
 		"--api-server", "https://x", "--api-ca-file", ca, "--token-file", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "kc"))
 	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "cred-agent: read service-account token: ") {

@@ -25,13 +25,10 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
-// MainFunc runs a whole agent-sandbox command line and returns its exit code: the root's Main, through
-// which `run warm` runs a claimed tool of this binary in its own process, as a child would parse it.
-type MainFunc func(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int
-
 // NewRunCommand builds `agent-sandbox run`, the tool entry points a sandbox Job's container runs; main is
-// the root's Main (see MainFunc).
-func NewRunCommand(streams cli.IO, main MainFunc) *cobra.Command {
+// the root's Main, through which `run warm` runs a claimed tool of this binary in its own process, as a
+// child would parse it.
+func NewRunCommand(streams cli.IO, main cli.MainFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run one tool inside a sandbox Pod (what a sandbox Job's tool container executes)",
@@ -146,18 +143,52 @@ func runProtect(log *slog.Logger) {
 	}
 }
 
-// runPodStatusOptions are the flags of `run pod-status`.
-type runPodStatusOptions struct {
-	Namespace  string
-	Selector   string
+// clusterTool is what every tool that talks to the cluster has: the kubeconfig it talks with, the streams, and
+// the logger Complete makes.
+type clusterTool struct {
 	Kubeconfig string
 
 	streams cli.IO
 	log     *slog.Logger
 }
 
+func (o *clusterTool) bindKubeconfig(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else "+contract.KubeconfigPath+")")
+}
+
+// Complete fills the kubeconfig and the logger.
+func (o *clusterTool) Complete() {
+	o.Kubeconfig = runKubeconfig(o.Kubeconfig)
+	o.log = runLogger(o.streams)
+}
+
+// fail reports err as the tool's {"error": ...} result (runFail).
+func (o *clusterTool) fail(err error) error { return runFail(o.streams, o.log, err) }
+
+// runWithClient protects the process, builds the tool's client, calls call with it and writes what it returns:
+// the result, or its error as the error line.
+func (o *clusterTool) runWithClient(ctx context.Context, call func(context.Context, kubernetes.Interface) (any, error)) error {
+	runProtect(o.log)
+	client, err := toolClient(ctx, o.Kubeconfig)
+	if err != nil {
+		return o.fail(err)
+	}
+	res, err := call(ctx, client)
+	if err != nil {
+		return o.fail(err)
+	}
+	return runSucceed(o.streams, o.log, res)
+}
+
+// runPodStatusOptions are the flags of `run pod-status`.
+type runPodStatusOptions struct {
+	Namespace string
+	Selector  string
+	clusterTool
+}
+
 func newRunPodStatusCommand(streams cli.IO) *cobra.Command {
-	o := &runPodStatusOptions{streams: streams}
+	o := &runPodStatusOptions{clusterTool: clusterTool{streams: streams}}
 	cmd := &cobra.Command{
 		Use:   "pod-status",
 		Short: "List the pods of a namespace with phase, readiness, restarts, age and node",
@@ -165,7 +196,7 @@ func newRunPodStatusCommand(streams cli.IO) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
-				return runFail(o.streams, o.log, err)
+				return o.fail(err)
 			}
 			return o.Run(cmd.Context())
 		},
@@ -173,14 +204,8 @@ func newRunPodStatusCommand(streams cli.IO) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Namespace, "namespace", "", "namespace to list pods in")
 	f.StringVar(&o.Selector, "selector", "", "label selector, e.g. app=web (default: all pods)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else "+contract.KubeconfigPath+")")
+	o.bindKubeconfig(cmd)
 	return cmd
-}
-
-// Complete fills the kubeconfig and the logger.
-func (o *runPodStatusOptions) Complete() {
-	o.Kubeconfig = runKubeconfig(o.Kubeconfig)
-	o.log = runLogger(o.streams)
 }
 
 // Validate checks the namespace and the selector.
@@ -197,32 +222,23 @@ func (o *runPodStatusOptions) Validate() error {
 
 // Run lists the pods and prints the result.
 func (o *runPodStatusOptions) Run(ctx context.Context) error {
-	runProtect(o.log)
-	client, err := toolClient(ctx, o.Kubeconfig)
-	if err != nil {
-		return runFail(o.streams, o.log, err)
-	}
-	res, err := toolrun.ListPodStatus(ctx, client, toolrun.PodStatusOptions{Namespace: o.Namespace, Selector: o.Selector})
-	if err != nil {
-		return runFail(o.streams, o.log, err)
-	}
-	return runSucceed(o.streams, o.log, res)
+	return o.runWithClient(ctx, func(ctx context.Context, client kubernetes.Interface) (any, error) {
+		return toolrun.ListPodStatus(ctx, client, toolrun.PodStatusOptions{Namespace: o.Namespace, Selector: o.Selector})
+	})
 }
 
 // runTerraformOptions are the flags shared by `run terraform-plan` and `run terraform-apply`.
 type runTerraformOptions struct {
-	Workspace  string
-	Source     string
-	Namespace  string
-	Kubeconfig string
+	Workspace string
+	Source    string
+	Namespace string
 	// PlanRules is the policy's plan rules as JSON (terraform-plan only).
 	PlanRules string
 	// SavePlan is where terraform-plan also writes the saved plan (terraform-plan only, outside a sandbox).
 	SavePlan string
 
 	planRules *policy.PlanRuleSet
-	streams   cli.IO
-	log       *slog.Logger
+	clusterTool
 }
 
 func (o *runTerraformOptions) bind(cmd *cobra.Command) {
@@ -230,13 +246,23 @@ func (o *runTerraformOptions) bind(cmd *cobra.Command) {
 	f.StringVar(&o.Workspace, "workspace", "", "workspace name: the state is Secret tfstate-default-<workspace> in --namespace")
 	f.StringVar(&o.Source, "source", "/workspace", "folder holding the workspace's files (the mounted ConfigMap)")
 	f.StringVar(&o.Namespace, "namespace", "", "namespace of the state, its lock and the saved plans")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else "+contract.KubeconfigPath+")")
+	o.bindKubeconfig(cmd)
 }
 
-// Complete fills the kubeconfig and the logger.
-func (o *runTerraformOptions) Complete() {
-	o.Kubeconfig = runKubeconfig(o.Kubeconfig)
-	o.log = runLogger(o.streams)
+// runE is the RunE of terraform-plan and terraform-apply: complete the flags, wait for the credential agent
+// to write the kubeconfig (validate checks the file), validate them and run. A failure at any step is the
+// tool's error line.
+func (o *runTerraformOptions) runE(validate func() error, run func(context.Context) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		o.Complete()
+		if err := awaitCredential(cmd.Context(), o.Kubeconfig); err != nil {
+			return o.fail(err)
+		}
+		if err := validate(); err != nil {
+			return o.fail(err)
+		}
+		return run(cmd.Context())
+	}
 }
 
 // Validate checks every flag.
@@ -261,7 +287,7 @@ func (o *runTerraformOptions) runnerOptions() toolrun.TerraformOptions {
 }
 
 func newRunTerraformPlanCommand(streams cli.IO) *cobra.Command {
-	o := &runTerraformOptions{streams: streams}
+	o := &runTerraformOptions{clusterTool: clusterTool{streams: streams}}
 	cmd := &cobra.Command{
 		Use:   "terraform-plan",
 		Short: "Plan a Terraform workspace and save the plan for terraform-apply",
@@ -275,17 +301,7 @@ With --plan-rules (the policy's spec.planRules as JSON, which the policy renders
 resource change by them: a plan they refuse fails with the rule, the resource and the rule's message, and is
 never saved; the result says how many distinct approvers the policy's two-person rules ask for.`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete()
-			// The flags check the kubeconfig file: wait for the credential agent to write it first.
-			if err := awaitCredential(cmd.Context(), o.Kubeconfig); err != nil {
-				return runFail(o.streams, o.log, err)
-			}
-			if err := o.Validate(); err != nil {
-				return runFail(o.streams, o.log, err)
-			}
-			return o.RunPlan(cmd.Context())
-		},
+		RunE: o.runE(o.Validate, o.RunPlan),
 	}
 	o.bind(cmd)
 	cmd.Flags().StringVar(&o.PlanRules, "plan-rules", "", "the policy's plan rules as JSON: a plan they refuse is not saved")
@@ -295,22 +311,14 @@ never saved; the result says how many distinct approvers the policy's two-person
 
 // RunPlan plans and prints the PlanResult.
 func (o *runTerraformOptions) RunPlan(ctx context.Context) error {
-	runProtect(o.log)
-	client, err := toolClient(ctx, o.Kubeconfig)
-	if err != nil {
-		return runFail(o.streams, o.log, err)
-	}
-	res, err := toolrun.Plan(ctx, client, o.runnerOptions())
-	if err != nil {
-		return runFail(o.streams, o.log, err)
-	}
-	// Outside a sandbox (scripts/demo-setup.sh) the caller applies the plan itself, from a file.
-	if o.SavePlan != "" && len(res.Plan) > 0 {
-		if err := atomicfile.Write(o.SavePlan, res.Plan, 0o600); err != nil {
-			return runFail(o.streams, o.log, err)
+	return o.runWithClient(ctx, func(ctx context.Context, client kubernetes.Interface) (any, error) {
+		res, err := toolrun.Plan(ctx, client, o.runnerOptions())
+		// Outside a sandbox (scripts/demo-setup.sh) the caller applies the plan itself, from a file.
+		if err == nil && o.SavePlan != "" && len(res.Plan) > 0 {
+			err = atomicfile.Write(o.SavePlan, res.Plan, 0o600)
 		}
-	}
-	return runSucceed(o.streams, o.log, res)
+		return res, err
+	})
 }
 
 // runTerraformApplyOptions are the flags of `run terraform-apply`.
@@ -321,7 +329,7 @@ type runTerraformApplyOptions struct {
 }
 
 func newRunTerraformApplyCommand(streams cli.IO) *cobra.Command {
-	o := &runTerraformApplyOptions{runTerraformOptions: runTerraformOptions{streams: streams}}
+	o := &runTerraformApplyOptions{runTerraformOptions: runTerraformOptions{clusterTool: clusterTool{streams: streams}}}
 	cmd := &cobra.Command{
 		Use:   "terraform-apply",
 		Short: "Apply exactly one saved plan, by plan ID",
@@ -331,16 +339,7 @@ what Terraform applies, and the backend it records), takes the workspace's state
 with the plan's own configuration and applies it. Terraform refuses a plan made against a state that has
 changed since (a stale plan). The new state is written back to Secret tfstate-default-<workspace>.`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete()
-			if err := awaitCredential(cmd.Context(), o.Kubeconfig); err != nil {
-				return runFail(o.streams, o.log, err)
-			}
-			if err := o.Validate(); err != nil {
-				return runFail(o.streams, o.log, err)
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: o.runE(o.Validate, o.Run),
 	}
 	o.bind(cmd)
 	cmd.Flags().StringVar(&o.PlanID, "plan-id", "", "SHA-256 of the saved plan to apply (from terraform-plan)")
@@ -355,16 +354,9 @@ func (o *runTerraformApplyOptions) Validate() error {
 
 // Run applies the plan and prints the ApplyResult.
 func (o *runTerraformApplyOptions) Run(ctx context.Context) error {
-	runProtect(o.log)
-	client, err := toolClient(ctx, o.Kubeconfig)
-	if err != nil {
-		return runFail(o.streams, o.log, err)
-	}
-	res, err := toolrun.Apply(ctx, client, o.runnerOptions(), o.PlanFile, o.PlanID)
-	if err != nil {
-		return runFail(o.streams, o.log, err)
-	}
-	return runSucceed(o.streams, o.log, res)
+	return o.runWithClient(ctx, func(ctx context.Context, client kubernetes.Interface) (any, error) {
+		return toolrun.Apply(ctx, client, o.runnerOptions(), o.PlanFile, o.PlanID)
+	})
 }
 
 // checkPlan checks the saved plan against its ID and the allowlist and, with --plan-rules, judges it.

@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
-	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
 )
 
@@ -17,22 +16,13 @@ import (
 
 // runReadOptions are the flags every read tool has.
 type runReadOptions struct {
-	Namespace  string
-	Kubeconfig string
-
-	streams cli.IO
-	log     *slog.Logger
+	Namespace string
+	clusterTool
 }
 
 func (o *runReadOptions) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Namespace, "namespace", "", "namespace to read in")
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else "+contract.KubeconfigPath+")")
-}
-
-// Complete fills the kubeconfig and the logger.
-func (o *runReadOptions) Complete() {
-	o.Kubeconfig = runKubeconfig(o.Kubeconfig)
-	o.log = runLogger(o.streams)
+	o.bindKubeconfig(cmd)
 }
 
 // readCommand builds a read tool's command: validate, protect the process, build the client, read, write
@@ -45,18 +35,9 @@ func readCommand(o *runReadOptions, use, short string, validate func() error, re
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := validate(); err != nil {
-				return runFail(o.streams, o.log, err)
+				return o.fail(err)
 			}
-			runProtect(o.log)
-			client, err := toolClient(cmd.Context(), o.Kubeconfig)
-			if err != nil {
-				return runFail(o.streams, o.log, err)
-			}
-			res, err := read(cmd.Context(), client)
-			if err != nil {
-				return runFail(o.streams, o.log, err)
-			}
-			return runSucceed(o.streams, o.log, res)
+			return o.runWithClient(cmd.Context(), read)
 		},
 	}
 	o.bind(cmd)
@@ -64,7 +45,7 @@ func readCommand(o *runReadOptions, use, short string, validate func() error, re
 }
 
 func newRunPodLogsCommand(streams cli.IO) *cobra.Command {
-	o := &runReadOptions{streams: streams}
+	o := &runReadOptions{clusterTool: clusterTool{streams: streams}}
 	lo := toolrun.PodLogsOptions{}
 	cmd := readCommand(o, "pod-logs", "The newest lines of one container's log, bounded and scrubbed of secrets",
 		func() error { lo.Namespace = o.Namespace; return lo.Validate() },
@@ -87,7 +68,7 @@ func newRunPodLogsCommand(streams cli.IO) *cobra.Command {
 }
 
 func newRunEventsCommand(streams cli.IO) *cobra.Command {
-	o := &runReadOptions{streams: streams}
+	o := &runReadOptions{clusterTool: clusterTool{streams: streams}}
 	eo := toolrun.EventsOptions{}
 	cmd := readCommand(o, "events", "The newest events of a namespace, or of one object in it",
 		func() error { eo.Namespace = o.Namespace; return eo.Validate() },
@@ -101,7 +82,7 @@ func newRunEventsCommand(streams cli.IO) *cobra.Command {
 }
 
 func newRunDescribeCommand(streams cli.IO) *cobra.Command {
-	o := &runReadOptions{streams: streams}
+	o := &runReadOptions{clusterTool: clusterTool{streams: streams}}
 	do := toolrun.DescribeOptions{}
 	cmd := readCommand(o, "describe", "Describe Deployments, StatefulSets, Services, Ingresses or ConfigMaps (never Secrets)",
 		func() error { do.Namespace = o.Namespace; return do.Validate() },
@@ -113,7 +94,7 @@ func newRunDescribeCommand(streams cli.IO) *cobra.Command {
 }
 
 func newRunRolloutStatusCommand(streams cli.IO) *cobra.Command {
-	o := &runReadOptions{streams: streams}
+	o := &runReadOptions{clusterTool: clusterTool{streams: streams}}
 	ro := toolrun.RolloutOptions{}
 	cmd := readCommand(o, "rollout-status", "Where the rollout of a Deployment or StatefulSet stands now",
 		func() error { ro.Namespace = o.Namespace; return ro.Validate() },

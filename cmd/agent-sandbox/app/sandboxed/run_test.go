@@ -15,7 +15,7 @@ import (
 // runTool runs `agent-sandbox run ...` and checks the output contract: stdout is exactly one JSON line.
 func runTool(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	code, stdout, stderr := runCLI(t, append([]string{"run"}, args...)...)
+	code, stdout, stderr := testMain.Capture(append([]string{"run"}, args...)...)
 	if strings.Count(stdout, "\n") != 1 || !strings.HasPrefix(stdout, "{") {
 		t.Errorf("stdout is not one JSON line: %q", stdout)
 	}

@@ -33,12 +33,12 @@ type runWarmOptions struct {
 
 	streams cli.IO
 	// main runs a claimed tool of this binary in process (the root's Main).
-	main MainFunc
+	main cli.MainFunc
 	// ranInProcess records that the claimed tool ran in this process (logged with its end).
 	ranInProcess bool
 }
 
-func newRunWarmCommand(streams cli.IO, main MainFunc) *cobra.Command {
+func newRunWarmCommand(streams cli.IO, main cli.MainFunc) *cobra.Command {
 	o := &runWarmOptions{streams: streams, main: main}
 	cmd := &cobra.Command{
 		Use:   "warm",

@@ -57,7 +57,7 @@ func runWarm(t *testing.T, argv []string) (int, string, string) {
 	keys, path := writeSignedClaim(t, dir, string(claim), true)
 	spec := testClaimSpec("k8s_describe", argv...)
 	done := filepath.Join(dir, "done")
-	code, _, stderr := runCLI(t, "run", "warm", "--tool=k8s_describe", "--claim-file="+path, "--claim-keys="+keys, "--claim-spec="+spec.String(),
+	code, _, stderr := testMain.Capture("run", "warm", "--tool=k8s_describe", "--claim-file="+path, "--claim-keys="+keys, "--claim-spec="+spec.String(),
 		"--kubeconfig="+filepath.Join(dir, "kubeconfig"), "--done-file="+done, "--deadline=30s", "--idle-timeout=5s")
 	marker, err := os.ReadFile(done)
 	if err != nil {
