@@ -112,6 +112,16 @@ func agentFixture(t *testing.T, addr string) (AgentConfig, *bytes.Buffer) {
 	}, &events
 }
 
+// mustAgent is NewAgent(cfg), failing the test when cfg is refused.
+func mustAgent(t *testing.T, cfg AgentConfig) *Agent {
+	t.Helper()
+	a, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func eventLines(t *testing.T, b *bytes.Buffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
@@ -140,10 +150,7 @@ func assertNoSecrets(t *testing.T, what, s string) {
 func TestAgentIssueAndRevoke(t *testing.T) {
 	fv, srv := newFakeVault(t)
 	cfg, events := agentFixture(t, srv.URL)
-	a, err := NewAgent(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustAgent(t, cfg)
 	cred, err := a.Issue(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -195,10 +202,7 @@ func TestAgentIssueAndRevoke(t *testing.T) {
 func TestAgentRunRevokesOnCancel(t *testing.T) {
 	fv, srv := newFakeVault(t)
 	cfg, events := agentFixture(t, srv.URL)
-	a, err := NewAgent(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustAgent(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -225,7 +229,7 @@ func TestAgentLoginRefused(t *testing.T) {
 	_, srv := newFakeVault(t)
 	cfg, events := agentFixture(t, srv.URL)
 	cfg.AuthRole = "agent-sandbox-wrong"
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	start := time.Now()
 	_, err := a.Issue(context.Background())
 	if !errors.Is(err, ErrPermissionDenied) {
@@ -257,7 +261,7 @@ func TestAgentRetriesTransientErrors(t *testing.T) {
 	}
 	cfg, _ := agentFixture(t, srv.URL)
 	cfg.LoginTimeout = 10 * time.Second
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	if _, err := a.Issue(context.Background()); err != nil {
 		t.Fatalf("Issue after two 503s: %v", err)
 	}
@@ -275,7 +279,7 @@ func TestAgentVaultUnreachable(t *testing.T) {
 	l.Close()
 	cfg, _ := agentFixture(t, addr)
 	cfg.LoginTimeout = time.Second
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	start := time.Now()
 	_, err = a.Issue(context.Background())
 	if !errors.Is(err, ErrVaultUnreachable) {
@@ -296,7 +300,7 @@ func TestAgentMintRefusedRevokesToken(t *testing.T) {
 	fv, srv := newFakeVault(t)
 	cfg, _ := agentFixture(t, srv.URL)
 	cfg.Namespace = "kube-system"
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	_, err := a.Issue(context.Background())
 	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "kube-system") {
 		t.Fatalf("err = %v", err)
@@ -326,7 +330,7 @@ func TestAgentMissingTokenFile(t *testing.T) {
 	_, srv := newFakeVault(t)
 	cfg, _ := agentFixture(t, srv.URL)
 	cfg.TokenFile = filepath.Join(t.TempDir(), "nope")
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	if _, err := a.Issue(context.Background()); err == nil || !strings.Contains(err.Error(), "read service-account token") {
 		t.Errorf("err = %v", err)
 	}
@@ -337,7 +341,7 @@ func TestAgentRevokeAfterTokenExpiry(t *testing.T) {
 	cfg, events := agentFixture(t, srv.URL)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	cfg.Now = func() time.Time { return now }
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	if _, err := a.Issue(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +362,7 @@ func TestAgentRevokeAfterTokenExpiry(t *testing.T) {
 func TestAgentRevokeFailure(t *testing.T) {
 	_, srv := newFakeVault(t)
 	cfg, events := agentFixture(t, srv.URL)
-	a, _ := NewAgent(cfg)
+	a := mustAgent(t, cfg)
 	if _, err := a.Issue(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -392,10 +396,7 @@ func TestAgentEventsScrubTheIssuedTokenByValue(t *testing.T) {
 		})
 	}
 	cfg, events := agentFixture(t, srv.URL)
-	a, err := NewAgent(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustAgent(t, cfg)
 	if _, err := a.Issue(context.Background()); err != nil {
 		t.Fatal(err)
 	}

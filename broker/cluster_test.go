@@ -11,17 +11,19 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
-func namespaces(names ...string) []corev1.Namespace {
-	var out []corev1.Namespace
-	for _, n := range names {
-		out = append(out, corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
+// clusterWith is a fake cluster that has these namespaces and nothing else.
+func clusterWith(names ...string) *fake.Clientset {
+	objs := make([]runtime.Object, len(names))
+	for i, n := range names {
+		objs[i] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
 	}
-	return out
+	return fake.NewClientset(objs...)
 }
 
 func applyCluster(t *testing.T, steps []clusterStep) []string {
@@ -38,12 +40,7 @@ func applyCluster(t *testing.T, steps []clusterStep) []string {
 
 func TestPlanClusterFromScratchThenIdempotent(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset()
-	for _, ns := range namespaces("team-a", "team-b", "kube-system") {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kube := clusterWith("team-a", "team-b", "kube-system")
 	p := testPolicy(t)
 	steps, unchanged, err := planCluster(ctx, kube, p, "vault-system")
 	if err != nil {
@@ -115,12 +112,7 @@ func TestPlanClusterFromScratchThenIdempotent(t *testing.T) {
 
 func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset()
-	for _, ns := range namespaces("team-a", "team-b", "old-team") {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kube := clusterWith("team-a", "team-b", "old-team")
 	p := testPolicy(t)
 	steps, _, err := planCluster(ctx, kube, p, "vault-system")
 	if err != nil {
@@ -202,7 +194,7 @@ func TestPlanClusterRepairsAndPrunes(t *testing.T) {
 
 func TestPlanClusterMissingNamespace(t *testing.T) {
 	ctx := context.Background()
-	kube := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})
+	kube := clusterWith("team-a")
 	_, _, err := planCluster(ctx, kube, testPolicy(t), "vault-system")
 	if !errors.Is(err, ErrNamespaceMissing) {
 		t.Fatalf("err = %v, want ErrNamespaceMissing", err)

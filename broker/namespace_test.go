@@ -69,10 +69,7 @@ func TestAgentVaultNamespace(t *testing.T) {
 		rec, addr := recordNamespaces(t, srv.URL)
 		cfg, _ := agentFixture(t, addr)
 		cfg.VaultNamespace = ns
-		a, err := NewAgent(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := mustAgent(t, cfg)
 		if _, err := a.Issue(context.Background()); err != nil {
 			t.Fatalf("namespace %q: issue: %v", ns, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
+	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 )
 
 // Names of the variables a plan rule can refer to. A plan rule is evaluated once per resource change of a
@@ -30,19 +31,6 @@ const (
 	// VarPodUnknowns lists the paths of the values inside those pod specs that are known only after apply.
 	VarPodUnknowns = "podUnknowns"
 )
-
-// PlanInput is what plan rules see of one resource change. Values are JSON-like (map[string]any, []any,
-// string, bool, int64, float64); attributes without a value (null) are absent, and values Terraform knows
-// only after apply are the string "(known after apply)", so a rule written as an allowlist (`x == false`,
-// `size() == 0`) refuses them.
-type PlanInput struct {
-	Change           map[string]any
-	PodSpecs         []any
-	PodMetadata      []any
-	Containers       []any
-	BeforeContainers []any
-	PodUnknowns      []any
-}
 
 // PlanProgram is a compiled set of plan rules. It is immutable and safe for concurrent use.
 type PlanProgram struct {
@@ -81,9 +69,10 @@ func CompilePlan(rules []Rule, opts ...Option) (*PlanProgram, error) {
 	return &PlanProgram{rules: compiled, adapter: env.CELTypeAdapter()}, nil
 }
 
-// Evaluate runs every rule on one resource change and returns the rules it breaks (false, or not
-// evaluable: a type error on an unknown value, the cost limit, ctx done), nil when it breaks none.
-func (p *PlanProgram) Evaluate(ctx context.Context, in PlanInput) []Violation {
+// Evaluate runs every rule on one resource change, as plandiff.View shows it, and returns the rules it
+// breaks (false, or not evaluable: a type error on an unknown value, the cost limit, ctx done), nil when it
+// breaks none.
+func (p *PlanProgram) Evaluate(ctx context.Context, in plandiff.RuleView) []Violation {
 	if p == nil {
 		return nil
 	}

@@ -123,15 +123,17 @@ func recordsOf(t *testing.T, lines [][]byte, broken bool) []Record {
 	return recs
 }
 
-// openAnchored opens the log at path with clock, unsynced, closed when the test ends.
-func openAnchored(t *testing.T, clock *anchorClock, path string) *Log {
+// openAnchored opens the log name in dir with clock, unsynced, closed when the test ends, and returns it
+// with its path.
+func openAnchored(t *testing.T, clock *anchorClock, dir, name string) (*Log, string) {
 	t.Helper()
+	path := filepath.Join(dir, name)
 	l, err := Open(path, WithClock(clock.now), WithSync(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return l
+	return l, path
 }
 
 // checkAnchorReport checks rep against the status and a part of the reason wanted for each anchor, named
@@ -177,8 +179,7 @@ func without(lines [][]byte, id string) [][]byte {
 
 func TestVerifyAnchors(t *testing.T) {
 	clock := &anchorClock{t: anchorT0}
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	l := openAnchored(t, clock, path)
+	l, path := openAnchored(t, clock, t.TempDir(), "audit.jsonl")
 	a := anchoredCall(t, l, clock, "req-aaaaaaaaaaaa", true)
 	b := anchoredCall(t, l, clock, "req-bbbbbbbbbbbb", true)
 	c := anchoredCall(t, l, clock, "req-cccccccccccc", true)
@@ -202,12 +203,7 @@ func TestVerifyAnchors(t *testing.T) {
 	recovered = recovered[:len(recovered)-1]
 
 	// A rotated log: a new file, begun after a, b and c were admitted, with one call e.
-	rotated := filepath.Join(t.TempDir(), "audit.jsonl")
-	l2, err := Open(rotated, WithClock(clock.now), WithSync(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Close()
+	l2, rotated := openAnchored(t, clock, t.TempDir(), "audit.jsonl")
 	e := anchoredCall(t, l2, clock, "req-eeeeeeeeeeee", true)
 	rotatedLog := readLines(t, rotated)
 	rotatedLog = rotatedLog[:len(rotatedLog)-1]
@@ -288,8 +284,7 @@ func TestVerifyAnchors(t *testing.T) {
 // line, and the anchors are judged against the lines before it.
 func TestVerifyFileAnchors(t *testing.T) {
 	clock := &anchorClock{t: anchorT0}
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	l := openAnchored(t, clock, path)
+	l, path := openAnchored(t, clock, t.TempDir(), "audit.jsonl")
 	a := anchoredCall(t, l, clock, "req-aaaaaaaaaaaa", true)
 	b := anchoredCall(t, l, clock, "req-bbbbbbbbbbbb", true)
 	later := clock.t.Add(time.Hour)
@@ -347,12 +342,8 @@ func TestVerifyFilesAnchors(t *testing.T) {
 	dir := t.TempDir()
 	early := Anchor{Name: "anchor-early", RequestID: "req-eeeeeeeeeeee", Head: strings.Repeat("e", 64), Tool: "kubectl_get",
 		Job: "as-early", Admitted: clock.now(), Deadline: time.Minute}
-	open := func(name string) (*Log, string) {
-		path := filepath.Join(dir, name)
-		return openAnchored(t, clock, path), path
-	}
-	l1, p1 := open("one.jsonl")
-	l2, p2 := open("two.jsonl")
+	l1, p1 := openAnchored(t, clock, dir, "one.jsonl")
+	l2, p2 := openAnchored(t, clock, dir, "two.jsonl")
 	a := anchoredCall(t, l1, clock, "req-aaaaaaaaaaaa", true)
 	b := anchoredCall(t, l2, clock, "req-bbbbbbbbbbbb", true)
 	c := anchoredCall(t, l2, clock, "req-cccccccccccc", false) // its tool.result never written

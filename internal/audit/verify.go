@@ -80,35 +80,47 @@ func Verify(r io.Reader) (Summary, error) {
 
 // verify is Verify that also hands every line that verified, in order, to visit (if not nil).
 func verify(r io.Reader, visit func(Record)) (Summary, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
 	sum := Summary{LastHash: zeroHash}
-	var buf []byte
-	for n := 1; ; n++ {
-		line, long, err := readLine(br, buf)
-		if long {
-			return sum, tooLong(n)
-		}
-		buf = line
-		if errors.Is(err, io.EOF) {
-			if len(line) == 0 {
-				return sum, nil
-			}
-			return sum, &VerifyError{Line: n, Reason: "torn line: no trailing newline", Err: ErrTornLine}
-		}
-		if err != nil {
-			return sum, fmt.Errorf("read audit log: %w", err)
-		}
-		line = line[:len(line)-1]
-		_, peekErr := br.Peek(1)
-		last := errors.Is(peekErr, io.EOF)
+	err := eachLine(r, func(n int, line []byte, last bool) error {
 		rec, verr := checkLine(n, line, sum.LastHash, last)
 		if verr != nil {
-			return sum, verr
+			return verr
 		}
 		sum.Lines = n
 		sum.LastHash = sha256hex.Of(line)
 		if visit != nil {
 			visit(rec)
+		}
+		return nil
+	})
+	return sum, err
+}
+
+// eachLine reads a log line by line and hands each complete line to fn: its 1-based number, its bytes
+// without the '\n' (valid only until fn returns) and whether it is the file's last line. It stops with
+// fn's first error; with a *VerifyError at a line longer than maxReadLine (ErrLineTooLong) or a last line
+// without its trailing newline (ErrTornLine); or with the read error. It returns nil at the end of r.
+func eachLine(r io.Reader, fn func(n int, line []byte, last bool) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	for n := 1; ; n++ {
+		line, long, err := readLine(br, buf)
+		if long {
+			return tooLong(n)
+		}
+		buf = line
+		if errors.Is(err, io.EOF) {
+			if len(line) == 0 {
+				return nil
+			}
+			return &VerifyError{Line: n, Reason: "torn line: no trailing newline", Err: ErrTornLine}
+		}
+		if err != nil {
+			return fmt.Errorf("read audit log: %w", err)
+		}
+		_, peekErr := br.Peek(1)
+		if err := fn(n, line[:len(line)-1], errors.Is(peekErr, io.EOF)); err != nil {
+			return err
 		}
 	}
 }
@@ -175,33 +187,18 @@ func (f Filter) match(r Record) bool {
 // *VerifyError naming that line, so a log with a torn tail can still be shown. Like Verify, it refuses a
 // line longer than twice MaxLineBytes without holding it in memory.
 func Read(r io.Reader, filter Filter) ([]Record, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
 	var out []Record
-	var buf []byte
-	for n := 1; ; n++ {
-		line, long, err := readLine(br, buf)
-		if long {
-			return out, tooLong(n)
-		}
-		buf = line
-		if errors.Is(err, io.EOF) {
-			if len(line) == 0 {
-				return out, nil
-			}
-			return out, &VerifyError{Line: n, Reason: "torn line: no trailing newline", Err: ErrTornLine}
-		}
+	err := eachLine(r, func(n int, line []byte, _ bool) error {
+		rec, err := decodeRecord(bytes.Clone(line))
 		if err != nil {
-			return out, fmt.Errorf("read audit log: %w", err)
-		}
-		line = bytes.Clone(line[:len(line)-1])
-		rec, err := decodeRecord(line)
-		if err != nil {
-			return out, &VerifyError{Line: n, Reason: "not a valid JSON record", Err: ErrChainBroken}
+			return &VerifyError{Line: n, Reason: "not a valid JSON record", Err: ErrChainBroken}
 		}
 		if filter.match(rec) {
 			out = append(out, rec)
 		}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // VerifyFile runs Verify on the file at path while holding a shared lock on it, so that a line being

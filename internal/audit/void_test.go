@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -58,17 +57,13 @@ func withVoid(a Anchor, v *Void) Anchor {
 func TestVerifyAnchorsVoid(t *testing.T) {
 	clock := &anchorClock{t: anchorT0}
 	dir := t.TempDir()
-	open := func(name string) (*Log, string) {
-		path := filepath.Join(dir, name)
-		return openAnchored(t, clock, path), path
-	}
-	lElse, pElse := open("elsewhere.jsonl")
+	lElse, pElse := openAnchored(t, clock, dir, "elsewhere.jsonl")
 	warm, cold := unlandedClaim(t, lElse, clock, "req-aaaaaaaaaaaa", false, true)
-	lRan, pRan := open("ran-warm.jsonl")
+	lRan, pRan := openAnchored(t, clock, dir, "ran-warm.jsonl")
 	ranWarm, _ := unlandedClaim(t, lRan, clock, "req-bbbbbbbbbbbb", true, true)
-	lOpen, pOpen := open("unfinished.jsonl")
+	lOpen, pOpen := openAnchored(t, clock, dir, "unfinished.jsonl")
 	open1, _ := unlandedClaim(t, lOpen, clock, "req-cccccccccccc", false, false)
-	lCut, pCut := open("cut.jsonl")
+	lCut, pCut := openAnchored(t, clock, dir, "cut.jsonl")
 	cutWarm, _ := unlandedClaim(t, lCut, clock, "req-dddddddddddd", false, true)
 	later := clock.t.Add(time.Hour) // every deadline has passed
 	soon := open1.Admitted.Add(10 * time.Second)

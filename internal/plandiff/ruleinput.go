@@ -11,8 +11,9 @@ import (
 // computed at apply.
 const Unknown = "(known after apply)"
 
-// RuleView is what the policy's plan rules see of one resource change (cel.PlanInput). Values are copies;
-// attributes whose value is null are left out, and unknown values are Unknown.
+// RuleView is what the policy's plan rules see of one resource change: cel.PlanProgram.Evaluate binds each
+// member to one of the rules' variables. Values are copies; attributes whose value is null are left out, and
+// unknown values are Unknown.
 type RuleView struct {
 	// Change holds address, module_address, mode, type, name, provider_name, actions, action_reason, before
 	// and after (empty maps when the resource has no such value).

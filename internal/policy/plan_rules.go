@@ -151,10 +151,7 @@ func (s *PlanRuleSet) Evaluate(ctx context.Context, p *plandiff.Plan) PlanVerdic
 		if c.IsNoOp() {
 			continue
 		}
-		view := plandiff.View(c)
-		in := cel.PlanInput{Change: view.Change, PodSpecs: view.PodSpecs, PodMetadata: view.PodMetadata,
-			Containers: view.Containers, BeforeContainers: view.BeforeContainers, PodUnknowns: view.PodUnknowns}
-		for _, viol := range s.prog.Evaluate(ctx, in) {
+		for _, viol := range s.prog.Evaluate(ctx, plandiff.View(c)) {
 			r := byName[viol.Rule]
 			hit := PlanRuleHit{Rule: viol.Rule, Address: c.Address, Message: viol.Message}
 			// A two-person rule that could not be evaluated refuses: it cannot say how many approvers.

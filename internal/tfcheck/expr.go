@@ -71,25 +71,27 @@ func (c *checker) walkExpr(e hclsyntax.Expression, mode exprMode, sc scope, dept
 	c.walkEvaluated(e, mode, sc, d, pos)
 }
 
+// walkExprs walks each of es, in order, as walkExpr does.
+func (c *checker) walkExprs(mode exprMode, sc scope, d int, es ...hclsyntax.Expression) {
+	for _, e := range es {
+		c.walkExpr(e, mode, sc, d)
+	}
+}
+
 // walkStructure walks into an expression that only assembles values (literals, templates, tuples,
 // objects, parentheses) and reports whether e was one. These are allowed in every mode.
 func (c *checker) walkStructure(e hclsyntax.Expression, mode exprMode, sc scope, d int) bool {
 	switch e := e.(type) {
 	case *hclsyntax.LiteralValueExpr:
 	case *hclsyntax.TemplateExpr:
-		for _, p := range e.Parts {
-			c.walkExpr(p, mode, sc, d)
-		}
+		c.walkExprs(mode, sc, d, e.Parts...)
 	case *hclsyntax.TemplateWrapExpr:
 		c.walkExpr(e.Wrapped, mode, sc, d)
 	case *hclsyntax.TupleConsExpr:
-		for _, x := range e.Exprs {
-			c.walkExpr(x, mode, sc, d)
-		}
+		c.walkExprs(mode, sc, d, e.Exprs...)
 	case *hclsyntax.ObjectConsExpr:
 		for _, item := range e.Items {
-			c.walkExpr(item.KeyExpr, mode, sc, d)
-			c.walkExpr(item.ValueExpr, mode, sc, d)
+			c.walkExprs(mode, sc, d, item.KeyExpr, item.ValueExpr)
 		}
 	case *hclsyntax.ObjectConsKeyExpr:
 		// A key that is a bare name (app = ...) is a literal string, not a reference; anything
@@ -114,66 +116,58 @@ func (c *checker) walkStructure(e hclsyntax.Expression, mode exprMode, sc scope,
 // conditionals, for expressions): refused where only constants are allowed, else walked into. A kind of
 // expression it does not know is refused.
 func (c *checker) walkEvaluated(e hclsyntax.Expression, mode exprMode, sc scope, d int, pos hcl.Pos) {
-	constant := mode == modeLiteral
-	// The operators, indexing, splats, conditionals and for expressions are refused alike where only
-	// constants are allowed; negation, calls and references below say what they refuse.
-	switch e.(type) {
-	case *hclsyntax.RelativeTraversalExpr, *hclsyntax.IndexExpr, *hclsyntax.SplatExpr, *hclsyntax.BinaryOpExpr,
-		*hclsyntax.ConditionalExpr, *hclsyntax.ForExpr:
-		if constant {
-			c.refuse(pos, "only constant values are allowed here")
+	if mode == modeLiteral {
+		if why, refused := notConstant(e); refused {
+			c.refuse(pos, "%s", why)
 			return
 		}
 	}
 	switch e := e.(type) {
 	case *hclsyntax.UnaryOpExpr:
-		if constant && e.Op != hclsyntax.OpNegate {
-			c.refuse(pos, "only constant values are allowed here")
-			return
-		}
 		c.walkExpr(e.Val, mode, sc, d)
 	case *hclsyntax.FunctionCallExpr:
-		if constant {
-			c.refuse(pos, "function call %s(): only constant values are allowed here", e.Name)
-			return
-		}
 		c.call(e, pos)
-		for _, a := range e.Args {
-			c.walkExpr(a, mode, sc, d)
-		}
+		c.walkExprs(mode, sc, d, e.Args...)
 	case *hclsyntax.ScopeTraversalExpr:
-		if constant {
-			c.refuse(pos, "reference %s: only constant values are allowed here", traversalString(e.Traversal))
-			return
-		}
 		c.reference(e.Traversal, sc, pos)
 	case *hclsyntax.RelativeTraversalExpr:
 		c.walkExpr(e.Source, mode, sc, d)
 	case *hclsyntax.IndexExpr:
-		c.walkExpr(e.Collection, mode, sc, d)
-		c.walkExpr(e.Key, mode, sc, d)
+		c.walkExprs(mode, sc, d, e.Collection, e.Key)
 	case *hclsyntax.SplatExpr:
-		c.walkExpr(e.Source, mode, sc, d)
-		c.walkExpr(e.Each, mode, sc, d)
+		c.walkExprs(mode, sc, d, e.Source, e.Each)
 	case *hclsyntax.BinaryOpExpr:
-		c.walkExpr(e.LHS, mode, sc, d)
-		c.walkExpr(e.RHS, mode, sc, d)
+		c.walkExprs(mode, sc, d, e.LHS, e.RHS)
 	case *hclsyntax.ConditionalExpr:
-		c.walkExpr(e.Condition, mode, sc, d)
-		c.walkExpr(e.TrueResult, mode, sc, d)
-		c.walkExpr(e.FalseResult, mode, sc, d)
+		c.walkExprs(mode, sc, d, e.Condition, e.TrueResult, e.FalseResult)
 	case *hclsyntax.ForExpr:
 		// The collection is evaluated outside the for expression's own names.
 		c.walkExpr(e.CollExpr, mode, sc, d)
-		inner := sc.with(e.KeyVar, e.ValVar)
-		c.walkExpr(e.KeyExpr, mode, inner, d)
-		c.walkExpr(e.ValExpr, mode, inner, d)
-		c.walkExpr(e.CondExpr, mode, inner, d)
+		c.walkExprs(mode, sc.with(e.KeyVar, e.ValVar), d, e.KeyExpr, e.ValExpr, e.CondExpr)
 	default:
 		// A kind of expression this checker does not know (say, from a newer hclsyntax) is refused
 		// rather than passed over.
 		c.refuse(pos, "unsupported expression (%T)", e)
 	}
+}
+
+// notConstant says why e is refused where only constants are allowed: every expression that computes is,
+// except a negation (how a negative number is written); a call and a reference are named in the refusal.
+// An expression of a kind it does not know is not its to refuse: walkEvaluated refuses that as unsupported.
+func notConstant(e hclsyntax.Expression) (why string, refused bool) {
+	const only = "only constant values are allowed here"
+	switch e := e.(type) {
+	case *hclsyntax.UnaryOpExpr:
+		return only, e.Op != hclsyntax.OpNegate
+	case *hclsyntax.FunctionCallExpr:
+		return fmt.Sprintf("function call %s(): %s", e.Name, only), true
+	case *hclsyntax.ScopeTraversalExpr:
+		return fmt.Sprintf("reference %s: %s", traversalString(e.Traversal), only), true
+	case *hclsyntax.RelativeTraversalExpr, *hclsyntax.IndexExpr, *hclsyntax.SplatExpr, *hclsyntax.BinaryOpExpr,
+		*hclsyntax.ConditionalExpr, *hclsyntax.ForExpr:
+		return only, true
+	}
+	return "", false
 }
 
 // call checks a function name against the allowlist.

@@ -16,6 +16,14 @@ import (
 // providers are used (terraform_data), so nothing is downloaded.
 func TestAttacksAreReal(t *testing.T) {
 	const secret = "TOP-SECRET-TOKEN-4e1f"
+	// provePlanShowsSecret plans the workspace and fails unless the plan shows the secret file's content.
+	provePlanShowsSecret := func(t *testing.T, tf *tfEnv) {
+		t.Helper()
+		tf.mustRun("init", "-input=false", "-no-color")
+		if out := tf.mustRun("plan", "-input=false", "-no-color"); !strings.Contains(out, secret) {
+			t.Fatalf("the plan does not show the file's content:\n%s", out)
+		}
+	}
 	tests := []struct {
 		name  string
 		files map[string]string // {{DIR}} is the workspace folder, {{SECRET}} a file holding secret
@@ -24,14 +32,9 @@ func TestAttacksAreReal(t *testing.T) {
 		reason string
 	}{
 		{
-			name:  "file() reads a local file into the plan",
-			files: map[string]string{"main.tf": "output \"leak\" {\n  value = file(\"{{SECRET}}\")\n}\n"},
-			prove: func(t *testing.T, tf *tfEnv) {
-				tf.mustRun("init", "-input=false", "-no-color")
-				if out := tf.mustRun("plan", "-input=false", "-no-color"); !strings.Contains(out, secret) {
-					t.Fatalf("the plan does not show the file's content:\n%s", out)
-				}
-			},
+			name:   "file() reads a local file into the plan",
+			files:  map[string]string{"main.tf": "output \"leak\" {\n  value = file(\"{{SECRET}}\")\n}\n"},
+			prove:  provePlanShowsSecret,
 			reason: "function file()",
 		},
 		{
@@ -82,12 +85,7 @@ func TestAttacksAreReal(t *testing.T) {
 			name: `JSON: "//" inside an object expression is evaluated, not a comment`,
 			files: map[string]string{"main.tf.json": `{"output": {"leak": {"value": {"//": "${file(\"{{SECRET}}\")}"}}}}
 `},
-			prove: func(t *testing.T, tf *tfEnv) {
-				tf.mustRun("init", "-input=false", "-no-color")
-				if out := tf.mustRun("plan", "-input=false", "-no-color"); !strings.Contains(out, secret) {
-					t.Fatalf("the plan does not show the file's content:\n%s", out)
-				}
-			},
+			prove:  provePlanShowsSecret,
 			reason: "function file()",
 		},
 		{

@@ -198,23 +198,25 @@ func labelProvider(c *checker, labels []string, pos hcl.Pos) {
 }
 
 func labelResource(c *checker, labels []string, pos hcl.Pos) {
-	typ := labels[0]
-	switch {
-	case refusedResourceTypes[typ] != "":
-		c.refuse(pos, "resource %q is not allowed: %s", typ, refusedResourceTypes[typ])
-	case !resourceTypes[typ]:
-		c.refuse(pos, "resource %q is not allowed: only the kubernetes provider's resources (others, like null_resource, terraform_data or local_file, can run programs or touch the sandbox)", typ)
-	}
-	labelIdents(c, labels[1:], pos)
+	labelTyped(c, labels, pos, "resource", resourceTypes, refusedResourceTypes,
+		"only the kubernetes provider's resources (others, like null_resource, terraform_data or local_file, can run programs or touch the sandbox)")
 }
 
 func labelData(c *checker, labels []string, pos hcl.Pos) {
+	labelTyped(c, labels, pos, "data source", dataSourceTypes, refusedDataSourceTypes,
+		"only the kubernetes provider's data sources (others, like external, http or terraform_remote_state, run programs or reach the network)")
+}
+
+// labelTyped checks the labels of a block that names a type and then a name, as resource and data blocks
+// do; kind says which in a refusal. The type must be allowed and not refused (refused says why it is; a
+// type of another provider is refused for the reason others gives), and the name a plain identifier.
+func labelTyped(c *checker, labels []string, pos hcl.Pos, kind string, allowed map[string]bool, refused map[string]string, others string) {
 	typ := labels[0]
-	switch {
-	case refusedDataSourceTypes[typ] != "":
-		c.refuse(pos, "data source %q is not allowed: %s", typ, refusedDataSourceTypes[typ])
-	case !dataSourceTypes[typ]:
-		c.refuse(pos, "data source %q is not allowed: only the kubernetes provider's data sources (others, like external, http or terraform_remote_state, run programs or reach the network)", typ)
+	switch why := refused[typ]; {
+	case why != "":
+		c.refuse(pos, "%s %q is not allowed: %s", kind, typ, why)
+	case !allowed[typ]:
+		c.refuse(pos, "%s %q is not allowed: %s", kind, typ, others)
 	}
 	labelIdents(c, labels[1:], pos)
 }

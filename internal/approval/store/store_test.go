@@ -81,17 +81,10 @@ func (f *storeFixture) create(t testing.TB) *approval.Request {
 	return r
 }
 
-// grant signs a token for r and stores it, returning the token and its claims.
+// grant signs a token for r as the fixture's approver and stores it, returning the token and its claims.
 func (f *storeFixture) grant(t testing.TB, r *approval.Request, ttl time.Duration) (string, *approval.Claims) {
 	t.Helper()
-	c, err := approval.NewClaims(r, f.key.KeyID(), testAudience, f.clock.Now(), ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := approval.Sign(f.key, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, c := f.signAs(t, f.key, r, ttl)
 	if err := f.store.Grant(context.Background(), r.ID, tok, &c); err != nil {
 		t.Fatalf("Grant: %v", err)
 	}
@@ -632,15 +625,18 @@ func TestOpenWithoutCreate(t *testing.T) {
 // grantAs signs a token for r as key, for ttl, and stores it, returning the token and Grant's error.
 func (f *storeFixture) grantAs(t testing.TB, key *approval.PrivateKey, r *approval.Request, ttl time.Duration) (string, error) {
 	t.Helper()
+	tok, c := f.signAs(t, key, r, ttl)
+	return tok, f.store.Grant(context.Background(), r.ID, tok, &c)
+}
+
+// signAs signs a token for r as key, valid for ttl from the fixture's clock, and returns it with its claims.
+func (f *storeFixture) signAs(t testing.TB, key *approval.PrivateKey, r *approval.Request, ttl time.Duration) (string, approval.Claims) {
+	t.Helper()
 	c, err := approval.NewClaims(r, key.KeyID(), testAudience, f.clock.Now(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := approval.Sign(key, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok, f.store.Grant(context.Background(), r.ID, tok, &c)
+	return mustSign(t, key, c), c
 }
 
 func (f *storeFixture) createNeeding(t testing.TB, n int) *approval.Request {
@@ -876,11 +872,7 @@ func TestGrantConcurrent(t *testing.T) {
 		}
 		in := make([]signed, len(signers))
 		for i, k := range signers {
-			c, err := approval.NewClaims(r, k.KeyID(), testAudience, f.clock.Now(), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			in[i] = signed{mustSign(t, k, c), c}
+			in[i].tok, in[i].c = f.signAs(t, k, r, 0)
 		}
 		errs := make([]error, len(in))
 		start := make(chan struct{})
