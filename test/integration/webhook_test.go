@@ -49,6 +49,20 @@ type webhookEnv struct {
 	corpus *corpus.Env
 }
 
+// safeJobPod creates the corpus's safe Job and waits for the Pod the Job controller makes of it.
+func (env *webhookEnv) safeJobPod(t *testing.T, ctx context.Context) (*batchv1.Job, *corev1.Pod) {
+	t.Helper()
+	job, err := env.corpus.SafeJob(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := env.corpus.WaitForPod(ctx, job)
+	if err != nil {
+		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
+	}
+	return job, pod
+}
+
 func startWebhookEnv(t *testing.T) *webhookEnv {
 	t.Helper()
 	return startWebhookEnvWith(t, "../../policy/policy.yaml")
@@ -272,14 +286,7 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 	defer cancel()
 	defer env.corpus.Cleanup(context.Background())
 
-	job, err := env.corpus.SafeJob(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := env.corpus.WaitForPod(ctx, job)
-	if err != nil {
-		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
-	}
+	job, pod := env.safeJobPod(t, ctx)
 	if pod.Annotations[contract.AnnotationInjected] != "true" || len(pod.Spec.InitContainers) != 1 {
 		t.Fatalf("the safe Job's Pod lacks the credential agent: %+v", pod.Spec.InitContainers)
 	}
@@ -341,14 +348,7 @@ func TestWebhookAdmissionPlacement(t *testing.T) {
 	defer cancel()
 	defer env.corpus.Cleanup(context.Background())
 
-	job, err := env.corpus.SafeJob(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := env.corpus.WaitForPod(ctx, job)
-	if err != nil {
-		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
-	}
+	_, pod := env.safeJobPod(t, ctx)
 	gke := corev1.Toleration{Key: "sandbox.gke.io/runtime", Operator: corev1.TolerationOpEqual, Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}
 	if pod.Spec.NodeSelector["sandbox.gke.io/runtime"] != "gvisor" || !slices.Contains(pod.Spec.Tolerations, gke) {
 		t.Fatalf("the safe Job's Pod is not placed on the gVisor nodes: nodeSelector %v, tolerations %v", pod.Spec.NodeSelector, pod.Spec.Tolerations)
