@@ -90,10 +90,7 @@ func (s *server) kill() {
 
 func TestChaos(t *testing.T) {
 	cfg := config(t)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	c := &chaos{t: t, cfg: cfg, cs: admin(t, cfg.AdminKubeconfig), p: p, ns: p.Spec.Sandbox.Namespace,
 		state: env(t, "E2E_STATE"), up: env(t, "E2E_UP"), repair: env(t, "E2E_VAULT_RESTART")}
 	t.Run("webhook replica killed during 20 calls", c.webhookReplicaKilled)

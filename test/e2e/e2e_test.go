@@ -59,6 +59,16 @@ func config(t *testing.T) demo.Config {
 	}
 }
 
+// livePolicy is the policy the live cluster runs (the file in $E2E_POLICY), compiled.
+func livePolicy(t *testing.T, cfg demo.Config) *policy.Compiled {
+	t.Helper()
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func admin(t *testing.T, kubeconfig string) kubernetes.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -78,10 +88,7 @@ func TestE2EScenario(t *testing.T) {
 	var out bytes.Buffer
 	cfg.Out = &out
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ns := p.Spec.Sandbox.Namespace
 
 	// Observe the sandbox namespace while the scenario runs: every sandbox Pod must run under gVisor with
@@ -237,16 +244,13 @@ func TestE2EScenario(t *testing.T) {
 func TestE2EBypassKubeSystem(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	e := &corpus.Env{Policy: p, Identities: &corpus.Identities{Admin: cs, Attacker: cs}, Run: "e2e"}
 	j := e.Job("k8s_get_pod_status", corpus.PodParams(), "")
 	j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
 	j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
 	j.Spec.Template.Spec.Containers[0].Command[3] = "--namespace=kube-system"
-	_, err = e.CreateJob(context.Background(), j, false)
+	_, err := e.CreateJob(context.Background(), j, false)
 	defer e.Cleanup(context.Background())
 	if !corpus.Refused(err, "namespace-not-allowed") {
 		t.Fatalf("a kube-system Job created directly was not refused: %v", err)
@@ -348,7 +352,7 @@ func TestE2EVaultDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, _ := policy.LoadFile(cfg.Policy)
+	p := livePolicy(t, cfg)
 	// A warm call (the pool is on) and a cold one: a cold Pod's runner starts beside the credential agent
 	// and waits for its kubeconfig, so the agent's failure, not the runner's wait, must end the call.
 	for _, mode := range []struct {
@@ -423,10 +427,7 @@ func demoClient(ctx context.Context, cfg demo.Config, extra ...string) (*mcp.Cli
 func TestE2EWarmPool(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ns := p.Spec.Sandbox.Namespace
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -562,10 +563,7 @@ func sandboxWarmSuffix(job string) (string, bool) {
 func TestE2ESandboxNamespaceGuards(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ctx := context.Background()
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, p.Spec.Sandbox.Namespace, metav1.GetOptions{})
 	if err != nil {
@@ -652,7 +650,7 @@ func TestE2ETerraformAttacksThroughMCP(t *testing.T) {
 		results = append(results, res.Text)
 		return *res
 	}
-	p, _ := policy.LoadFile(cfg.Policy)
+	p := livePolicy(t, cfg)
 	jobsBefore, _ := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
 	n := 0
 	for _, c := range cases {

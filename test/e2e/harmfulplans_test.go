@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
@@ -34,10 +33,7 @@ var harmfulSample = []string{"incident", "incident-json", "unknown-privileged", 
 func TestE2EHarmfulPlans(t *testing.T) {
 	cfg := config(t)
 	mirror := env(t, "AGENT_SANDBOX_TF_PROVIDER_MIRROR")
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	pass, err := os.ReadFile(cfg.PassphraseFile)
 	if err != nil {
 		t.Fatal(err)

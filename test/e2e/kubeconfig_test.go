@@ -13,8 +13,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // TestKubeconfigRefresh: `agent-sandbox kubeconfig refresh` with the admin kubeconfig writes an MCP
@@ -22,10 +20,7 @@ import (
 // sandbox namespace and is refused Secrets there and anything in kube-system.
 func TestKubeconfigRefresh(t *testing.T) {
 	cfg := config(t)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ns := p.Spec.Sandbox.Namespace
 	me, err := user.Current()
 	if err != nil {
