@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
@@ -34,11 +33,7 @@ func TestE2EHarmfulPlans(t *testing.T) {
 	cfg := config(t)
 	mirror := env(t, "AGENT_SANDBOX_TF_PROVIDER_MIRROR")
 	p := livePolicy(t, cfg)
-	pass, err := os.ReadFile(cfg.PassphraseFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := approval.LoadPrivateKey(cfg.ApproverKey, []byte(strings.TrimSpace(string(pass))))
+	key, err := corpus.LoadApprover(cfg.ApproverKey, cfg.PassphraseFile)
 	if err != nil {
 		t.Fatal(err)
 	}
