@@ -1421,10 +1421,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	helmTest := chartServiceAccount("test", chartNamespace, chartService+"-test")
 	mcp := chartServiceAccount("mcp", chartSandboxNS, "agent-sandbox-mcp")
 	auditor := chartIdentity{who: "auditor", user: "auditor", groups: []string{"system:authenticated"}}
-	asWebhook, err := client.New(hook.impersonating(api.Config), client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	asWebhook := newClient(t, hook.impersonating(api.Config))
 
 	t.Run("self-managed TLS as the webhook", func(t *testing.T) {
 		tlsm := &servingcert.SelfManaged{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
@@ -1499,12 +1496,10 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		if err := admin.Create(ctx, binding); err != nil {
 			t.Fatal(err)
 		}
-		asAuditor, err := client.New(auditor.impersonating(api.Config), client.Options{Scheme: clientgoscheme.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
+		asAuditor := newClient(t, auditor.impersonating(api.Config))
 		// RBAC grants a new binding at once, but give the authorizer's cache a moment.
 		var got []audit.Anchor
+		var err error
 		for i := 0; i < 50; i++ {
 			if got, err = ledger.ListAnchors(ctx, asAuditor, chartNamespace); err == nil {
 				break
@@ -1635,10 +1630,7 @@ func chartInstallTarget(t *testing.T, ctx context.Context) (api *harness.APIServ
 	t.Helper()
 	root, chart, _ := chartPaths(t)
 	api = harness.StartAPIServer(t)
-	admin, err := client.New(api.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin = newClient(t, api.Config)
 	chartLocalNamespaces(t, ctx, admin, root)
 	return api, admin, chart, []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
 }

@@ -19,10 +19,17 @@ type vaultTarget struct {
 	tokenFile string
 }
 
-// startVaultTarget starts the API server and Vault, stopped when the test ends.
+// startVaultTarget starts the API server (with the default controllers) and Vault, stopped when the test
+// ends.
 func startVaultTarget(t *testing.T) *vaultTarget {
 	t.Helper()
-	v := &vaultTarget{api: harness.StartAPIServer(t, harness.WithControllerManager()), vault: harness.StartVault(t)}
+	return newVaultTarget(t, harness.StartAPIServer(t, harness.WithControllerManager()))
+}
+
+// newVaultTarget starts Vault beside the running API server api, stopped when the test ends.
+func newVaultTarget(t *testing.T, api *harness.APIServer) *vaultTarget {
+	t.Helper()
+	v := &vaultTarget{api: api, vault: harness.StartVault(t)}
 	v.tokenFile = filepath.Join(t.TempDir(), "vault-token")
 	if err := os.WriteFile(v.tokenFile, []byte(v.vault.RootToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,10 +20,8 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
@@ -135,15 +132,9 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 
 	// Vault, configured from the policy by the real command: its Kubernetes auth method has the API
 	// server review the tokens the Vault-direct cases bring.
-	vault := harness.StartVault(t)
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "vault-token")
-	if err := os.WriteFile(tokenFile, []byte(vault.RootToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	vt := newVaultTarget(t, api)
 	var out, errOut bytes.Buffer
-	if code := app.Main(ctx, []string{"vault", "configure", "--policy", policyFile, "--vault-addr", vault.Addr,
-		"--vault-token-file", tokenFile, "--kubeconfig", api.KubeconfigPath}, strings.NewReader(""), &out, &errOut); code != 0 {
+	if code := app.Main(ctx, vt.configureArgs(policyFile), strings.NewReader(""), &out, &errOut); code != 0 {
 		t.Fatalf("vault configure: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	issuer, err := serviceAccountIssuer(ctx, cs)
@@ -169,12 +160,7 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 	if err := trusted.Merge(second.KeySet()); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	direct, err := client.New(api.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := newClient(t, api.Config)
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
 	checker := &webhook.Checker{
 		Ledger:  records,
@@ -201,7 +187,7 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 		t.Fatal(err)
 	}
 	env := &corpus.Env{Policy: p, Approver: key, Other: other, Second: second, Identities: ids, Run: "it",
-		Vault:     corpus.VaultTarget{Addr: vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
+		Vault:     corpus.VaultTarget{Addr: vt.vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
 		FinishJob: finishWithoutKubelet(cs)}
 	return &webhookEnv{api: api, hook: hook, corpus: env}
 }
@@ -294,11 +280,7 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 		t.Fatalf("control: Vault refuses even a correctly bound token: %v", err)
 	}
 	// The admitted Job left its audit anchor, with the head it declared, in the webhook's namespace.
-	reader, err := client.New(env.api.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors, err := ledger.ListAnchors(ctx, reader, ledgerNamespace)
+	anchors, err := ledger.ListAnchors(ctx, newClient(t, env.api.Config), ledgerNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
