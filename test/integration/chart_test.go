@@ -29,6 +29,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -261,6 +262,30 @@ func (r *chartRender) get(t *testing.T, kind, namespace, name string, into any) 
 	}
 	if err := chartStrictUnmarshal(o.json, into); err != nil {
 		t.Fatalf("%s %s/%s: %v", kind, namespace, name, err)
+	}
+}
+
+// install creates with c the rendered objects of the kinds named name in namespace, as helm installs them.
+func (r *chartRender) install(t *testing.T, ctx context.Context, c client.Client, namespace, name string, kinds ...string) {
+	t.Helper()
+	for _, kind := range kinds {
+		o, ok := r.lookup(kind, namespace, name)
+		if !ok {
+			t.Fatalf("%s %s/%s is not rendered; rendered: %s", kind, namespace, name, r.summary())
+		}
+		o.create(t, ctx, c)
+	}
+}
+
+// create creates the rendered object with c, as helm installs it.
+func (o chartObject) create(t *testing.T, ctx context.Context, c client.Client) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(o.json); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, u); err != nil {
+		t.Fatalf("create the chart's %s %s/%s: %v", o.gvk.Kind, o.namespace, o.name, err)
 	}
 }
 

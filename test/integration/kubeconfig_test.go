@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -29,26 +28,11 @@ import (
 func TestKubeconfigRefresh(t *testing.T) {
 	ctx := context.Background()
 	api := harness.StartAPIServer(t)
-	r := chartRenderArgs(t)
-	var sa corev1.ServiceAccount
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
-	r.get(t, "ServiceAccount", chartSandboxNS, "agent-sandbox-mcp", &sa)
-	r.get(t, "Role", chartSandboxNS, "agent-sandbox-mcp", &role)
-	r.get(t, "RoleBinding", chartSandboxNS, "agent-sandbox-mcp", &binding)
 	kube := api.Clientset
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartSandboxNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(chartSandboxNS).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().Roles(chartSandboxNS).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(chartSandboxNS).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	chartRenderArgs(t).install(t, ctx, newClient(t, api.Config), chartSandboxNS, "agent-sandbox-mcp", "ServiceAccount", "Role", "RoleBinding")
 
 	me, err := user.Current()
 	if err != nil {

@@ -16,9 +16,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -99,36 +97,9 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 	// The chart's MCP identity and its default-deny NetworkPolicy, as rendered by the chart itself.
 	chart := chartRenderArgs(t)
 	sandboxNS := p.Spec.Sandbox.Namespace
-	var mcpSA corev1.ServiceAccount
-	var mcpRole rbacv1.Role
-	var mcpBinding rbacv1.RoleBinding
-	var deny networkingv1.NetworkPolicy
-	chart.get(t, "ServiceAccount", sandboxNS, "agent-sandbox-mcp", &mcpSA)
-	chart.get(t, "Role", sandboxNS, "agent-sandbox-mcp", &mcpRole)
-	chart.get(t, "RoleBinding", sandboxNS, "agent-sandbox-mcp", &mcpBinding)
-	chart.get(t, "NetworkPolicy", sandboxNS, corpus.DefaultDenyPolicy, &deny)
-	for _, create := range []func() error{
-		func() error {
-			_, err := cs.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, &mcpSA, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().Roles(sandboxNS).Create(ctx, &mcpRole, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().RoleBindings(sandboxNS).Create(ctx, &mcpBinding, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.NetworkingV1().NetworkPolicies(sandboxNS).Create(ctx, &deny, metav1.CreateOptions{})
-			return err
-		},
-	} {
-		if err := create(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	direct := newClient(t, api.Config)
+	chart.install(t, ctx, direct, sandboxNS, "agent-sandbox-mcp", "ServiceAccount", "Role", "RoleBinding")
+	chart.install(t, ctx, direct, sandboxNS, corpus.DefaultDenyPolicy, "NetworkPolicy")
 
 	// Vault, configured from the policy by the real command: its Kubernetes auth method has the API
 	// server review the tokens the Vault-direct cases bring.
@@ -160,7 +131,6 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 	if err := trusted.Merge(second.KeySet()); err != nil {
 		t.Fatal(err)
 	}
-	direct := newClient(t, api.Config)
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
 	checker := &webhook.Checker{
 		Ledger:  records,
