@@ -12,12 +12,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
@@ -79,17 +79,8 @@ func TestKubeconfigRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.BatchV1().Jobs(chartSandboxNS).List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("list Jobs in %s: %v", chartSandboxNS, err)
-	}
-	if _, err := cs.CoreV1().Secrets(chartSandboxNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Secrets in %s: %v, want forbidden", chartSandboxNS, err)
-	}
-	if _, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Pods in kube-system: %v, want forbidden", err)
-	}
-	if _, err := cs.BatchV1().Jobs("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Jobs in kube-system: %v, want forbidden", err)
+	if err := corpus.MCPReach(ctx, cs, chartSandboxNS); err != nil {
+		t.Error(err)
 	}
 
 	// A ServiceAccount the chart did not install is a clear failure that writes nothing.
