@@ -292,33 +292,7 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Env = append(os.Environ(), "E2E_CALLS="+string(calls))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client: %v\n%s", err, stderr.String())
-	}
-	var res struct {
-		Calls []struct {
-			Name       string `json:"name"`
-			IsError    bool   `json:"isError"`
-			Structured bool   `json:"structured"`
-			Text       string `json:"text"`
-			Error      string `json:"error"`
-		} `json:"calls"`
-		Tools      []string `json:"tools"`
-		IsError    bool     `json:"isError"`
-		Structured struct {
-			Pods []struct {
-				Name  string `json:"name"`
-				Phase string `json:"phase"`
-			} `json:"pods"`
-		} `json:"structured"`
-		Progress []string `json:"progress"`
-	}
-	if err := json.Unmarshal(lastLine(out), &res); err != nil {
-		t.Fatalf("node client output %q: %v", out, err)
-	}
+	res, out := runNodeClient(t, "node client", cmd)
 	if !slices.Contains(res.Tools, "k8s_get_pod_status") || res.IsError || len(res.Structured.Pods) == 0 {
 		t.Fatalf("node client result: %s", out)
 	}
@@ -390,6 +364,44 @@ func TestE2EVaultDown(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// nodeClientResult is what the TypeScript SDK's client (client.mjs) prints last, as one line of JSON.
+type nodeClientResult struct {
+	Calls []struct {
+		Name       string `json:"name"`
+		IsError    bool   `json:"isError"`
+		Structured bool   `json:"structured"`
+		Text       string `json:"text"`
+		Error      string `json:"error"`
+	} `json:"calls"`
+	Tools           []string `json:"tools"`
+	ProtocolVersion string   `json:"protocolVersion"`
+	IsError         bool     `json:"isError"`
+	Structured      struct {
+		Pods []struct {
+			Name  string `json:"name"`
+			Phase string `json:"phase"`
+		} `json:"pods"`
+	} `json:"structured"`
+	Progress []string `json:"progress"`
+}
+
+// runNodeClient runs the TypeScript SDK's client cmd and decodes its result, returned with all it printed;
+// what names the run in failures.
+func runNodeClient(t *testing.T, what string, cmd *exec.Cmd) (nodeClientResult, []byte) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, stderr.String())
+	}
+	var res nodeClientResult
+	if err := json.Unmarshal(lastLine(out), &res); err != nil {
+		t.Fatalf("node client output %q: %v", out, err)
+	}
+	return res, out
 }
 
 func isSubsequence(want, got []string) bool {

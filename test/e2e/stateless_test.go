@@ -110,26 +110,7 @@ func nodeClientOverHTTP(ctx context.Context, t *testing.T, endpoint, token strin
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(env(t, "E2E_NODE_CLIENT"), "client.mjs"), "--http", endpoint)
 	calls := `[{"name":"k8s_describe","arguments":{"namespace":"demo-app","kind":"deployment"}}]`
 	cmd.Env = append(os.Environ(), "E2E_HTTP_TOKEN="+token, "E2E_CALLS="+calls)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client over HTTP: %v\n%s", err, stderr.String())
-	}
-	var res struct {
-		Calls []struct {
-			Name       string `json:"name"`
-			IsError    bool   `json:"isError"`
-			Structured bool   `json:"structured"`
-			Error      string `json:"error"`
-		} `json:"calls"`
-		ProtocolVersion string   `json:"protocolVersion"`
-		IsError         bool     `json:"isError"`
-		Progress        []string `json:"progress"`
-	}
-	if err := json.Unmarshal(lastLine(out), &res); err != nil {
-		t.Fatalf("node client output %q: %v", out, err)
-	}
+	res, out := runNodeClient(t, "node client over HTTP", cmd)
 	if res.IsError || res.ProtocolVersion != mcp.ProtocolVersion20251125 || len(res.Calls) != 1 || res.Calls[0].IsError || !res.Calls[0].Structured {
 		t.Errorf("TypeScript SDK client over HTTP: %s", out)
 	}
