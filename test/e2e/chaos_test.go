@@ -981,10 +981,7 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	if pending.Status != service.StatusApprovalRequired {
 		t.Fatalf("terraform_apply without approval: %+v", pending)
 	}
-	dep, err := c.cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := demoDeployment(t, ctx, c.cs)
 	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires. The
 	// slow call is held, not merely slow: with the scheduler stopped its Pod stays Pending until the approval
 	// has expired (a plan that happened to take longer than 8 s raced the machine's speed).

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -67,6 +68,16 @@ func livePolicy(t *testing.T, cfg demo.Config) *policy.Compiled {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// demoDeployment is the demo's Deployment, demo-app/web, as the API server has it now.
+func demoDeployment(t *testing.T, ctx context.Context, cs kubernetes.Interface) *appsv1.Deployment {
+	t.Helper()
+	dep, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dep
 }
 
 func admin(t *testing.T, kubeconfig string) kubernetes.Interface {

@@ -115,10 +115,7 @@ func TestE2EPrivilegedPlanAttack(t *testing.T) {
 	cs := admin(t, cfg.AdminKubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dep, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := demoDeployment(t, ctx, cs)
 	unchanged := func(when string) {
 		t.Helper()
 		now, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})

@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
@@ -46,10 +44,7 @@ func TestE2EStatelessHTTP(t *testing.T) {
 	cs := admin(t, cfg.AdminKubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dep, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := demoDeployment(t, ctx, cs)
 	track := dep.Spec.Selector.MatchLabels["track"]
 	dir := t.TempDir()
 	c := cfg
@@ -82,10 +77,7 @@ func TestE2EStatelessHTTP(t *testing.T) {
 		writeDemoWorkspace(t, c.Workspaces, track)
 		r := playRound(ctx, t, c, lb, endpoint, token, version)
 		rounds = append(rounds, r)
-		now, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		now := demoDeployment(t, ctx, cs)
 		if now.UID == dep.UID || now.Spec.Selector.MatchLabels["track"] != track {
 			t.Errorf("%s: the Deployment was not replaced by one on track %s (uid %s -> %s)", version, track, dep.UID, now.UID)
 		}
