@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agent-sandbox/agent-sandbox/bench/mcpserver"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -38,9 +39,10 @@ import (
 const tool = "k8s_get_pod_status"
 
 type options struct {
-	bin, policy, kubeconfig, adminKubeconfig, workspaces string
-	n, fresh, quiet, concurrent, maxConcurrency          int
-	duration                                             time.Duration
+	mcpserver.Options
+	adminKubeconfig                             string
+	n, fresh, quiet, concurrent, maxConcurrency int
+	duration                                    time.Duration
 	// make bench-cost (-cost): CPU per call by component instead of latency.
 	cost  bool
 	costN int
@@ -50,11 +52,8 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "binary", "bin/agent-sandbox", "the agent-sandbox binary")
-	flag.StringVar(&o.policy, "policy", "policy/policy.yaml", "policy")
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "the MCP server's kubeconfig")
+	o.Bind(flag.CommandLine)
 	flag.StringVar(&o.adminKubeconfig, "admin-kubeconfig", "", "a kubeconfig that may list ServiceAccounts in the target namespaces (leftover check); empty skips it")
-	flag.StringVar(&o.workspaces, "workspaces", "terraform", "workspaces folder")
 	flag.IntVar(&o.n, "n", 20, "sequential calls per mode (warm, cold); 0 skips both")
 	flag.IntVar(&o.fresh, "fresh", 5, "warm calls that claim a Pod the moment it becomes ready (after the -n warm calls)")
 	flag.IntVar(&o.quiet, "quiet", 5, "cold calls that each wait for a quiet node first (after the -n cold calls)")
@@ -80,9 +79,7 @@ type server struct {
 
 func start(ctx context.Context, o options, dir, name string, extra ...string) (*server, time.Duration, error) {
 	auditLog := filepath.Join(dir, name+".jsonl")
-	args := append([]string{"mcp", "--policy", o.policy, "--kubeconfig", o.kubeconfig, "--workspaces", o.workspaces,
-		"--db", filepath.Join(dir, name+".db"), "--audit-log", auditLog}, extra...)
-	cmd := exec.Command(o.bin, args...)
+	cmd := o.Command(filepath.Join(dir, name+".db"), auditLog, extra...)
 	t := time.Now()
 	c, err := mcp.DialCommand(ctx, cmd)
 	if err != nil {
@@ -98,11 +95,11 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	pol, err := policy.LoadFile(o.policy)
+	pol, err := policy.LoadFile(o.Policy)
 	if err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return err
 	}

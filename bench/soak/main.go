@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agent-sandbox/agent-sandbox/bench/mcpserver"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
@@ -37,18 +37,16 @@ import (
 const tool = "k8s_get_pod_status"
 
 type options struct {
-	bin, policy, kubeconfig, adminKubeconfig, workspaces string
-	callers, maxConcurrency                              int
-	duration                                             time.Duration
+	mcpserver.Options
+	adminKubeconfig         string
+	callers, maxConcurrency int
+	duration                time.Duration
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "binary", "bin/agent-sandbox", "the agent-sandbox binary")
-	flag.StringVar(&o.policy, "policy", "policy/policy.yaml", "policy")
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "the MCP server's kubeconfig")
+	o.Bind(flag.CommandLine)
 	flag.StringVar(&o.adminKubeconfig, "admin-kubeconfig", "", "a kubeconfig that may list Jobs, ServiceAccounts, Roles and RoleBindings (leak checks)")
-	flag.StringVar(&o.workspaces, "workspaces", "terraform", "workspaces folder")
 	flag.IntVar(&o.callers, "callers", 32, "concurrent MCP sessions, each calling in a loop")
 	flag.IntVar(&o.maxConcurrency, "max-concurrency", 8, "the MCP server's --max-concurrency")
 	flag.DurationVar(&o.duration, "duration", 5*time.Minute, "how long the callers call")
@@ -70,7 +68,7 @@ type sample struct {
 
 func run(o options) (int, error) {
 	ctx := context.Background()
-	pol, err := policy.LoadFile(o.policy)
+	pol, err := policy.LoadFile(o.Policy)
 	if err != nil {
 		return 0, err
 	}
@@ -100,8 +98,7 @@ func run(o options) (int, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	auditLog := filepath.Join(dir, "audit.jsonl")
-	cmd := exec.Command(o.bin, "mcp", "--policy", o.policy, "--kubeconfig", o.kubeconfig, "--workspaces", o.workspaces,
-		"--db", filepath.Join(dir, "approvals.db"), "--audit-log", auditLog, "--max-concurrency", strconv.Itoa(o.maxConcurrency),
+	cmd := o.Command(filepath.Join(dir, "approvals.db"), auditLog, "--max-concurrency", strconv.Itoa(o.maxConcurrency),
 		"--http", addr, "--http-token-file", tokenFile)
 	serverLog, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {

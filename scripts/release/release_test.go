@@ -76,6 +76,33 @@ func tinyRelease(t *testing.T, binary []byte) (*store, ocispec.Descriptor, []oci
 // TestImageLayout writes a tiny two-platform image with SBOM referrers as an OCI layout and checks it the
 // way a consumer would: go-containerregistry reads it back and validates every digest, size and diff ID;
 // the index lists both platforms in order; the layers are reproducible tar files owned by root.
+// tarEntry is one entry of a tar stream, with its content.
+type tarEntry struct {
+	hdr  *tar.Header
+	data []byte
+}
+
+// tarEntries reads every entry of the tar stream r, in order.
+func tarEntries(t *testing.T, r io.Reader) []tarEntry {
+	t.Helper()
+	tr := tar.NewReader(r)
+	var out []tarEntry
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tarEntry{hdr: h, data: data})
+	}
+}
+
 func TestImageLayout(t *testing.T) {
 	bin := []byte("not an ELF binary")
 	st, idx, roots := tinyRelease(t, bin)
@@ -141,16 +168,9 @@ func TestImageLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := tar.NewReader(rc)
 		var names []string
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, e := range tarEntries(t, rc) {
+			h := e.hdr
 			names = append(names, h.Name)
 			if !h.ModTime.Equal(epoch) || h.Uname != "" || h.Gname != "" {
 				t.Errorf("%s: mtime %v, owner %q:%q; want the release time and no names", h.Name, h.ModTime, h.Uname, h.Gname)
@@ -161,11 +181,8 @@ func TestImageLayout(t *testing.T) {
 			if h.Name == "home/nonroot/" && (h.Uid != 65532 || h.Gid != 65532) {
 				t.Errorf("home/nonroot/ owned by %d:%d, want 65532", h.Uid, h.Gid)
 			}
-			if h.Name == "agent-sandbox" {
-				b, _ := io.ReadAll(tr)
-				if !bytes.Equal(b, bin) || h.Mode != 0o755 {
-					t.Errorf("agent-sandbox: mode %o, content %q", h.Mode, b)
-				}
+			if h.Name == "agent-sandbox" && (!bytes.Equal(e.data, bin) || h.Mode != 0o755) {
+				t.Errorf("agent-sandbox: mode %o, content %q", h.Mode, e.data)
 			}
 		}
 		want := []string{"agent-sandbox", "etc/", "etc/group", "etc/passwd", "etc/ssl/", "etc/ssl/certs/", "etc/ssl/certs/ca-certificates.crt", "home/", "home/nonroot/", "root/", "tmp/"}
@@ -461,19 +478,11 @@ func TestPackageChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
 	got := map[string]string{}
 	var order []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := io.ReadAll(tr)
-		got[h.Name] = string(c)
+	for _, e := range tarEntries(t, zr) {
+		h := e.hdr
+		got[h.Name] = string(e.data)
 		order = append(order, h.Name)
 		if !h.ModTime.Equal(epoch) || h.Mode != 0o644 || h.Uid != 0 {
 			t.Errorf("%s: mtime %v mode %o uid %d", h.Name, h.ModTime, h.Mode, h.Uid)

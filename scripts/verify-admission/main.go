@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -65,17 +64,26 @@ func main() {
 	}
 }
 
+// tally prints the PASS and FAIL lines of the sections and counts the failures.
+type tally struct{ failed int }
+
+// check prints "PASS: pass" when ok, else "FAIL: fail", counted.
+func (t *tally) check(ok bool, pass, fail string) {
+	if ok {
+		fmt.Println("  PASS: " + pass)
+	} else {
+		fmt.Println("  FAIL: " + fail)
+		t.failed++
+	}
+}
+
 func run(o options) (int, error) {
 	fmt.Println("== 3. Admission check ==")
 	p, err := policy.LoadFile(o.policyFile)
 	if err != nil {
 		return 0, err
 	}
-	pass, err := os.ReadFile(o.passFile)
-	if err != nil {
-		return 0, err
-	}
-	key, err := approval.LoadPrivateKey(o.keyFile, []byte(strings.TrimSpace(string(pass))))
+	key, err := corpus.LoadApprover(o.keyFile, o.passFile)
 	if err != nil {
 		return 0, err
 	}
@@ -83,13 +91,10 @@ func run(o options) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	cfg, err := corpus.ClientConfig(o.kubeconfig)
 	if err != nil {
 		return 0, err
 	}
-	// The corpus triggers Pod Security warnings on purpose; the refusals are what is checked.
-	cfg.WarningHandler = rest.NoWarnings{}
-	cfg.QPS, cfg.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return 0, err
@@ -111,11 +116,7 @@ func run(o options) (int, error) {
 	defer ids.Close(context.Background())
 	var second *approval.PrivateKey
 	if o.key2File != "" {
-		pass2, err := os.ReadFile(o.pass2File)
-		if err != nil {
-			return 0, err
-		}
-		if second, err = approval.LoadPrivateKey(o.key2File, []byte(strings.TrimSpace(string(pass2)))); err != nil {
+		if second, err = corpus.LoadApprover(o.key2File, o.pass2File); err != nil {
 			return 0, err
 		}
 	}
@@ -124,28 +125,20 @@ func run(o options) (int, error) {
 		FinishJob: waitFinished(cs)}
 	defer env.Cleanup(context.Background())
 
-	failed := 0
-	check := func(ok bool, pass, fail string) {
-		if ok {
-			fmt.Println("  PASS: " + pass)
-		} else {
-			fmt.Println("  FAIL: " + fail)
-			failed++
-		}
-	}
+	var res tally
 
 	job, err := env.SafeJob(ctx, false)
-	check(err == nil, "safe Job admitted and mutated (submitted with the MCP server's identity)", fmt.Sprint(err))
+	res.check(err == nil, "safe Job admitted and mutated (submitted with the MCP server's identity)", fmt.Sprint(err))
 	if job == nil {
-		return failed, nil
+		return res.failed, nil
 	}
 	pod, err := env.WaitForPod(ctx, job)
 	if err != nil {
-		check(false, "", fmt.Sprintf("the safe Job's Pod did not appear: %v", err))
-		return failed, nil
+		res.check(false, "", fmt.Sprintf("the safe Job's Pod did not appear: %v", err))
+		return res.failed, nil
 	}
 	err = env.BoundLoginWorks(ctx)
-	check(err == nil, "Vault accepts a token bound to a sandbox Pod of the tool (the control for the Vault cases)", fmt.Sprint(err))
+	res.check(err == nil, "Vault accepts a token bound to a sandbox Pod of the tool (the control for the Vault cases)", fmt.Sprint(err))
 
 	cases := env.All(job, pod)
 	outcomes := corpus.Run(ctx, cases)
@@ -175,47 +168,38 @@ func run(o options) (int, error) {
 		parts[i] = fmt.Sprintf("%s %d/%d", c, byClass[c][0], byClass[c][1])
 	}
 	fmt.Printf("     by class: %s\n", strings.Join(parts, ", "))
-	check(rejected == len(outcomes), fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)),
+	res.check(rejected == len(outcomes), fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)),
 		fmt.Sprintf("%d/%d unsafe objects rejected", rejected, len(outcomes)))
 
-	raceOnReplicas(ctx, env, cs, check)
+	raceOnReplicas(ctx, &res, env, cs)
 	err = env.DryRunThenCreate(ctx)
-	check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
+	res.check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
 
-	failed += warmTwins(ctx, env, cfg, pod)
+	warmTwins(ctx, &res, env, cfg, pod)
 
 	// The Jobs admitted above hold CPU the Terraform Pods below need.
 	env.Cleanup(ctx)
 	if o.skipTerraform {
 		fmt.Println("  (section 4, the Terraform inputs, skipped: -skip-terraform)")
-		return failed, nil
+		return res.failed, nil
 	}
-	failed += terraformInputs(ctx, env, cs, o.allWorkspaces, o.verbose)
-	return failed, nil
+	terraformInputs(ctx, &res, env, cs, o.allWorkspaces, o.verbose)
+	return res.failed, nil
 }
 
 // warmTwins submits the warm-pool twins of the corpus (docs/design/warm-pool.md) to the live pool: forged,
 // edited and misplaced claims and warm Jobs not made by the pool as dry runs, then one real claim and what
 // must follow it (no second claim, no edit, no removal, no replay of its request ID on the next warm Pod).
-func warmTwins(ctx context.Context, env *corpus.Env, admin *rest.Config, cold *corev1.Pod) int {
-	failed := 0
-	check := func(ok bool, pass, fail string) {
-		if ok {
-			fmt.Println("  PASS: " + pass)
-		} else {
-			fmt.Println("  FAIL: " + fail)
-			failed++
-		}
-	}
+func warmTwins(ctx context.Context, res *tally, env *corpus.Env, admin *rest.Config, cold *corev1.Pod) {
 	warm, err := env.WaitWarmPod(ctx, 3*time.Minute)
 	if err != nil {
-		check(false, "", err.Error())
-		return failed
+		res.check(false, "", err.Error())
+		return
 	}
 	pool, err := corpus.Impersonating(admin, "system:serviceaccount:agent-sandbox-system:agent-sandbox-webhook")
 	if err != nil {
-		check(false, "", err.Error())
-		return failed
+		res.check(false, "", err.Error())
+		return
 	}
 	cases := env.WarmCases(warm, cold, pool)
 	outcomes := corpus.Run(ctx, cases)
@@ -227,20 +211,19 @@ func warmTwins(ctx context.Context, env *corpus.Env, admin *rest.Config, cold *c
 			fmt.Printf("     NOT refused as expected: %s (want rule %s): %v\n", o.Case.Name, o.Case.Rule, scrub.String(fmt.Sprint(o.Err)))
 		}
 	}
-	check(rejected == len(outcomes), fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)),
+	res.check(rejected == len(outcomes), fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)),
 		fmt.Sprintf("warm pool: %d/%d forged claims and warm Jobs not made by the pool rejected", rejected, len(outcomes)))
 	passed, err := env.ClaimOnceOnly(ctx, warm)
-	check(err == nil, fmt.Sprintf("warm pool: one real claim admitted, then refused: %s", strings.Join(passed, "; ")), fmt.Sprintf("warm pool: %v", err))
+	res.check(err == nil, fmt.Sprintf("warm pool: one real claim admitted, then refused: %s", strings.Join(passed, "; ")), fmt.Sprintf("warm pool: %v", err))
 	_ = env.DeleteWarmJob(context.Background(), warm)
 	// Issue 22 (starvation): a deleted or evicted warm Pod's Job gets no second Pod; the pool replaces it.
 	for _, evict := range []bool{false, true} {
 		how := map[bool]string{false: "a deleted", true: "an evicted"}[evict]
 		took, err := env.WarmReplacement(ctx, evict, warmReplacementLimit)
-		check(err == nil && took < warmReplacementLimit,
+		res.check(err == nil && took < warmReplacementLimit,
 			fmt.Sprintf("warm pool: %s warm Pod was replaced by a running one in %.1f s (< %s)", how, took.Seconds(), warmReplacementLimit),
 			fmt.Sprintf("warm pool: %s warm Pod was not replaced within %s (%.1f s): %v", how, warmReplacementLimit, took.Seconds(), err))
 	}
-	return failed
 }
 
 // warmReplacementLimit is issue 22's bound on replacing a deleted warm Pod.
@@ -249,21 +232,12 @@ const warmReplacementLimit = 30 * time.Second
 // terraformInputs submits the malicious-workspace corpus and a forged, approved saved plan straight to the
 // cluster with the MCP server's identity, and checks that each is refused before the credential agent
 // starts — and that Vault minted no Terraform credential meanwhile.
-func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interface, all, verbose bool) int {
+func terraformInputs(ctx context.Context, res *tally, env *corpus.Env, cs kubernetes.Interface, all, verbose bool) {
 	fmt.Println("== 4. Terraform inputs (straight to the cluster, as the MCP server) ==")
-	failed := 0
-	check := func(ok bool, pass, fail string) {
-		if ok {
-			fmt.Println("  PASS: " + pass)
-		} else {
-			fmt.Println("  FAIL: " + fail)
-			failed++
-		}
-	}
 	cases, err := tfcheck.Corpus("internal/tfcheck/testdata")
 	if err != nil {
-		check(false, "", err.Error())
-		return failed
+		res.check(false, "", err.Error())
+		return
 	}
 	if !all {
 		cases = sample(cases, corpus.LiveWorkspaceSample)
@@ -285,22 +259,21 @@ func terraformInputs(ctx context.Context, env *corpus.Env, cs kubernetes.Interfa
 	}
 	fmt.Printf("     by stage: check %d, publish %d, admission %d\n", byStage[corpus.StageCheck], byStage[corpus.StagePublish], byStage[corpus.StageAdmission])
 	line := fmt.Sprintf("%d/%d malicious workspaces refused before any credential was issued", refused, len(outcomes))
-	check(refused == len(outcomes) && len(outcomes) >= 25, line, line)
+	res.check(refused == len(outcomes) && len(outcomes) >= 25, line, line)
 
 	plan, err := os.ReadFile("internal/tfcheck/testdata/plans/implicit-backend.tfplan")
 	if err != nil {
-		check(false, "", err.Error())
-		return failed
+		res.check(false, "", err.Error())
+		return
 	}
 	f := env.ForgedPlanApply(ctx, plan)
-	check(f.Refused && f.Stage == corpus.StageCheck,
+	res.check(f.Refused && f.Stage == corpus.StageCheck,
 		"an approved saved plan whose configuration was swapped for apply-time exec was refused before the apply credential",
 		fmt.Sprintf("the forged saved plan: %s", f.Detail))
 
 	minted, err := vaultMintedSince(ctx, cs, start)
-	check(err == nil && len(minted) == 0, "Vault minted no credential for any of them",
+	res.check(err == nil && len(minted) == 0, "Vault minted no credential for any of them",
 		fmt.Sprintf("Vault minted credentials meanwhile: %v %v", minted, err))
-	return failed
 }
 
 // sample keeps the malicious cases named in names; a name the corpus lacks is kept as a case that fails.
@@ -386,10 +359,10 @@ func firstDenial(err error) string {
 // raceOnReplicas races 8 Jobs carrying one approval through the webhook Service, round after round until
 // both webhook replicas decided some of them (each replica's own metrics, scraped from its Pod with a
 // scrape identity of the corpus's), and checks that each round admitted exactly one Job.
-func raceOnReplicas(ctx context.Context, env *corpus.Env, cs kubernetes.Interface, check func(ok bool, pass, fail string)) {
+func raceOnReplicas(ctx context.Context, res *tally, env *corpus.Env, cs kubernetes.Interface) {
 	reps, err := corpus.NewReplicas(ctx, cs, "agent-sandbox-system", "agent-sandbox-webhook")
 	if err != nil {
-		check(false, "", "the webhook replicas' metrics: "+err.Error())
+		res.check(false, "", "the webhook replicas' metrics: "+err.Error())
 		return
 	}
 	defer reps.Close(context.Background())
@@ -397,6 +370,6 @@ func raceOnReplicas(ctx context.Context, env *corpus.Env, cs kubernetes.Interfac
 	for i, r := range rounds {
 		fmt.Printf("     race round %d: %s\n", i+1, r)
 	}
-	check(err == nil, fmt.Sprintf("one approval admitted exactly one of 8 racing Jobs in each of %d rounds, decided by both webhook replicas (their own metrics)", len(rounds)),
+	res.check(err == nil, fmt.Sprintf("one approval admitted exactly one of 8 racing Jobs in each of %d rounds, decided by both webhook replicas (their own metrics)", len(rounds)),
 		fmt.Sprint(err))
 }

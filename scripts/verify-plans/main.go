@@ -20,10 +20,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
@@ -77,11 +74,7 @@ func run(o options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	pass, err := os.ReadFile(o.passFile)
-	if err != nil {
-		return false, err
-	}
-	key, err := approval.LoadPrivateKey(o.keyFile, []byte(strings.TrimSpace(string(pass))))
+	key, err := corpus.LoadApprover(o.keyFile, o.passFile)
 	if err != nil {
 		return false, err
 	}
@@ -142,11 +135,9 @@ func run(o options) (bool, error) {
 }
 
 func client(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := corpus.ClientConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return nil, err
 	}
-	cfg.WarningHandler = rest.NoWarnings{}
-	cfg.QPS, cfg.Burst = 50, 100
 	return kubernetes.NewForConfig(cfg)
 }

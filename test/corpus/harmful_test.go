@@ -149,19 +149,27 @@ func TestHarmfulPlanMatches(t *testing.T) {
 	}
 }
 
-// With the kubernetes provider at hand (AGENT_SANDBOX_TF_PROVIDER_MIRROR, as for `agent-sandbox approve`),
-// real Terraform validates every case against the provider's schema: an attribute the provider does not
-// have would make a case fail at plan for that reason instead of reaching the plan rules. No cluster is
-// needed. Skipped without the mirror (make tools builds it).
-func TestHarmfulPlansValidateWithTerraform(t *testing.T) {
-	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
+// offlineTerraform is the terraform on PATH and the kubernetes provider mirror it works with offline
+// ($AGENT_SANDBOX_TF_PROVIDER_MIRROR, which make tools builds); the test is skipped without either.
+func offlineTerraform(t *testing.T) (bin, mirror string) {
+	t.Helper()
+	mirror = os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
 	if mirror == "" {
-		t.Skip("AGENT_SANDBOX_TF_PROVIDER_MIRROR is not set: no kubernetes provider to validate against")
+		t.Skip("AGENT_SANDBOX_TF_PROVIDER_MIRROR is not set: no kubernetes provider to plan with")
 	}
 	bin, err := exec.LookPath("terraform")
 	if err != nil {
 		t.Skip("no terraform on PATH")
 	}
+	return bin, mirror
+}
+
+// With the kubernetes provider at hand (AGENT_SANDBOX_TF_PROVIDER_MIRROR, as for `agent-sandbox approve`),
+// real Terraform validates every case against the provider's schema: an attribute the provider does not
+// have would make a case fail at plan for that reason instead of reaching the plan rules. No cluster is
+// needed. Skipped without the mirror (make tools builds it).
+func TestHarmfulPlansValidateWithTerraform(t *testing.T) {
+	bin, mirror := offlineTerraform(t)
 	for _, c := range mustHarmful(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -232,14 +240,7 @@ func TestHarmfulPlansOnTrack(t *testing.T) {
 // unknown-privileged, and run_as_user null (sent as 0) where root-by-omission leaves it unset. Skipped
 // without the mirror.
 func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
-	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
-	if mirror == "" {
-		t.Skip("AGENT_SANDBOX_TF_PROVIDER_MIRROR is not set: no kubernetes provider to plan with")
-	}
-	bin, err := exec.LookPath("terraform")
-	if err != nil {
-		t.Skip("no terraform on PATH")
-	}
+	bin, mirror := offlineTerraform(t)
 	shipped, err := policy.LoadFile("../../policy/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -371,13 +372,7 @@ func dig(v any, path ...any) any {
 // live refusal of one comes from the plan rules and not from how it was made. Offline (no state Secret,
 // a cluster nobody listens on), with the provider mirror; skipped without it.
 func TestLocalPlannerMakesPlansTheCheckAdmits(t *testing.T) {
-	mirror := os.Getenv("AGENT_SANDBOX_TF_PROVIDER_MIRROR")
-	if mirror == "" {
-		t.Skip("AGENT_SANDBOX_TF_PROVIDER_MIRROR is not set: no kubernetes provider to plan with")
-	}
-	if _, err := exec.LookPath("terraform"); err != nil {
-		t.Skip("no terraform on PATH")
-	}
+	_, mirror := offlineTerraform(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte(offlineKubeconfig), 0o600); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,20 +125,12 @@ func (r *HarmfulRun) Run(ctx context.Context, cases []HarmfulPlan, parallel int)
 			return nil, err
 		}
 	}
-	out := make([]HarmfulOutcome, len(cases))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	for i, c := range cases {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			start := time.Now()
-			out[i] = HarmfulOutcome{Case: c, Stages: r.one(ctx, c, before)}
-			out[i].Seconds = time.Since(start).Seconds()
-		})
-	}
-	wg.Wait()
-	return out, nil
+	return mapParallel(cases, parallel, func(c HarmfulPlan) HarmfulOutcome {
+		start := time.Now()
+		o := HarmfulOutcome{Case: c, Stages: r.one(ctx, c, before)}
+		o.Seconds = time.Since(start).Seconds()
+		return o
+	}), nil
 }
 
 func (r *HarmfulRun) one(ctx context.Context, c HarmfulPlan, before string) []StageOutcome {

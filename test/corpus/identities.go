@@ -88,8 +88,7 @@ func Provision(ctx context.Context, admin *rest.Config, sandboxNS, mcpServiceAcc
 		}
 		cfg := rest.AnonymousClientConfig(admin)
 		cfg.BearerToken = tr.Status.Token
-		cfg.QPS, cfg.Burst = 50, 100
-		cfg.WarningHandler = rest.NoWarnings{}
+		tuned(cfg)
 		return kubernetes.NewForConfig(cfg)
 	}
 	if id.Attacker, err = as(CorpusNamespace, "attacker"); err != nil {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -56,18 +55,7 @@ func (e *Env) MaliciousWorkspaces(ctx context.Context, cases []tfcheck.Case, par
 	if len(todo) == 0 {
 		return nil
 	}
-	out := make([]InputOutcome, len(todo))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	for i, c := range todo {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] = e.maliciousWorkspace(ctx, c)
-		})
-	}
-	wg.Wait()
-	return out
+	return mapParallel(todo, parallel, func(c tfcheck.Case) InputOutcome { return e.maliciousWorkspace(ctx, c) })
 }
 
 func (e *Env) maliciousWorkspace(ctx context.Context, c tfcheck.Case) InputOutcome {

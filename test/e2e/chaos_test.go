@@ -90,10 +90,7 @@ func (s *server) kill() {
 
 func TestChaos(t *testing.T) {
 	cfg := config(t)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	c := &chaos{t: t, cfg: cfg, cs: admin(t, cfg.AdminKubeconfig), p: p, ns: p.Spec.Sandbox.Namespace,
 		state: env(t, "E2E_STATE"), up: env(t, "E2E_UP"), repair: env(t, "E2E_VAULT_RESTART")}
 	t.Run("webhook replica killed during 20 calls", c.webhookReplicaKilled)
@@ -984,10 +981,7 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	if pending.Status != service.StatusApprovalRequired {
 		t.Fatalf("terraform_apply without approval: %+v", pending)
 	}
-	dep, err := c.cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := demoDeployment(t, ctx, c.cs)
 	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires. The
 	// slow call is held, not merely slow: with the scheduler stopped its Pod stays Pending until the approval
 	// has expired (a plan that happened to take longer than 8 s raced the machine's speed).

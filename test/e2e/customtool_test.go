@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -54,23 +53,7 @@ func TestE2ECustomToolFromPolicyFile(t *testing.T) {
 	spec["tools"] = append(spec["tools"].([]any), gated)
 	egress := egressTargetsOf(t, doc)
 	spec["tools"] = append(spec["tools"].([]any), egressProbeTool(egress))
-	dir := t.TempDir()
-	policyFile := filepath.Join(dir, "policy.yaml")
-	data, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(policyFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	values, err := yaml.Marshal(map[string]any{"policy": doc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	valuesFile := filepath.Join(dir, "values.yaml")
-	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	policyFile, valuesFile := writePolicy(t, doc)
 	run := func(name string, args ...string) string {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()

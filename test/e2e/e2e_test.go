@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -59,6 +60,26 @@ func config(t *testing.T) demo.Config {
 	}
 }
 
+// livePolicy is the policy the live cluster runs (the file in $E2E_POLICY), compiled.
+func livePolicy(t *testing.T, cfg demo.Config) *policy.Compiled {
+	t.Helper()
+	p, err := policy.LoadFile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// demoDeployment is the demo's Deployment, demo-app/web, as the API server has it now.
+func demoDeployment(t *testing.T, ctx context.Context, cs kubernetes.Interface) *appsv1.Deployment {
+	t.Helper()
+	dep, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dep
+}
+
 func admin(t *testing.T, kubeconfig string) kubernetes.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -78,10 +99,7 @@ func TestE2EScenario(t *testing.T) {
 	var out bytes.Buffer
 	cfg.Out = &out
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ns := p.Spec.Sandbox.Namespace
 
 	// Observe the sandbox namespace while the scenario runs: every sandbox Pod must run under gVisor with
@@ -237,16 +255,13 @@ func TestE2EScenario(t *testing.T) {
 func TestE2EBypassKubeSystem(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	e := &corpus.Env{Policy: p, Identities: &corpus.Identities{Admin: cs, Attacker: cs}, Run: "e2e"}
 	j := e.Job("k8s_get_pod_status", corpus.PodParams(), "")
 	j.Annotations[contract.AnnotationParams] = `{"namespace":"kube-system"}`
 	j.Spec.Template.Annotations[contract.AnnotationParams] = j.Annotations[contract.AnnotationParams]
 	j.Spec.Template.Spec.Containers[0].Command[3] = "--namespace=kube-system"
-	_, err = e.CreateJob(context.Background(), j, false)
+	_, err := e.CreateJob(context.Background(), j, false)
 	defer e.Cleanup(context.Background())
 	if !corpus.Refused(err, "namespace-not-allowed") {
 		t.Fatalf("a kube-system Job created directly was not refused: %v", err)
@@ -288,33 +303,7 @@ func TestE2ESecondClientFromNPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Env = append(os.Environ(), "E2E_CALLS="+string(calls))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client: %v\n%s", err, stderr.String())
-	}
-	var res struct {
-		Calls []struct {
-			Name       string `json:"name"`
-			IsError    bool   `json:"isError"`
-			Structured bool   `json:"structured"`
-			Text       string `json:"text"`
-			Error      string `json:"error"`
-		} `json:"calls"`
-		Tools      []string `json:"tools"`
-		IsError    bool     `json:"isError"`
-		Structured struct {
-			Pods []struct {
-				Name  string `json:"name"`
-				Phase string `json:"phase"`
-			} `json:"pods"`
-		} `json:"structured"`
-		Progress []string `json:"progress"`
-	}
-	if err := json.Unmarshal(lastLine(out), &res); err != nil {
-		t.Fatalf("node client output %q: %v", out, err)
-	}
+	res, out := runNodeClient(t, "node client", cmd)
 	if !slices.Contains(res.Tools, "k8s_get_pod_status") || res.IsError || len(res.Structured.Pods) == 0 {
 		t.Fatalf("node client result: %s", out)
 	}
@@ -348,7 +337,7 @@ func TestE2EVaultDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, _ := policy.LoadFile(cfg.Policy)
+	p := livePolicy(t, cfg)
 	// A warm call (the pool is on) and a cold one: a cold Pod's runner starts beside the credential agent
 	// and waits for its kubeconfig, so the agent's failure, not the runner's wait, must end the call.
 	for _, mode := range []struct {
@@ -388,6 +377,44 @@ func TestE2EVaultDown(t *testing.T) {
 	}
 }
 
+// nodeClientResult is what the TypeScript SDK's client (client.mjs) prints last, as one line of JSON.
+type nodeClientResult struct {
+	Calls []struct {
+		Name       string `json:"name"`
+		IsError    bool   `json:"isError"`
+		Structured bool   `json:"structured"`
+		Text       string `json:"text"`
+		Error      string `json:"error"`
+	} `json:"calls"`
+	Tools           []string `json:"tools"`
+	ProtocolVersion string   `json:"protocolVersion"`
+	IsError         bool     `json:"isError"`
+	Structured      struct {
+		Pods []struct {
+			Name  string `json:"name"`
+			Phase string `json:"phase"`
+		} `json:"pods"`
+	} `json:"structured"`
+	Progress []string `json:"progress"`
+}
+
+// runNodeClient runs the TypeScript SDK's client cmd and decodes its result, returned with all it printed;
+// what names the run in failures.
+func runNodeClient(t *testing.T, what string, cmd *exec.Cmd) (nodeClientResult, []byte) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, stderr.String())
+	}
+	var res nodeClientResult
+	if err := json.Unmarshal(lastLine(out), &res); err != nil {
+		t.Fatalf("node client output %q: %v", out, err)
+	}
+	return res, out
+}
+
 func isSubsequence(want, got []string) bool {
 	i := 0
 	for _, g := range got {
@@ -423,10 +450,7 @@ func demoClient(ctx context.Context, cfg demo.Config, extra ...string) (*mcp.Cli
 func TestE2EWarmPool(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ns := p.Spec.Sandbox.Namespace
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -562,10 +586,7 @@ func sandboxWarmSuffix(job string) (string, bool) {
 func TestE2ESandboxNamespaceGuards(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ctx := context.Background()
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, p.Spec.Sandbox.Namespace, metav1.GetOptions{})
 	if err != nil {
@@ -652,7 +673,7 @@ func TestE2ETerraformAttacksThroughMCP(t *testing.T) {
 		results = append(results, res.Text)
 		return *res
 	}
-	p, _ := policy.LoadFile(cfg.Policy)
+	p := livePolicy(t, cfg)
 	jobsBefore, _ := cs.BatchV1().Jobs(p.Spec.Sandbox.Namespace).List(ctx, metav1.ListOptions{})
 	n := 0
 	for _, c := range cases {

@@ -14,8 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/approval"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
@@ -34,15 +32,8 @@ var harmfulSample = []string{"incident", "incident-json", "unknown-privileged", 
 func TestE2EHarmfulPlans(t *testing.T) {
 	cfg := config(t)
 	mirror := env(t, "AGENT_SANDBOX_TF_PROVIDER_MIRROR")
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass, err := os.ReadFile(cfg.PassphraseFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := approval.LoadPrivateKey(cfg.ApproverKey, []byte(strings.TrimSpace(string(pass))))
+	p := livePolicy(t, cfg)
+	key, err := corpus.LoadApprover(cfg.ApproverKey, cfg.PassphraseFile)
 	if err != nil {
 		t.Fatal(err)
 	}

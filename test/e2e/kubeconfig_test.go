@@ -11,10 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 )
 
 // TestKubeconfigRefresh: `agent-sandbox kubeconfig refresh` with the admin kubeconfig writes an MCP
@@ -22,10 +19,7 @@ import (
 // sandbox namespace and is refused Secrets there and anything in kube-system.
 func TestKubeconfigRefresh(t *testing.T) {
 	cfg := config(t)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ns := p.Spec.Sandbox.Namespace
 	me, err := user.Current()
 	if err != nil {
@@ -52,17 +46,8 @@ func TestKubeconfigRefresh(t *testing.T) {
 
 	cs := admin(t, out)
 	ctx := context.Background()
-	if _, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("list Jobs in %s with the MCP kubeconfig: %v", ns, err)
-	}
-	if _, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Secrets in %s: %v, want forbidden", ns, err)
-	}
-	if _, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Pods in kube-system: %v, want forbidden", err)
-	}
-	if _, err := cs.BatchV1().Jobs("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Jobs in kube-system: %v, want forbidden", err)
+	if err := corpus.MCPReach(ctx, cs, ns); err != nil {
+		t.Error(err)
 	}
 }
 

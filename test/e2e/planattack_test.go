@@ -44,28 +44,30 @@ func attackWorkspace(t *testing.T, track string) string {
 	return dir
 }
 
+// writePolicy writes the policy document doc twice into a temporary folder: as a policy file, for the MCP
+// server and the approver, and as chart values that set it, for helm.
+func writePolicy(t *testing.T, doc map[string]any) (policyFile, valuesFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	policyFile, valuesFile = filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "values.yaml")
+	for file, v := range map[string]any{policyFile: doc, valuesFile: map[string]any{"policy": doc}} {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return policyFile, valuesFile
+}
+
 // withPolicy upgrades the chart to the policy document doc (also written to a file, returned, for the MCP
 // server and the approver) and restarts the webhook; restore rolls back to the revision before.
 func withPolicy(t *testing.T, ctx context.Context, cfg demo.Config, doc map[string]any) (file string, restore func()) {
 	t.Helper()
 	helm, kubectlBin := env(t, "E2E_HELM"), env(t, "E2E_KUBECTL")
-	dir := t.TempDir()
-	file = filepath.Join(dir, "policy.yaml")
-	data, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	values, err := yaml.Marshal(map[string]any{"policy": doc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	valuesFile := filepath.Join(dir, "values.yaml")
-	if err := os.WriteFile(file, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file, valuesFile := writePolicy(t, doc)
 	run := func(ctx context.Context, name string, args ...string) error {
 		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 		if err != nil {
@@ -113,10 +115,7 @@ func TestE2EPrivilegedPlanAttack(t *testing.T) {
 	cs := admin(t, cfg.AdminKubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dep, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := demoDeployment(t, ctx, cs)
 	unchanged := func(when string) {
 		t.Helper()
 		now, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/podsecurity"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 )
 
 // TestE2ETargetNamespacesEnforcePodSecurity: on the live cluster every namespace the policy's tools deploy
@@ -23,10 +22,7 @@ import (
 func TestE2ETargetNamespacesEnforcePodSecurity(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ctx := context.Background()
 	rep, err := podsecurity.Check(ctx, cs.CoreV1().Namespaces(), p.TargetNamespaces())
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/schema"
 )
 
@@ -23,10 +22,7 @@ import (
 func TestE2EReadTools(t *testing.T) {
 	cfg := config(t)
 	cs := admin(t, cfg.AdminKubeconfig)
-	p, err := policy.LoadFile(cfg.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := livePolicy(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c, err := demoClient(ctx, cfg)

@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
@@ -46,10 +44,7 @@ func TestE2EStatelessHTTP(t *testing.T) {
 	cs := admin(t, cfg.AdminKubeconfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dep, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := demoDeployment(t, ctx, cs)
 	track := dep.Spec.Selector.MatchLabels["track"]
 	dir := t.TempDir()
 	c := cfg
@@ -82,10 +77,7 @@ func TestE2EStatelessHTTP(t *testing.T) {
 		writeDemoWorkspace(t, c.Workspaces, track)
 		r := playRound(ctx, t, c, lb, endpoint, token, version)
 		rounds = append(rounds, r)
-		now, err := cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		now := demoDeployment(t, ctx, cs)
 		if now.UID == dep.UID || now.Spec.Selector.MatchLabels["track"] != track {
 			t.Errorf("%s: the Deployment was not replaced by one on track %s (uid %s -> %s)", version, track, dep.UID, now.UID)
 		}
@@ -110,26 +102,7 @@ func nodeClientOverHTTP(ctx context.Context, t *testing.T, endpoint, token strin
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(env(t, "E2E_NODE_CLIENT"), "client.mjs"), "--http", endpoint)
 	calls := `[{"name":"k8s_describe","arguments":{"namespace":"demo-app","kind":"deployment"}}]`
 	cmd.Env = append(os.Environ(), "E2E_HTTP_TOKEN="+token, "E2E_CALLS="+calls)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client over HTTP: %v\n%s", err, stderr.String())
-	}
-	var res struct {
-		Calls []struct {
-			Name       string `json:"name"`
-			IsError    bool   `json:"isError"`
-			Structured bool   `json:"structured"`
-			Error      string `json:"error"`
-		} `json:"calls"`
-		ProtocolVersion string   `json:"protocolVersion"`
-		IsError         bool     `json:"isError"`
-		Progress        []string `json:"progress"`
-	}
-	if err := json.Unmarshal(lastLine(out), &res); err != nil {
-		t.Fatalf("node client output %q: %v", out, err)
-	}
+	res, out := runNodeClient(t, "node client over HTTP", cmd)
 	if res.IsError || res.ProtocolVersion != mcp.ProtocolVersion20251125 || len(res.Calls) != 1 || res.Calls[0].IsError || !res.Calls[0].Structured {
 		t.Errorf("TypeScript SDK client over HTTP: %s", out)
 	}

@@ -14,8 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
@@ -44,10 +42,7 @@ func TestAuditAnchorsAgainstCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	direct, err := client.New(api.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := newClient(t, api.Config)
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
 	checker := &webhook.Checker{Anchors: records, AnchorRetention: time.Hour}
 	checker.SetPolicy(p)

@@ -95,12 +95,10 @@ func (tr *brokerTranscript) check(t *testing.T, secrets ...string) {
 
 // brokerEnv is the shared state of TestBroker's cases.
 type brokerEnv struct {
-	api        *harness.APIServer
-	vault      *harness.Vault
+	*vaultTarget
 	kube       kubernetes.Interface
 	pol        *policy.Compiled
 	policyFile string
-	tokenFile  string // the Vault root token, for `vault configure`
 	caFile     string // the API server CA, for the cred-agent
 	dir        string
 	out        *brokerTranscript
@@ -108,17 +106,12 @@ type brokerEnv struct {
 
 func TestBroker(t *testing.T) {
 	ctx := context.Background()
-	api := harness.StartAPIServer(t, harness.WithControllerManager())
-	vault := harness.StartVault(t)
-	e := &brokerEnv{api: api, vault: vault, kube: api.Clientset, dir: t.TempDir(), out: &brokerTranscript{}}
-	t.Cleanup(func() { e.out.check(t, vault.RootToken) })
+	target := startVaultTarget(t)
+	e := &brokerEnv{vaultTarget: target, kube: target.api.Clientset, dir: t.TempDir(), out: &brokerTranscript{}}
+	t.Cleanup(func() { e.out.check(t, e.vault.RootToken) })
 
-	e.tokenFile = filepath.Join(e.dir, "vault-token")
-	if err := os.WriteFile(e.tokenFile, []byte(vault.RootToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	e.caFile = filepath.Join(e.dir, "apiserver-ca.crt")
-	if err := os.WriteFile(e.caFile, api.CAPEM, 0o600); err != nil {
+	if err := os.WriteFile(e.caFile, e.api.CAPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.pol, e.policyFile = e.writePolicy(t, "default", nil)
@@ -193,8 +186,7 @@ func (e *brokerEnv) writePolicy(t *testing.T, name string, mutate func(*policy.P
 // configure runs `agent-sandbox vault configure` in process and returns its exit code and output lines.
 func (e *brokerEnv) configure(t *testing.T, policyFile string, extra ...string) (int, []string, string) {
 	t.Helper()
-	args := append([]string{"vault", "configure", "--policy", policyFile, "--vault-addr", e.vault.Addr,
-		"--vault-token-file", e.tokenFile, "--kubeconfig", e.api.KubeconfigPath}, extra...)
+	args := e.configureArgs(policyFile, extra...)
 	var stdout, stderr bytes.Buffer
 	code := app.Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
 	e.out.add("vault configure stdout", stdout.String())

@@ -29,6 +29,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -264,6 +265,30 @@ func (r *chartRender) get(t *testing.T, kind, namespace, name string, into any) 
 	}
 }
 
+// install creates with c the rendered objects of the kinds named name in namespace, as helm installs them.
+func (r *chartRender) install(t *testing.T, ctx context.Context, c client.Client, namespace, name string, kinds ...string) {
+	t.Helper()
+	for _, kind := range kinds {
+		o, ok := r.lookup(kind, namespace, name)
+		if !ok {
+			t.Fatalf("%s %s/%s is not rendered; rendered: %s", kind, namespace, name, r.summary())
+		}
+		o.create(t, ctx, c)
+	}
+}
+
+// create creates the rendered object with c, as helm installs it.
+func (o chartObject) create(t *testing.T, ctx context.Context, c client.Client) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(o.json); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, u); err != nil {
+		t.Fatalf("create the chart's %s %s/%s: %v", o.gvk.Kind, o.namespace, o.name, err)
+	}
+}
+
 func (r *chartRender) has(kind, namespace, name string) bool {
 	_, ok := r.lookup(kind, namespace, name)
 	return ok
@@ -302,6 +327,19 @@ func (r *chartRender) deployment(t *testing.T) *appsv1.Deployment {
 	var d appsv1.Deployment
 	r.get(t, "Deployment", chartNamespace, chartService, &d)
 	return &d
+}
+
+// chartCommandAccepts checks that the args the chart gives a container (what names it) run the subcommand sub
+// and that the real agent-sandbox command accepts every flag among them: --help stops it before it runs.
+func chartCommandAccepts(t *testing.T, what string, args []string, sub string) {
+	t.Helper()
+	if len(args) == 0 || args[0] != sub {
+		t.Fatalf("%s's args %q must start with the %s subcommand", what, args, sub)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := app.Main(context.Background(), append(slices.Clone(args), "--help"), strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Errorf("agent-sandbox %s refuses the chart's flags: %s", strings.Join(args, " "), stderr.String())
+	}
 }
 
 func chartYAML(t *testing.T, v any) string {
@@ -584,14 +622,8 @@ func TestChartWebhookDeployment(t *testing.T) {
 		t.Errorf("POD_NAMESPACE must come from the fieldRef metadata.namespace: %+v", c.Env)
 	}
 
-	// The flags: the real webhook command must accept every one of them (--help stops it before it runs).
-	if len(c.Args) == 0 || c.Args[0] != "webhook" {
-		t.Fatalf("args must start with the webhook subcommand: %q", c.Args)
-	}
-	var stdout, stderr bytes.Buffer
-	if code := app.Main(context.Background(), append(slices.Clone(c.Args), "--help"), strings.NewReader(""), &stdout, &stderr); code != 0 {
-		t.Errorf("agent-sandbox %s refuses the chart's flags: %s", strings.Join(c.Args, " "), stderr.String())
-	}
+	// The flags: the real webhook command must accept every one of them.
+	chartCommandAccepts(t, "the webhook container", c.Args, "webhook")
 	flags := map[string]string{}
 	for _, a := range c.Args[1:] {
 		k, v, ok := strings.Cut(a, "=")
@@ -708,6 +740,16 @@ func TestChartRBAC(t *testing.T) {
 		}
 		return out
 	}
+	// roleGrants checks that the Role namespace/name grants exactly the rules want, in order, and returns it.
+	roleGrants := func(t *testing.T, r *chartRender, namespace, name string, want ...rule) rbacv1.Role {
+		t.Helper()
+		var role rbacv1.Role
+		r.get(t, "Role", namespace, name, &role)
+		if got := rulesOf(role.Rules); !slices.Equal(got, want) {
+			t.Errorf("Role %s/%s rules = %+v, want %+v", namespace, name, got, want)
+		}
+		return role
+	}
 	bound := func(t *testing.T, r *chartRender, kind, namespace, name, saNamespace, sa string) {
 		t.Helper()
 		var b rbacv1.RoleBinding
@@ -720,26 +762,19 @@ func TestChartRBAC(t *testing.T) {
 
 	t.Run("self-managed TLS", func(t *testing.T) {
 		r := chartRenderArgs(t)
-		var role rbacv1.Role
-		r.get(t, "Role", chartNamespace, chartService, &role)
-		want := []rule{
-			{"", "configmaps", "create,list,delete", ""},
-			{"", "secrets", "get,update", "agent-sandbox-webhook-tls"},
-			{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"},
-			{"", "secrets", "create", ""},
-			{"coordination.k8s.io", "leases", "create", ""},
-			{"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"},
-		}
-		if got := rulesOf(role.Rules); !slices.Equal(got, want) {
-			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
-		}
+		roleGrants(t, r, chartNamespace, chartService,
+			rule{"", "configmaps", "create,list,delete", ""},
+			rule{"", "secrets", "get,update", "agent-sandbox-webhook-tls"},
+			rule{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"},
+			rule{"", "secrets", "create", ""},
+			rule{"coordination.k8s.io", "leases", "create", ""},
+			rule{"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"},
+		)
 		bound(t, r, "Role", chartNamespace, chartService, chartNamespace, chartService)
 
-		var jobs rbacv1.Role
-		r.get(t, "Role", chartSandboxNS, chartService, &jobs)
-		if got, want := rulesOf(jobs.Rules), []rule{{"batch", "jobs", "get", ""}, {"batch", "jobs", "create,list,watch,delete", ""}, {"", "pods", "list,watch", ""}, {"", "pods/eviction", "create", ""}, {"", "pods", "get", ""}, {"", "configmaps", "list,delete", ""}}; !slices.Equal(got, want) {
-			t.Errorf("webhook Role in the sandbox namespace = %+v, want %+v", got, want)
-		}
+		roleGrants(t, r, chartSandboxNS, chartService,
+			rule{"batch", "jobs", "get", ""}, rule{"batch", "jobs", "create,list,watch,delete", ""}, rule{"", "pods", "list,watch", ""},
+			rule{"", "pods/eviction", "create", ""}, rule{"", "pods", "get", ""}, rule{"", "configmaps", "list,delete", ""})
 		bound(t, r, "Role", chartSandboxNS, chartService, chartNamespace, chartService)
 
 		crName := chartNamespace + ":" + chartService
@@ -766,13 +801,10 @@ func TestChartRBAC(t *testing.T) {
 
 	t.Run("cert-manager TLS needs no TLS Secret or configuration access", func(t *testing.T) {
 		r := chartRenderArgs(t, "--set", "tls.mode=certManager")
-		var role rbacv1.Role
-		r.get(t, "Role", chartNamespace, chartService, &role)
 		// Only the claim signing key's Secret, in either mode.
-		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "create,list,delete", ""},
-			{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"}, {"", "secrets", "create", ""}, {"coordination.k8s.io", "leases", "create", ""}, {"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"}}; !slices.Equal(got, want) {
-			t.Errorf("webhook Role rules = %+v, want %+v", got, want)
-		}
+		roleGrants(t, r, chartNamespace, chartService, rule{"", "configmaps", "create,list,delete", ""},
+			rule{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"}, rule{"", "secrets", "create", ""},
+			rule{"coordination.k8s.io", "leases", "create", ""}, rule{"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"})
 		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 3 {
 			t.Errorf("cert-manager mode needs no cluster-wide permission but the secure metrics' reviews, got %d cluster roles and bindings", n)
 		}
@@ -789,19 +821,14 @@ func TestChartRBAC(t *testing.T) {
 		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
 			t.Error("the MCP ServiceAccount must not automount a token")
 		}
-		var role rbacv1.Role
-		r.get(t, "Role", chartSandboxNS, "agent-sandbox-mcp", &role)
-		want := []rule{
-			{"batch", "jobs", "create,get,list,watch,delete", ""},
-			{"", "configmaps", "create,get,delete", ""},
-			{"", "pods", "get,list,watch", ""},
-			{"", "pods", "patch", ""},
-			{"", "pods/log", "get", ""},
-			{"", "events", "get,list,watch", ""},
-		}
-		if got := rulesOf(role.Rules); !slices.Equal(got, want) {
-			t.Errorf("MCP Role rules = %+v, want %+v", got, want)
-		}
+		role := roleGrants(t, r, chartSandboxNS, "agent-sandbox-mcp",
+			rule{"batch", "jobs", "create,get,list,watch,delete", ""},
+			rule{"", "configmaps", "create,get,delete", ""},
+			rule{"", "pods", "get,list,watch", ""},
+			rule{"", "pods", "patch", ""},
+			rule{"", "pods/log", "get", ""},
+			rule{"", "events", "get,list,watch", ""},
+		)
 		// Spelled out again as the properties that matter, so that a future edit of the list above cannot
 		// quietly grant them.
 		for _, pr := range role.Rules {
@@ -846,11 +873,7 @@ func TestChartRBAC(t *testing.T) {
 	t.Run("audit reader", func(t *testing.T) {
 		const name = "agent-sandbox-audit-reader"
 		r := chartRenderArgs(t)
-		var role rbacv1.Role
-		r.get(t, "Role", chartNamespace, name, &role)
-		if got, want := rulesOf(role.Rules), []rule{{"", "configmaps", "list", ""}}; !slices.Equal(got, want) {
-			t.Errorf("audit-reader Role rules = %+v, want %+v", got, want)
-		}
+		roleGrants(t, r, chartNamespace, name, rule{"", "configmaps", "list", ""})
 		// The helm test's EndpointSlice Role and binding (TestChartHelmTest) are not counted here.
 		notTest := func(objs []chartObject) (n int) {
 			for _, o := range objs {
@@ -1214,13 +1237,7 @@ func TestChartHelmTest(t *testing.T) {
 	if c.Image != r.deployment(t).Spec.Template.Spec.Containers[0].Image {
 		t.Errorf("the test Pod runs %s, not the webhook's image", c.Image)
 	}
-	if len(c.Args) == 0 || c.Args[0] != "check-install" {
-		t.Fatalf("test Pod args %q, want check-install", c.Args)
-	}
-	var stdout, stderr bytes.Buffer
-	if code := app.Main(context.Background(), append(slices.Clone(c.Args), "--help"), strings.NewReader(""), &stdout, &stderr); code != 0 {
-		t.Errorf("agent-sandbox %s refuses the chart's flags: %s", strings.Join(c.Args, " "), stderr.String())
-	}
+	chartCommandAccepts(t, "the test Pod", c.Args, "check-install")
 	for _, want := range []string{"--service=" + chartService, "--namespace=" + chartNamespace, "--sandbox-namespace=" + chartSandboxNS} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("test Pod args %q lack %s", c.Args, want)
@@ -1395,17 +1412,8 @@ func chartNormalize(render string) string {
 // It is named without "Chart" so that `-run Chart` needs only helm; it needs $KUBEBUILDER_ASSETS too,
 // which scripts/test-integration.sh sets.
 func TestHelmInstallOnAPIServer(t *testing.T) {
-	root, chart, _ := chartPaths(t)
-	api := harness.StartAPIServer(t)
 	ctx := context.Background()
-	admin, err := client.New(api.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	chartLocalNamespaces(t, ctx, admin, root)
-
-	kube := []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
+	api, admin, chart, kube := chartInstallTarget(t, ctx)
 	// With the default sandbox.createNamespace=true, Helm refuses a namespace it does not own, before it
 	// creates anything: that is why the local cluster installs with createNamespace=false.
 	if out, err := chartHelm(t, append([]string{"install", chartRelease, chart, "--create-namespace"}, kube...)...); err == nil {
@@ -1434,16 +1442,11 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 			flags[k] = v
 		}
 	}
-	saUser := func(ns, name string) (string, []string) {
-		return "system:serviceaccount:" + ns + ":" + name, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
-	}
-	hookUser, hookGroups := saUser(chartNamespace, dep.Spec.Template.Spec.ServiceAccountName)
-	cfg := rest.CopyConfig(api.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: hookUser, Groups: hookGroups}
-	asWebhook, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook := chartServiceAccount("webhook", chartNamespace, dep.Spec.Template.Spec.ServiceAccountName)
+	helmTest := chartServiceAccount("test", chartNamespace, chartService+"-test")
+	mcp := chartServiceAccount("mcp", chartSandboxNS, "agent-sandbox-mcp")
+	auditor := chartIdentity{who: "auditor", user: "auditor", groups: []string{"system:authenticated"}}
+	asWebhook := newClient(t, hook.impersonating(api.Config))
 
 	t.Run("self-managed TLS as the webhook", func(t *testing.T) {
 		tlsm := &servingcert.SelfManaged{Client: asWebhook, Namespace: chartNamespace, SecretName: flags["--tls-secret"],
@@ -1453,7 +1456,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 				t.Fatalf("Ensure #%d with the chart's RBAC: %v", i+1, err)
 			}
 		}
-		chartCABundles(t, ctx, admin, flags["--webhook-config"], chartWebhookCount())
+		chartCABundles(t, ctx, admin, flags["--webhook-config"], len(chartWebhookNames()))
 
 		// An upgrade that changes the configurations keeps the injected caBundle: the chart never sets it,
 		// so neither Helm's three-way merge nor a server-side apply (whose field manager never owned it)
@@ -1482,7 +1485,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		if v.Webhooks[0].TimeoutSeconds == nil || *v.Webhooks[0].TimeoutSeconds != 12 {
 			t.Errorf("helm upgrade did not change timeoutSeconds: %v", v.Webhooks[0].TimeoutSeconds)
 		}
-		chartCABundles(t, ctx, admin, flags["--webhook-config"], chartWebhookCount())
+		chartCABundles(t, ctx, admin, flags["--webhook-config"], len(chartWebhookNames()))
 	})
 
 	t.Run("approval ledger as the webhook", func(t *testing.T) {
@@ -1514,18 +1517,14 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		}
 		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "auditor", Namespace: chartNamespace},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent-sandbox-audit-reader"},
-			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "auditor"}}}
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: auditor.user}}}
 		if err := admin.Create(ctx, binding); err != nil {
 			t.Fatal(err)
 		}
-		cfg := rest.CopyConfig(api.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "auditor", Groups: []string{"system:authenticated"}}
-		asAuditor, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
+		asAuditor := newClient(t, auditor.impersonating(api.Config))
 		// RBAC grants a new binding at once, but give the authorizer's cache a moment.
 		var got []audit.Anchor
+		var err error
 		for i := 0; i < 50; i++ {
 			if got, err = ledger.ListAnchors(ctx, asAuditor, chartNamespace); err == nil {
 				break
@@ -1548,11 +1547,8 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
-	testUser, testGroups := saUser(chartNamespace, chartService+"-test")
 	t.Run("helm test's check as its ServiceAccount", func(t *testing.T) {
-		cfg := rest.CopyConfig(api.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: testUser, Groups: testGroups}
-		cs, err := kubernetes.NewForConfig(cfg)
+		cs, err := kubernetes.NewForConfig(helmTest.impersonating(api.Config))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1576,84 +1572,92 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
-	mcpUser, mcpGroups := saUser(chartSandboxNS, "agent-sandbox-mcp")
 	for _, tc := range []struct {
-		who                                  string
-		user                                 string
-		groups                               []string
+		id                                   chartIdentity
 		verb, group, resource, sub, ns, name string
 		allowed                              bool
 	}{
-		{"auditor", "auditor", []string{"system:authenticated"}, "list", "", "configmaps", "", chartNamespace, "", true},
-		{"auditor", "auditor", []string{"system:authenticated"}, "create", "", "configmaps", "", chartNamespace, "", false},
-		{"auditor", "auditor", []string{"system:authenticated"}, "delete", "", "configmaps", "", chartNamespace, "anchor-x", false},
-		{"auditor", "auditor", []string{"system:authenticated"}, "list", "", "secrets", "", chartNamespace, "", false},
-		{"auditor", "auditor", []string{"system:authenticated"}, "list", "", "configmaps", "", chartSandboxNS, "", false},
-		{"mcp", mcpUser, mcpGroups, "list", "", "configmaps", "", chartNamespace, "", false},
-		{"mcp", mcpUser, mcpGroups, "create", "", "configmaps", "", chartNamespace, "", false},
-		{"webhook", hookUser, hookGroups, "get", "", "secrets", "", chartNamespace, "some-other-secret", false},
-		{"webhook", hookUser, hookGroups, "list", "", "secrets", "", chartNamespace, "", false},
-		{"webhook", hookUser, hookGroups, "get", "", "secrets", "", chartSandboxNS, flags["--tls-secret"], false},
-		{"webhook", hookUser, hookGroups, "update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "someone-elses", false},
-		{"webhook", hookUser, hookGroups, "create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "", false},
-		{"webhook", hookUser, hookGroups, "create", "", "configmaps", "", chartSandboxNS, "", false},
+		{auditor, "list", "", "configmaps", "", chartNamespace, "", true},
+		{auditor, "create", "", "configmaps", "", chartNamespace, "", false},
+		{auditor, "delete", "", "configmaps", "", chartNamespace, "anchor-x", false},
+		{auditor, "list", "", "secrets", "", chartNamespace, "", false},
+		{auditor, "list", "", "configmaps", "", chartSandboxNS, "", false},
+		{mcp, "list", "", "configmaps", "", chartNamespace, "", false},
+		{mcp, "create", "", "configmaps", "", chartNamespace, "", false},
+		{hook, "get", "", "secrets", "", chartNamespace, "some-other-secret", false},
+		{hook, "list", "", "secrets", "", chartNamespace, "", false},
+		{hook, "get", "", "secrets", "", chartSandboxNS, flags["--tls-secret"], false},
+		{hook, "update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "someone-elses", false},
+		{hook, "create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", "", false},
+		{hook, "create", "", "configmaps", "", chartSandboxNS, "", false},
 		// The warm pool: the webhook keeps warm Jobs in the sandbox namespace, and nowhere else.
-		{"webhook", hookUser, hookGroups, "list", "batch", "jobs", "", chartSandboxNS, "", true},
-		{"webhook", hookUser, hookGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
-		{"webhook", hookUser, hookGroups, "create", "batch", "jobs", "", "demo-app", "", false},
-		{"webhook", hookUser, hookGroups, "delete", "", "pods", "", chartSandboxNS, "p", false},
+		{hook, "list", "batch", "jobs", "", chartSandboxNS, "", true},
+		{hook, "create", "batch", "jobs", "", chartSandboxNS, "", true},
+		{hook, "create", "batch", "jobs", "", "demo-app", "", false},
+		{hook, "delete", "", "pods", "", chartSandboxNS, "p", false},
 		// A warm Pod left unclaimed under a claim anchored but never stored is evicted (webhook/settle.go).
-		{"webhook", hookUser, hookGroups, "create", "", "pods", "eviction", chartSandboxNS, "p", true},
-		{"webhook", hookUser, hookGroups, "create", "", "pods", "eviction", "demo-app", "p", false},
+		{hook, "create", "", "pods", "eviction", chartSandboxNS, "p", true},
+		{hook, "create", "", "pods", "eviction", "demo-app", "p", false},
 		// The audit anchors and the pool's void marks are the webhook's: the MCP server can write neither.
-		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "eviction", chartSandboxNS, "p", false},
-		{"webhook", hookUser, hookGroups, "update", "coordination.k8s.io", "leases", "", chartNamespace, "someone-elses", false},
+		{mcp, "create", "", "pods", "eviction", chartSandboxNS, "p", false},
+		{hook, "update", "coordination.k8s.io", "leases", "", chartNamespace, "someone-elses", false},
 		// The secure metrics: the webhook may ask the API server to check a scrape's token.
-		{"webhook", hookUser, hookGroups, "create", "authentication.k8s.io", "tokenreviews", "", "", "", true},
-		{"webhook", hookUser, hookGroups, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", "", true},
+		{hook, "create", "authentication.k8s.io", "tokenreviews", "", "", "", true},
+		{hook, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", "", true},
 		// helm test's ServiceAccount: create Jobs in the sandbox namespace (every one still passes the
 		// webhook) ...
-		{"test", testUser, testGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
-		{"test", testUser, testGroups, "get", "batch", "jobs", "", chartSandboxNS, "j", false},
-		{"test", testUser, testGroups, "create", "", "pods", "", chartSandboxNS, "", false},
-		{"test", testUser, testGroups, "create", "batch", "jobs", "", "demo-app", "", false},
-		{"test", testUser, testGroups, "get", "", "secrets", "", chartNamespace, "agent-sandbox-webhook-tls", false},
+		{helmTest, "create", "batch", "jobs", "", chartSandboxNS, "", true},
+		{helmTest, "get", "batch", "jobs", "", chartSandboxNS, "j", false},
+		{helmTest, "create", "", "pods", "", chartSandboxNS, "", false},
+		{helmTest, "create", "batch", "jobs", "", "demo-app", "", false},
+		{helmTest, "get", "", "secrets", "", chartNamespace, "agent-sandbox-webhook-tls", false},
 		// ... and list EndpointSlices in its own namespace, to dial each webhook replica without cluster DNS.
-		{"test", testUser, testGroups, "list", "discovery.k8s.io", "endpointslices", "", chartNamespace, "", true},
-		{"test", testUser, testGroups, "list", "discovery.k8s.io", "endpointslices", "", chartSandboxNS, "", false},
-		{"test", testUser, testGroups, "update", "discovery.k8s.io", "endpointslices", "", chartNamespace, "e", false},
-		{"mcp", mcpUser, mcpGroups, "patch", "", "pods", "", chartSandboxNS, "p", true},
-		{"mcp", mcpUser, mcpGroups, "patch", "", "pods", "status", chartSandboxNS, "p", false},
-		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", chartSandboxNS, "", true},
-		{"mcp", mcpUser, mcpGroups, "delete", "batch", "jobs", "", chartSandboxNS, "j", true},
-		{"mcp", mcpUser, mcpGroups, "create", "", "configmaps", "", chartSandboxNS, "", true},
+		{helmTest, "list", "discovery.k8s.io", "endpointslices", "", chartNamespace, "", true},
+		{helmTest, "list", "discovery.k8s.io", "endpointslices", "", chartSandboxNS, "", false},
+		{helmTest, "update", "discovery.k8s.io", "endpointslices", "", chartNamespace, "e", false},
+		{mcp, "patch", "", "pods", "", chartSandboxNS, "p", true},
+		{mcp, "patch", "", "pods", "status", chartSandboxNS, "p", false},
+		{mcp, "create", "batch", "jobs", "", chartSandboxNS, "", true},
+		{mcp, "delete", "batch", "jobs", "", chartSandboxNS, "j", true},
+		{mcp, "create", "", "configmaps", "", chartSandboxNS, "", true},
 		// RBAC lets the MCP server delete ConfigMaps; the webhook admits only its deletes of workspaces (the
 		// corpus's own-objects cases: a saved plan and the API server's CA are refused).
-		{"mcp", mcpUser, mcpGroups, "delete", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", true},
-		{"mcp", mcpUser, mcpGroups, "update", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", false},
-		{"mcp", mcpUser, mcpGroups, "get", "", "pods", "log", chartSandboxNS, "p", true},
-		{"mcp", mcpUser, mcpGroups, "list", "", "events", "", chartSandboxNS, "", true},
-		{"mcp", mcpUser, mcpGroups, "get", "", "secrets", "", chartSandboxNS, "s", false},
-		{"mcp", mcpUser, mcpGroups, "list", "", "secrets", "", chartSandboxNS, "", false},
-		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "exec", chartSandboxNS, "p", false},
-		{"mcp", mcpUser, mcpGroups, "get", "", "pods", "exec", chartSandboxNS, "p", false},
-		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "attach", chartSandboxNS, "p", false},
-		{"mcp", mcpUser, mcpGroups, "create", "", "pods", "", chartSandboxNS, "", false},
-		{"mcp", mcpUser, mcpGroups, "update", "", "pods", "ephemeralcontainers", chartSandboxNS, "p", false},
-		{"mcp", mcpUser, mcpGroups, "create", "batch", "jobs", "", "demo-app", "", false},
-		{"mcp", mcpUser, mcpGroups, "create", "", "serviceaccounts", "token", chartSandboxNS, "tool-terraform-apply", false},
-		{"mcp", mcpUser, mcpGroups, "create", "batch", "cronjobs", "", chartSandboxNS, "", false},
+		{mcp, "delete", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", true},
+		{mcp, "update", "", "configmaps", "", chartSandboxNS, "tfws-0123456789abcdef0123", false},
+		{mcp, "get", "", "pods", "log", chartSandboxNS, "p", true},
+		{mcp, "list", "", "events", "", chartSandboxNS, "", true},
+		{mcp, "get", "", "secrets", "", chartSandboxNS, "s", false},
+		{mcp, "list", "", "secrets", "", chartSandboxNS, "", false},
+		{mcp, "create", "", "pods", "exec", chartSandboxNS, "p", false},
+		{mcp, "get", "", "pods", "exec", chartSandboxNS, "p", false},
+		{mcp, "create", "", "pods", "attach", chartSandboxNS, "p", false},
+		{mcp, "create", "", "pods", "", chartSandboxNS, "", false},
+		{mcp, "update", "", "pods", "ephemeralcontainers", chartSandboxNS, "p", false},
+		{mcp, "create", "batch", "jobs", "", "demo-app", "", false},
+		{mcp, "create", "", "serviceaccounts", "token", chartSandboxNS, "tool-terraform-apply", false},
+		{mcp, "create", "batch", "cronjobs", "", chartSandboxNS, "", false},
 	} {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: tc.user, Groups: tc.groups,
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: tc.id.user, Groups: tc.id.groups,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tc.verb, Group: tc.group, Resource: tc.resource,
 				Subresource: tc.sub, Namespace: tc.ns, Name: tc.name}}}
 		if err := admin.Create(ctx, sar); err != nil {
 			t.Fatal(err)
 		}
 		if sar.Status.Allowed != tc.allowed {
-			t.Errorf("%s may %s %s/%s %s in %q (name %q): %v, want %v", tc.who, tc.verb, tc.resource, tc.sub, tc.group, tc.ns, tc.name, sar.Status.Allowed, tc.allowed)
+			t.Errorf("%s may %s %s/%s %s in %q (name %q): %v, want %v", tc.id.who, tc.verb, tc.resource, tc.sub, tc.group, tc.ns, tc.name, sar.Status.Allowed, tc.allowed)
 		}
 	}
+}
+
+// chartInstallTarget starts a real kube-apiserver holding the local cluster's namespaces, as a helm install
+// there finds it, and returns it, an admin client of it, the chart's folder and the helm flags that aim at it.
+func chartInstallTarget(t *testing.T, ctx context.Context) (api *harness.APIServer, admin client.Client, chart string, kube []string) {
+	t.Helper()
+	root, chart, _ := chartPaths(t)
+	api = harness.StartAPIServer(t)
+	admin = newClient(t, api.Config)
+	chartLocalNamespaces(t, ctx, admin, root)
+	return api, admin, chart, []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
 }
 
 // chartLocalNamespaces creates the local cluster's namespaces, from the same manifest scripts/up.sh applies.
@@ -1689,15 +1693,8 @@ func TestHelmHandOverOnAPIServer(t *testing.T) {
 	if chartHelmMajorOf(t, chartHelmEnv, helm3) != 3 || chartHelmMajorOf(t, chartHelm4Env, helm4) != 4 {
 		t.Skipf("$%s is not a Helm 3 or $%s not a Helm 4", chartHelmEnv, chartHelm4Env)
 	}
-	root, chart, _ := chartPaths(t)
-	api := harness.StartAPIServer(t)
 	ctx := context.Background()
-	admin, err := client.New(api.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	chartLocalNamespaces(t, ctx, admin, root)
-	kube := []string{"--kubeconfig", api.KubeconfigPath, "--namespace", chartNamespace}
+	_, admin, chart, kube := chartInstallTarget(t, ctx)
 	run := func(who string, args ...string) {
 		t.Helper()
 		env, bin := chartHelmEnv, helm3
@@ -1777,6 +1774,27 @@ func TestHelmHandOverOnAPIServer(t *testing.T) {
 	}
 }
 
+// chartIdentity is a user the API server's authorizer is asked about, or that a client impersonates; who
+// names it in failures.
+type chartIdentity struct {
+	who, user string
+	groups    []string
+}
+
+// chartServiceAccount is the identity of the ServiceAccount namespace/name, with the groups the API server
+// gives every ServiceAccount's token.
+func chartServiceAccount(who, namespace, name string) chartIdentity {
+	return chartIdentity{who: who, user: "system:serviceaccount:" + namespace + ":" + name,
+		groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+}
+
+// impersonating is a copy of cfg that acts as the identity.
+func (id chartIdentity) impersonating(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: id.user, Groups: id.groups}
+	return c
+}
+
 // chartManagedBy reports whether a field manager of that name and operation owns fields of an object.
 func chartManagedBy(entries []metav1.ManagedFieldsEntry, manager string, op metav1.ManagedFieldsOperationType) bool {
 	return slices.ContainsFunc(entries, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager && e.Operation == op })
@@ -1795,13 +1813,7 @@ func chartWebhookNames() []string {
 	return names
 }
 
-// chartCABundles checks that every webhook of both configurations has a caBundle.
-// chartWebhookCount is the number of webhooks the chart registers, as webhook.Configurations declares them.
-func chartWebhookCount() int {
-	m, v := webhook.Configurations(webhook.ConfigurationsFor{Name: "x", SandboxNamespace: "agent-sandbox"})
-	return len(m.Webhooks) + len(v.Webhooks)
-}
-
+// chartCABundles checks that want webhooks of the two configurations named name have a caBundle.
 func chartCABundles(t *testing.T, ctx context.Context, c client.Client, name string, want int) {
 	t.Helper()
 	var m admissionregistrationv1.MutatingWebhookConfiguration

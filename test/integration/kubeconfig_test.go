@@ -12,13 +12,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
@@ -29,26 +28,11 @@ import (
 func TestKubeconfigRefresh(t *testing.T) {
 	ctx := context.Background()
 	api := harness.StartAPIServer(t)
-	r := chartRenderArgs(t)
-	var sa corev1.ServiceAccount
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
-	r.get(t, "ServiceAccount", chartSandboxNS, "agent-sandbox-mcp", &sa)
-	r.get(t, "Role", chartSandboxNS, "agent-sandbox-mcp", &role)
-	r.get(t, "RoleBinding", chartSandboxNS, "agent-sandbox-mcp", &binding)
 	kube := api.Clientset
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartSandboxNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(chartSandboxNS).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().Roles(chartSandboxNS).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().RoleBindings(chartSandboxNS).Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	chartRenderArgs(t).install(t, ctx, newClient(t, api.Config), chartSandboxNS, "agent-sandbox-mcp", "ServiceAccount", "Role", "RoleBinding")
 
 	me, err := user.Current()
 	if err != nil {
@@ -95,17 +79,8 @@ func TestKubeconfigRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.BatchV1().Jobs(chartSandboxNS).List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("list Jobs in %s: %v", chartSandboxNS, err)
-	}
-	if _, err := cs.CoreV1().Secrets(chartSandboxNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Secrets in %s: %v, want forbidden", chartSandboxNS, err)
-	}
-	if _, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Pods in kube-system: %v, want forbidden", err)
-	}
-	if _, err := cs.BatchV1().Jobs("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("list Jobs in kube-system: %v, want forbidden", err)
+	if err := corpus.MCPReach(ctx, cs, chartSandboxNS); err != nil {
+		t.Error(err)
 	}
 
 	// A ServiceAccount the chart did not install is a clear failure that writes nothing.

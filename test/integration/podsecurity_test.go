@@ -21,7 +21,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
 	"github.com/agent-sandbox/agent-sandbox/internal/podsecurity"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
-	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // TestTargetNamespacesEnforcePodSecurity: against a real kube-apiserver (its Pod Security admission on, as
@@ -32,13 +31,8 @@ import (
 // without a word about it. A target namespace that does not exist yet is a warning to preflight.
 func TestTargetNamespacesEnforcePodSecurity(t *testing.T) {
 	ctx := context.Background()
-	api := harness.StartAPIServer(t, harness.WithControllerManager())
-	vault := harness.StartVault(t)
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "vault-token")
-	if err := os.WriteFile(tokenFile, []byte(vault.RootToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	target := startVaultTarget(t)
+	api := target.api
 	const policyFile = "../../policy/policy.yaml"
 	namespaces := api.Clientset.CoreV1().Namespaces()
 	if _, err := namespaces.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo-app"}}, metav1.CreateOptions{}); err != nil {
@@ -54,8 +48,7 @@ func TestTargetNamespacesEnforcePodSecurity(t *testing.T) {
 	}
 	configure := func(pol string, extra ...string) (int, string, string) {
 		t.Helper()
-		return run(append([]string{"vault", "configure", "--policy", pol, "--vault-addr", vault.Addr,
-			"--vault-token-file", tokenFile, "--kubeconfig", api.KubeconfigPath}, extra...)...)
+		return run(target.configureArgs(pol, extra...)...)
 	}
 	// preflight's probes cannot run here (no node, no RuntimeClass), so it always exits 1; its
 	// pod-security check is what is looked at.
@@ -173,7 +166,7 @@ func TestTargetNamespacesEnforcePodSecurity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		later := filepath.Join(dir, "later-policy.yaml")
+		later := filepath.Join(t.TempDir(), "later-policy.yaml")
 		if err := os.WriteFile(later, out, 0o600); err != nil {
 			t.Fatal(err)
 		}

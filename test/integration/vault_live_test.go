@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,8 +31,8 @@ import (
 // the policy's path), so it also checks that `vault configure` converges such an install.
 func TestVaultLoginNeedsALivePod(t *testing.T) {
 	ctx := context.Background()
-	api := harness.StartAPIServer(t, harness.WithControllerManager())
-	vault := harness.StartVault(t)
+	target := startVaultTarget(t)
+	api, vault := target.api, target.vault
 	pol, err := policy.LoadFile("../../policy/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -77,16 +75,10 @@ func TestVaultLoginNeedsALivePod(t *testing.T) {
 		t.Fatalf("old jwt role: %+v", r)
 	}
 
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "vault-token")
-	if err := os.WriteFile(tokenFile, []byte(vault.RootToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	configure := func(extra ...string) []string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		code := app.Main(ctx, append([]string{"vault", "configure", "--policy", "../../policy/policy.yaml", "--vault-addr", vault.Addr,
-			"--vault-token-file", tokenFile, "--kubeconfig", api.KubeconfigPath}, extra...), strings.NewReader(""), &out, &errOut)
+		code := app.Main(ctx, target.configureArgs("../../policy/policy.yaml", extra...), strings.NewReader(""), &out, &errOut)
 		t.Logf("vault configure %s: exit %d\n%s%s", strings.Join(extra, " "), code, out.String(), errOut.String())
 		if code != 0 {
 			t.Fatalf("vault configure %s: exit %d", strings.Join(extra, " "), code)

@@ -17,7 +17,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -285,19 +284,8 @@ func TestClaimNeverStoredIsVoided(t *testing.T) {
 func applyChartRBAC(t *testing.T, ctx context.Context, c client.Client) {
 	t.Helper()
 	r := chartRenderArgs(t)
-	for _, kind := range []string{"Role", "RoleBinding"} {
-		for _, o := range r.find(kind, "") {
-			var obj client.Object = &rbacv1.Role{}
-			if kind == "RoleBinding" {
-				obj = &rbacv1.RoleBinding{}
-			}
-			if err := json.Unmarshal(o.json, obj); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Create(ctx, obj); err != nil {
-				t.Fatalf("create the chart's %s %s/%s: %v", kind, o.namespace, o.name, err)
-			}
-		}
+	for _, o := range append(r.find("Role", ""), r.find("RoleBinding", "")...) {
+		o.create(t, ctx, c)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,14 +16,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
@@ -47,6 +42,20 @@ type webhookEnv struct {
 	api    *harness.APIServer
 	hook   *harness.Webhook
 	corpus *corpus.Env
+}
+
+// safeJobPod creates the corpus's safe Job and waits for the Pod the Job controller makes of it.
+func (env *webhookEnv) safeJobPod(t *testing.T, ctx context.Context) (*batchv1.Job, *corev1.Pod) {
+	t.Helper()
+	job, err := env.corpus.SafeJob(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := env.corpus.WaitForPod(ctx, job)
+	if err != nil {
+		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
+	}
+	return job, pod
 }
 
 func startWebhookEnv(t *testing.T) *webhookEnv {
@@ -88,48 +97,15 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 	// The chart's MCP identity and its default-deny NetworkPolicy, as rendered by the chart itself.
 	chart := chartRenderArgs(t)
 	sandboxNS := p.Spec.Sandbox.Namespace
-	var mcpSA corev1.ServiceAccount
-	var mcpRole rbacv1.Role
-	var mcpBinding rbacv1.RoleBinding
-	var deny networkingv1.NetworkPolicy
-	chart.get(t, "ServiceAccount", sandboxNS, "agent-sandbox-mcp", &mcpSA)
-	chart.get(t, "Role", sandboxNS, "agent-sandbox-mcp", &mcpRole)
-	chart.get(t, "RoleBinding", sandboxNS, "agent-sandbox-mcp", &mcpBinding)
-	chart.get(t, "NetworkPolicy", sandboxNS, corpus.DefaultDenyPolicy, &deny)
-	for _, create := range []func() error{
-		func() error {
-			_, err := cs.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, &mcpSA, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().Roles(sandboxNS).Create(ctx, &mcpRole, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().RoleBindings(sandboxNS).Create(ctx, &mcpBinding, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.NetworkingV1().NetworkPolicies(sandboxNS).Create(ctx, &deny, metav1.CreateOptions{})
-			return err
-		},
-	} {
-		if err := create(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	direct := newClient(t, api.Config)
+	chart.install(t, ctx, direct, sandboxNS, "agent-sandbox-mcp", "ServiceAccount", "Role", "RoleBinding")
+	chart.install(t, ctx, direct, sandboxNS, corpus.DefaultDenyPolicy, "NetworkPolicy")
 
 	// Vault, configured from the policy by the real command: its Kubernetes auth method has the API
 	// server review the tokens the Vault-direct cases bring.
-	vault := harness.StartVault(t)
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "vault-token")
-	if err := os.WriteFile(tokenFile, []byte(vault.RootToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	vt := newVaultTarget(t, api)
 	var out, errOut bytes.Buffer
-	if code := app.Main(ctx, []string{"vault", "configure", "--policy", policyFile, "--vault-addr", vault.Addr,
-		"--vault-token-file", tokenFile, "--kubeconfig", api.KubeconfigPath}, strings.NewReader(""), &out, &errOut); code != 0 {
+	if code := app.Main(ctx, vt.configureArgs(policyFile), strings.NewReader(""), &out, &errOut); code != 0 {
 		t.Fatalf("vault configure: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	issuer, err := serviceAccountIssuer(ctx, cs)
@@ -153,12 +129,6 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 	}
 	trusted := key.KeySet()
 	if err := trusted.Merge(second.KeySet()); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	direct, err := client.New(api.Config, client.Options{Scheme: scheme})
-	if err != nil {
 		t.Fatal(err)
 	}
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
@@ -187,7 +157,7 @@ func startWebhookEnvWith(t *testing.T, policyFile string) *webhookEnv {
 		t.Fatal(err)
 	}
 	env := &corpus.Env{Policy: p, Approver: key, Other: other, Second: second, Identities: ids, Run: "it",
-		Vault:     corpus.VaultTarget{Addr: vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
+		Vault:     corpus.VaultTarget{Addr: vt.vault.Addr, AuthMount: p.Spec.Sandbox.CredentialAgent.VaultAuthMount, Sign: signer},
 		FinishJob: finishWithoutKubelet(cs)}
 	return &webhookEnv{api: api, hook: hook, corpus: env}
 }
@@ -272,14 +242,7 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 	defer cancel()
 	defer env.corpus.Cleanup(context.Background())
 
-	job, err := env.corpus.SafeJob(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := env.corpus.WaitForPod(ctx, job)
-	if err != nil {
-		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
-	}
+	job, pod := env.safeJobPod(t, ctx)
 	if pod.Annotations[contract.AnnotationInjected] != "true" || len(pod.Spec.InitContainers) != 1 {
 		t.Fatalf("the safe Job's Pod lacks the credential agent: %+v", pod.Spec.InitContainers)
 	}
@@ -287,11 +250,7 @@ func TestWebhookAdmissionCorpus(t *testing.T) {
 		t.Fatalf("control: Vault refuses even a correctly bound token: %v", err)
 	}
 	// The admitted Job left its audit anchor, with the head it declared, in the webhook's namespace.
-	reader, err := client.New(env.api.Config, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors, err := ledger.ListAnchors(ctx, reader, ledgerNamespace)
+	anchors, err := ledger.ListAnchors(ctx, newClient(t, env.api.Config), ledgerNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,14 +300,7 @@ func TestWebhookAdmissionPlacement(t *testing.T) {
 	defer cancel()
 	defer env.corpus.Cleanup(context.Background())
 
-	job, err := env.corpus.SafeJob(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod, err := env.corpus.WaitForPod(ctx, job)
-	if err != nil {
-		t.Fatalf("the Job controller's Pod for the safe Job: %v", err)
-	}
+	_, pod := env.safeJobPod(t, ctx)
 	gke := corev1.Toleration{Key: "sandbox.gke.io/runtime", Operator: corev1.TolerationOpEqual, Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}
 	if pod.Spec.NodeSelector["sandbox.gke.io/runtime"] != "gvisor" || !slices.Contains(pod.Spec.Tolerations, gke) {
 		t.Fatalf("the safe Job's Pod is not placed on the gVisor nodes: nodeSelector %v, tolerations %v", pod.Spec.NodeSelector, pod.Spec.Tolerations)

@@ -74,10 +74,7 @@ func newDeployEnv(t *testing.T) *deployEnv {
 // nonLocal is the environment the install guide names for a cluster other than the local one.
 func (e *deployEnv) nonLocal(t *testing.T) []string {
 	t.Helper()
-	kc := filepath.Join(e.dir, "gke.kubeconfig")
-	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := e.file(t, "gke.kubeconfig", "apiVersion: v1\nkind: Config\n", 0o600)
 	return append(e.env,
 		"KUBECONFIG="+kc,
 		"API_SERVER_URL=https://203.0.113.10:443", "API_CIDR=203.0.113.10/32",
@@ -89,24 +86,55 @@ func (e *deployEnv) nonLocal(t *testing.T) []string {
 // run runs scripts/deploy.sh from dir with env and returns its exit code and output.
 func (e *deployEnv) run(t *testing.T, dir string, env []string) (int, string, string) {
 	t.Helper()
-	script, err := filepath.Abs("../../scripts/deploy.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", script)
-	cmd.Dir = dir
-	cmd.Env = env
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := runScript(t, "deploy.sh", dir, env, &stdout, &stderr)
 	t.Logf("deploy.sh: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	return code, stdout.String(), stderr.String()
+}
+
+// plan runs deploy.sh from the sandbox's folder with env, as run does, and returns all it printed; a run
+// that fails stops the test.
+func (e *deployEnv) plan(t *testing.T, env []string) string {
+	t.Helper()
+	code, stdout, stderr := e.run(t, e.dir, env)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	return stdout + stderr
+}
+
+// file writes content with perm to rel in the sandbox's folder, making the folders on the way, and returns
+// its path.
+func (e *deployEnv) file(t *testing.T, rel, content string, perm os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(e.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), perm); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// planHas checks that the output of deploy holds each of wants.
+func planHas(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan lacks %q", want)
+		}
+	}
+}
+
+// nothingDone checks that the runs so far (what names them) created no file in the sandbox's state, cache
+// and home folders and ran none of the stubbed programs.
+func (e *deployEnv) nothingDone(t *testing.T, what string) {
+	t.Helper()
+	if files := e.created(t); len(files) != 0 {
+		t.Errorf("%s created %v", what, files)
+	}
+	e.noCalls(t)
 }
 
 // created lists every file under the sandbox's state, cache and home folders (the stub log aside).
@@ -143,29 +171,18 @@ func (e *deployEnv) noCalls(t *testing.T) {
 // of a cluster, Vault or the network before the dry run stops.
 func TestDeployNonLocalTrustsOnlyTheGivenKeys(t *testing.T) {
 	e := newDeployEnv(t)
-	jwks := filepath.Join(e.dir, "approvers.jwks.json")
-	if err := os.WriteFile(jwks, []byte(approversJWKS), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS=approvers.jwks.json", "VAULT_NAMESPACE=admin/team-a"))
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	out := stdout + stderr
-	for _, want := range []string{
-		"  cluster:            " + filepath.Join(e.dir, "gke.kubeconfig") + " (not the local cluster)\n",
+	jwks := e.file(t, "approvers.jwks.json", approversJWKS, 0o644)
+	out := e.plan(t, append(e.nonLocal(t), "APPROVERS_JWKS=approvers.jwks.json", "VAULT_NAMESPACE=admin/team-a"))
+	planHas(t, out,
+		"  cluster:            "+filepath.Join(e.dir, "gke.kubeconfig")+" (not the local cluster)\n",
 		"  approver key:       none created\n",
-		"  trusted approvers:  " + jwks + " (keys: alice, bob); nothing else can approve\n",
+		"  trusted approvers:  "+jwks+" (keys: alice, bob); nothing else can approve\n",
 		"  vault:              configure https://vault.example.com:8200 (namespace admin/team-a) from policy/policy.yaml\n",
-		"  MCP kubeconfig:     " + filepath.Join(e.home, ".config", "agent-sandbox", "mcp.kubeconfig") + "\n",
-		" --set-file approvers.jwks=" + jwks + " ",
+		"  MCP kubeconfig:     "+filepath.Join(e.home, ".config", "agent-sandbox", "mcp.kubeconfig")+"\n",
+		" --set-file approvers.jwks="+jwks+" ",
 		" --set vault.namespace=admin/team-a",
 		" --set image.repository=registry.example.com/agent-sandbox --set image.tag=v1.2.3 ",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the plan lacks %q", want)
-		}
-	}
+	)
 	// The only JWK set named anywhere is the given one; no key or passphrase of the local cluster appears.
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "jwks") && strings.Count(line, ".jwks.json") != strings.Count(line, jwks) {
@@ -177,10 +194,7 @@ func TestDeployNonLocalTrustsOnlyTheGivenKeys(t *testing.T) {
 			t.Errorf("the plan mentions %q", never)
 		}
 	}
-	if files := e.created(t); len(files) != 0 {
-		t.Errorf("the dry run created %v", files)
-	}
-	e.noCalls(t)
+	e.nothingDone(t, "the dry run")
 }
 
 // TestDeployNonLocalWithoutApprovers: without APPROVERS_JWKS deploy stops with one paragraph that says
@@ -192,10 +206,7 @@ func TestDeployNonLocalWithoutApprovers(t *testing.T) {
 		t.Errorf("exit %d, stdout %q\nstderr %q\nwant   %q", code, stdout, stderr, noApproversMessage)
 	}
 
-	private := filepath.Join(e.dir, "private.jwks.json")
-	if err := os.WriteFile(private, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	private := e.file(t, "private.jwks.json", `{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","d":"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"}]}`, 0o600)
 	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+private))
 	if code == 0 || !strings.Contains(stderr, `holds a PRIVATE key (JWK set key 0: JWK "k1" carries private key material ("d")`) {
 		t.Errorf("a private key: exit %d, stderr %q", code, stderr)
@@ -204,10 +215,7 @@ func TestDeployNonLocalWithoutApprovers(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "missing.json: no such file. On a cluster other than the local one") {
 		t.Errorf("a missing file: exit %d, stderr %q", code, stderr)
 	}
-	if files := e.created(t); len(files) != 0 {
-		t.Errorf("a refused run created %v", files)
-	}
-	e.noCalls(t)
+	e.nothingDone(t, "a refused run")
 }
 
 // TestDeployLocalPlan: on the local cluster (no KUBECONFIG) the plan makes the demo approver and the
@@ -219,32 +227,21 @@ func TestDeployLocalPlan(t *testing.T) {
 	if os.Geteuid() == 0 {
 		env = append(env, "SUDO_USER=nobody")
 	}
-	code, stdout, stderr := e.run(t, e.dir, env)
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	out := stdout + stderr
+	out := e.plan(t, env)
 	keys := filepath.Join(e.state, "approver")
-	for _, want := range []string{
-		"  cluster:            the local cluster (" + filepath.Join(e.state, "admin.kubeconfig") + ")\n",
-		"  approver key:       create " + filepath.Join(keys, "approver.key") + " (local cluster only)\n",
-		"  approver key:       create " + filepath.Join(keys, "verify.key") + " (local cluster only)\n",
-		"  approver key:       create " + filepath.Join(keys, "verify2.key") + " (local cluster only)\n",
-		" --set-file approvers.jwks=" + filepath.Join(keys, "trusted.jwks.json") + " ",
-		"  MCP kubeconfig:     " + filepath.Join(e.state, "mcp.kubeconfig") + " (owner root)\n",
+	planHas(t, out,
+		"  cluster:            the local cluster ("+filepath.Join(e.state, "admin.kubeconfig")+")\n",
+		"  approver key:       create "+filepath.Join(keys, "approver.key")+" (local cluster only)\n",
+		"  approver key:       create "+filepath.Join(keys, "verify.key")+" (local cluster only)\n",
+		"  approver key:       create "+filepath.Join(keys, "verify2.key")+" (local cluster only)\n",
+		" --set-file approvers.jwks="+filepath.Join(keys, "trusted.jwks.json")+" ",
+		"  MCP kubeconfig:     "+filepath.Join(e.state, "mcp.kubeconfig")+" (owner root)\n",
 		" --set sandbox.createNamespace=false",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the plan lacks %q", want)
-		}
-	}
+	)
 	if os.Geteuid() == 0 && !strings.Contains(out, "/.config/agent-sandbox/mcp.kubeconfig (owner nobody)\n") {
 		t.Error("run through sudo, the plan writes no MCP kubeconfig for the sudo user")
 	}
-	if files := e.created(t); len(files) != 0 {
-		t.Errorf("the dry run created %v", files)
-	}
-	e.noCalls(t)
+	e.nothingDone(t, "the dry run")
 }
 
 // TestDeployEKSShapedPlan: an API server URL without a port (EKS) means 443, several comma-separated
@@ -252,13 +249,8 @@ func TestDeployLocalPlan(t *testing.T) {
 // the values files of HELM_VALUES (an in-cluster Vault), which are passed to helm; without one it is refused.
 func TestDeployEKSShapedPlan(t *testing.T) {
 	e := newDeployEnv(t)
-	jwks := filepath.Join(e.dir, "approvers.jwks.json")
-	values := filepath.Join(e.dir, "eks-values.yaml")
-	for f, content := range map[string]string{jwks: approversJWKS, values: "networkPolicy:\n  extraEgress: []\n"} {
-		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	jwks := e.file(t, "approvers.jwks.json", approversJWKS, 0o644)
+	values := e.file(t, "eks-values.yaml", "networkPolicy:\n  extraEgress: []\n", 0o644)
 	env := []string{"APPROVERS_JWKS=" + jwks, "VAULT_CIDR=none"}
 	for _, v := range e.nonLocal(t) {
 		if !strings.HasPrefix(v, "API_SERVER_URL=") && !strings.HasPrefix(v, "API_CIDR=") && !strings.HasPrefix(v, "VAULT_CIDR=") {
@@ -275,44 +267,24 @@ func TestDeployEKSShapedPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{
-		" -f " + values + " ",
+	planHas(t, stderr,
+		" -f "+values+" ",
 		" --set apiServer.url=https://0123ABCD.gr7.eu-west-1.eks.amazonaws.com ",
 		` --set apiServer.endpoints\[0\].cidr=10.0.1.0/24 --set apiServer.endpoints\[0\].port=443 `,
 		` --set apiServer.endpoints\[1\].cidr=10.0.2.0/24 --set apiServer.endpoints\[1\].port=443 `,
 		` --set-json vault.egress=\[\] `,
 		"from policy/policy.yaml --oidc-discovery-url https://oidc.eks.eu-west-1.amazonaws.com/id/0123ABCD\n",
-	} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("the plan lacks %q", want)
-		}
-	}
-	if files := e.created(t); len(files) != 0 {
-		t.Errorf("the dry run created %v", files)
-	}
-	e.noCalls(t)
+	)
+	e.nothingDone(t, "the dry run")
 }
 
 // TestDeployPackagedChart: CHART= a packaged release (given relative to where deploy was started) is what
 // helm installs, with the images its values name: no image.repository or image.tag from IMAGE.
 func TestDeployPackagedChart(t *testing.T) {
 	e := newDeployEnv(t)
-	jwks := filepath.Join(e.dir, "approvers.jwks.json")
-	if err := os.WriteFile(jwks, []byte(approversJWKS), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pkg := filepath.Join(e.dir, "dist", "charts", "agent-sandbox-0.2.0.tgz")
-	if err := os.MkdirAll(filepath.Dir(pkg), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pkg, []byte("a chart"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/agent-sandbox-0.2.0.tgz"))
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
-	out := stdout + stderr
+	jwks := e.file(t, "approvers.jwks.json", approversJWKS, 0o644)
+	pkg := e.file(t, filepath.Join("dist", "charts", "agent-sandbox-0.2.0.tgz"), "a chart", 0o644)
+	out := e.plan(t, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/agent-sandbox-0.2.0.tgz"))
 	if !strings.Contains(out, "  helm:               upgrade --install agent-sandbox "+pkg+" -n agent-sandbox-system ") {
 		t.Errorf("the plan does not install %s", pkg)
 	}
@@ -321,7 +293,7 @@ func TestDeployPackagedChart(t *testing.T) {
 	}
 	e.noCalls(t)
 
-	code, _, stderr = e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/no-such.tgz"))
+	code, _, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+jwks, "CHART=dist/charts/no-such.tgz"))
 	if code == 0 || !strings.Contains(stderr, "CHART="+filepath.Join(e.dir, "dist/charts/no-such.tgz")+" does not exist") {
 		t.Errorf("a missing CHART: exit %d, %q", code, stderr)
 	}
@@ -384,20 +356,14 @@ func TestDeployRefusesWhatTheWebhookWouldRefuse(t *testing.T) {
 		"badkid":  {`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"a b",` + x + `}]}`, "JWK kid"},
 		"notjson": {`keys: [alice]`, "parse JWK set"},
 	} {
-		path := filepath.Join(e.dir, name+".jwks.json")
-		if err := os.WriteFile(path, []byte(c.jwks), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		path := e.file(t, name+".jwks.json", c.jwks, 0o644)
 		code, stdout, stderr := e.run(t, e.dir, append(e.nonLocal(t), "APPROVERS_JWKS="+path))
 		if code == 0 || stdout != "" || !strings.Contains(stderr, c.want) ||
 			!strings.Contains(stderr, "error: APPROVERS_JWKS="+path+" is not a JWK set of approver public keys. On a cluster other than the local one") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", name, code, stdout, stderr)
 		}
 	}
-	if files := e.created(t); len(files) != 0 {
-		t.Errorf("a refused run created %v", files)
-	}
-	e.noCalls(t)
+	e.nothingDone(t, "a refused run")
 }
 
 // TestDeployReadsThePolicyWithTheCommand: the sandbox namespace in the plan is the policy's, read by
@@ -428,18 +394,10 @@ func TestDeployReadsThePolicyWithTheCommand(t *testing.T) {
 // reports Helm 3 or 4. Anything else stops deploy before it does anything, saying what HELM takes.
 func TestDeployHelmChoice(t *testing.T) {
 	e := newDeployEnv(t)
-	jwks := filepath.Join(e.dir, "approvers.jwks.json")
-	if err := os.WriteFile(jwks, []byte(approversJWKS), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	jwks := e.file(t, "approvers.jwks.json", approversJWKS, 0o644)
 	fakes := filepath.Join(e.dir, "fakes")
-	if err := os.MkdirAll(fakes, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for name, version := range map[string]string{"helm4": "v4.9.0", "helm2": "v2.17.0"} {
-		if err := os.WriteFile(filepath.Join(fakes, name), []byte("#!/bin/sh\necho "+version+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		e.file(t, filepath.Join("fakes", name), "#!/bin/sh\necho "+version+"\n", 0o755)
 	}
 	env := append(e.nonLocal(t), "APPROVERS_JWKS="+jwks)
 	for _, tc := range []struct {
@@ -465,10 +423,7 @@ func TestDeployHelmChoice(t *testing.T) {
 			}
 		})
 	}
-	if files := e.created(t); len(files) != 0 {
-		t.Errorf("the dry run created %v", files)
-	}
-	e.noCalls(t)
+	e.nothingDone(t, "the dry run")
 }
 
 // TestDeployGKEProfile: on a local cluster brought up with PROFILE=gke (make up records it), deploy derives the
@@ -489,11 +444,8 @@ func TestDeployGKEProfile(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "  policy:             "+placed+" (profile gke)\n") {
 		t.Fatalf("gke profile: exit %d, the plan does not name the placed policy", code)
 	}
-	for _, want := range []string{"sandbox.nodeSelector=", "sandbox.tolerations=", "webhook.tolerations=", `"sandbox.gke.io/runtime": "gvisor"`, `"effect": "NoSchedule"`} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("the helm arguments lack %s", want)
-		}
-	}
+	// The helm arguments.
+	planHas(t, stderr, "sandbox.nodeSelector=", "sandbox.tolerations=", "webhook.tolerations=", `"sandbox.gke.io/runtime": "gvisor"`, `"effect": "NoSchedule"`)
 	data, err := os.ReadFile(placed)
 	if err != nil {
 		t.Fatal(err)

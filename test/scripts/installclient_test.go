@@ -3,7 +3,6 @@ package scripts
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -23,21 +22,8 @@ func fakeBinary(t *testing.T, dir string) (bin, calls string) {
 
 func runInstallClient(t *testing.T, env []string, bin string) (int, string) {
 	t.Helper()
-	script, err := filepath.Abs("../../scripts/install-client.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", script, bin)
-	cmd.Env = env
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := runScript(t, "install-client.sh", "", env, &out, &out, bin)
 	t.Logf("install-client: exit %d\n%s", code, out.String())
 	return code, out.String()
 }
