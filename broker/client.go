@@ -81,7 +81,7 @@ func (c *Client) Mint(ctx context.Context, mount, role, namespace string) (*Cred
 }
 
 // RevokeSelf revokes the client's Vault token. Vault revokes every lease minted with it, which deletes the
-// generated ServiceAccount, Role and RoleBinding. The client forgets the token either way.
+// generated ServiceAccount and RoleBinding. The client forgets the token either way.
 func (c *Client) RevokeSelf(ctx context.Context) error {
 	if c.vc.Token() == "" {
 		return errNotLoggedIn

@@ -11,13 +11,13 @@ import (
 const redactedToken = "<redacted>"
 
 // Credential is one minted Kubernetes credential: a bearer token for a ServiceAccount that Vault created,
-// with a Role and RoleBinding, for one action. Every printable form (fmt verbs, %#v, JSON, slog) shows
+// with a RoleBinding of its scope's ClusterRole, for one action. Every printable form (fmt verbs, %#v, JSON, slog) shows
 // token=<redacted>; only Token itself holds the value, for the one place that writes it to the kubeconfig.
 type Credential struct {
 	// ServiceAccount and Namespace name the generated ServiceAccount.
 	ServiceAccount string
 	Namespace      string
-	// LeaseID is Vault's lease; revoking it deletes the ServiceAccount, Role and RoleBinding.
+	// LeaseID is Vault's lease; revoking it deletes the ServiceAccount and RoleBinding.
 	LeaseID string
 	// TTL is the lease's lifetime as Vault granted it.
 	TTL time.Duration

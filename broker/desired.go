@@ -18,7 +18,7 @@ import (
 // so its managed-by value is the one the objects end up with.
 const (
 	LabelScope = "agent-sandbox.dev/scope"
-	// GeneratedNamePrefix starts the name of every ServiceAccount, Role and RoleBinding Vault generates.
+	// GeneratedNamePrefix starts the name of every ServiceAccount and RoleBinding Vault generates.
 	GeneratedNamePrefix = "v-as-"
 )
 
@@ -247,7 +247,7 @@ func rbacRules(s *policy.Scope) []rbacv1.PolicyRule {
 	return out
 }
 
-// nameTemplate names the generated ServiceAccount, Role and RoleBinding "v-as-<scope>-<unix time>-<random>",
+// nameTemplate names the generated ServiceAccount and RoleBinding "v-as-<scope>-<unix time>-<random>",
 // so that `kubectl get sa` shows at a glance which scope and when. The scope part is cut to 37 characters
 // so that the whole name stays within 62 with its time and random parts intact.
 func nameTemplate(s *policy.Scope) string {

@@ -208,6 +208,6 @@ var componentNotes = map[string]string{
 	cpu.NetworkPolicy:     "the NetworkPolicy enforcer (NRI + nfqueue verdicts): /proc",
 	cpu.WebhookPods:       "admission and the warm pool: their Pod cgroups",
 	cpu.OtherPods:         "any other Pod: their Pod cgroups",
-	cpu.Vault:             "login, mint (SA, Role, RoleBinding, token) and revoke: /proc",
+	cpu.Vault:             "login, mint (SA, RoleBinding, token) and revoke: /proc",
 	cpu.MCPServer:         "the agent-sandbox mcp process the benchmark talks to: /proc",
 }

@@ -69,9 +69,10 @@ func newVaultConfigureCommand(streams cli.IO) *cobra.Command {
 		Long: `configure sets up, from the policy:
 
   in the cluster: Vault's own ServiceAccount and long-lived token in --vault-namespace-name, a
-  ClusterRole and binding that let it create TokenReviews (and nothing else cluster-wide), and in each
-  namespace a tool targets a Role holding exactly what the scopes minted there grant, plus what Vault
-  needs to create and delete the per-action ServiceAccount, Role and RoleBinding;
+  ClusterRole and binding that let it create TokenReviews (and nothing else cluster-wide), one ClusterRole
+  per credential scope holding exactly the scope's rules (agent-sandbox-scope-<scope>), and in each
+  namespace a tool targets a Role that lets Vault create and delete the per-action ServiceAccount and
+  RoleBinding and bind the ClusterRoles of the scopes minted there, by name (it cannot create roles);
 
   in Vault: the Kubernetes auth method (one login role and one ACL policy per tool), which sends every
   sandbox's service-account token to the API server (TokenReview) and admits it only for the tool's

@@ -44,8 +44,8 @@ func NewCredAgentCommand(streams cli.IO) *cobra.Command {
 Vault with the Pod's projected service-account token (--token-file), asks the Kubernetes secrets engine
 for a credential in --namespace, writes it as a kubeconfig (--out, mode 0400, replaced atomically) and
 prints a credential.issued event as one JSON line on stdout. Then it waits. On SIGTERM (the tool
-container has exited) it revokes its Vault token, which makes Vault delete the generated ServiceAccount,
-Role and RoleBinding, removes the kubeconfig, prints credential.revoked, then reports the tool's result
+container has exited) it revokes its Vault token, which makes Vault delete the generated ServiceAccount
+and RoleBinding, removes the kubeconfig, prints credential.revoked, then reports the tool's result
 file (--result-file) as a tool.result event — the tool's one JSON result object, scrubbed of the
 credential's exact values and of anything shaped like a secret — and exits 0.
 
