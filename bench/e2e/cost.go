@@ -35,7 +35,7 @@ func runCost(ctx context.Context, o options, dir string, cs kubernetes.Interface
 
 	type result struct {
 		name  string
-		w     cpu.Window
+		w     window
 		calls int
 	}
 	var results []result
@@ -93,7 +93,7 @@ func runCost(ctx context.Context, o options, dir string, cs kubernetes.Interface
 	}
 
 	b := newBaseline(idle1, idle2)
-	r1, r2 := cpu.Sum(func(c string) float64 { return cpu.Rates(idle1)[c] }), cpu.Sum(func(c string) float64 { return cpu.Rates(idle2)[c] })
+	r1, r2 := cpu.Sum(func(c string) float64 { return cpu.Rates(idle1.Window)[c] }), cpu.Sum(func(c string) float64 { return cpu.Rates(idle2.Window)[c] })
 	fmt.Printf("\nidle baseline (cluster at rest, warm pool full, the benchmark polling as it does between calls): %.3f cores before the calls, %.3f after"+
 		" (%s each); their mean, %.3f cores, is subtracted component by component; other processes on the machine (not counted) %.2f and %.2f cores\n\n",
 		r1, r2, o.idle, (r1+r2)/2, idle1.Unattributed.Seconds()/idle1.Duration.Seconds(), idle2.Unattributed.Seconds()/idle2.Duration.Seconds())
@@ -122,27 +122,27 @@ type loadStats struct {
 
 // loadedRun runs o.concurrent callers for o.duration against one MCP server, from a quiet node until the
 // node is quiet again, and measures that window.
-func loadedRun(ctx context.Context, o options, dir string, m *meter, quiet func() error) (cpu.Window, loadStats, error) {
+func loadedRun(ctx context.Context, o options, dir string, m *meter, quiet func() error) (window, loadStats, error) {
 	var st loadStats
 	if o.concurrent <= 0 {
-		return cpu.Window{}, st, nil
+		return window{}, st, nil
 	}
 	s, _, err := start(ctx, o, dir, "cost-loaded", "--max-concurrency", strconv.Itoa(o.maxConcurrency))
 	if err != nil {
-		return cpu.Window{}, st, err
+		return window{}, st, err
 	}
 	defer s.c.Close()
 	m.track(s.cmd.Process.Pid, cpu.MCPServer)
 	if err := quiet(); err != nil {
-		return cpu.Window{}, st, err
+		return window{}, st, err
 	}
 	a, err := m.sample(ctx)
 	if err != nil {
-		return cpu.Window{}, st, err
+		return window{}, st, err
 	}
 	st = hammer(ctx, s, o.concurrent, o.duration)
 	if err := quiet(); err != nil {
-		return cpu.Window{}, st, err
+		return window{}, st, err
 	}
 	w, err := m.since(ctx, a)
 	return w, st, err

@@ -26,6 +26,14 @@ type meter struct {
 	admin kubernetes.Interface
 	ns    string
 	ts    *cpu.Taskstats
+	// writes holds the API server's write counts read with each sample.
+	writes map[*cpu.Host]apiWrites
+}
+
+// window is one measured window: the components' CPU and the API server's writes.
+type window struct {
+	cpu.Window
+	writes writesWindow
 }
 
 // pidFiles maps the local cluster's pid files ($AS_STATE/run/<name>.pid) to components.
@@ -47,7 +55,7 @@ func newMeter(stateDir, adminKubeconfig, sandboxNS, dir string) (*meter, error) 
 	if err != nil {
 		return nil, err
 	}
-	m := &meter{admin: admin, ns: sandboxNS, pods: map[string]string{}}
+	m := &meter{admin: admin, ns: sandboxNS, pods: map[string]string{}, writes: map[*cpu.Host]apiWrites{}}
 	m.at = cpu.Attribution{PIDs: map[int]string{}, Pod: func(uid string) string { return m.pods[uid] }}
 	for name, comp := range pidFiles {
 		b, err := os.ReadFile(filepath.Join(stateDir, "run", name+".pid"))
@@ -106,61 +114,77 @@ func (m *meter) sample(ctx context.Context) (*cpu.Host, error) {
 			m.pods[string(p.UID)] = cpu.OtherPods
 		}
 	}
-	return m.s.Sample()
+	writes, err := readAPIWrites(ctx, m.admin)
+	if err != nil {
+		return nil, err
+	}
+	h, err := m.s.Sample()
+	if err != nil {
+		return nil, err
+	}
+	m.writes[h] = writes
+	return h, nil
 }
 
 // since measures the window from sample a to now.
-func (m *meter) since(ctx context.Context, a *cpu.Host) (cpu.Window, error) {
+func (m *meter) since(ctx context.Context, a *cpu.Host) (window, error) {
 	b, err := m.sample(ctx)
 	if err != nil {
-		return cpu.Window{}, err
+		return window{}, err
 	}
 	recs, err := m.s.Records(0)
 	if err != nil {
-		return cpu.Window{}, err
+		return window{}, err
 	}
-	return cpu.Measure(m.at, a, b, recs[:min(b.AcctRecords, len(recs))]), nil
+	w := cpu.Measure(m.at, a, b, recs[:min(b.AcctRecords, len(recs))])
+	return window{Window: w, writes: writesBetween(m.writes[a], m.writes[b], w.Duration)}, nil
 }
 
 // idle measures the cluster at rest for d, while polling the sandbox namespace as waitWarm and waitQuiet
 // do, so that the baseline subtracted from each window carries the benchmark's own API requests too.
-func (m *meter) idle(ctx context.Context, cs kubernetes.Interface, d time.Duration) (cpu.Window, error) {
+func (m *meter) idle(ctx context.Context, cs kubernetes.Interface, d time.Duration) (window, error) {
 	a, err := m.sample(ctx)
 	if err != nil {
-		return cpu.Window{}, err
+		return window{}, err
 	}
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(pollEvery) {
 		if _, err := cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{}); err != nil {
-			return cpu.Window{}, err
+			return window{}, err
 		}
 	}
 	return m.since(ctx, a)
 }
 
-// baseline is the idle CPU rate per component (cores) and of host runsc invocations (per second).
+// baseline is the idle CPU rate per component (cores), of host runsc invocations (per second) and the idle
+// windows' API writes.
 type baseline struct {
-	rates map[string]float64
-	runsc float64
+	rates  map[string]float64
+	runsc  float64
+	writes writesWindow
 }
 
-func newBaseline(ws ...cpu.Window) baseline {
-	var b baseline
+func newBaseline(ws ...window) baseline {
+	b := baseline{writes: writesWindow{delta: apiWrites{}}}
 	var rs []map[string]float64
 	for _, w := range ws {
-		rs = append(rs, cpu.Rates(w))
+		rs = append(rs, cpu.Rates(w.Window))
 		b.runsc += float64(w.Runsc) / w.Duration.Seconds() / float64(len(ws))
+		b.writes.d += w.writes.d
+		for k, v := range w.writes.delta {
+			b.writes.delta[k] += v
+		}
 	}
 	b.rates = cpu.MeanRates(rs...)
 	return b
 }
 
 // perCall is a window's CPU less the baseline over its length, divided by calls, in CPU-seconds.
-func (b baseline) perCall(w cpu.Window, calls int) float64 {
-	return cpu.Sum(func(c string) float64 { return cpu.PerCall(w, b.rates, c, calls) })
+func (b baseline) perCall(w window, calls int) float64 {
+	return cpu.Sum(func(c string) float64 { return cpu.PerCall(w.Window, b.rates, c, calls) })
 }
 
 // printBreakdown prints a window's CPU per call by component, and the checks of the measurement.
-func (b baseline) printBreakdown(w cpu.Window, calls int) {
+func (b baseline) printBreakdown(w window, calls int) {
 	idle := cpu.Sum(func(c string) float64 { return b.rates[c] })
 	fmt.Printf("  %d calls in %s (from a quiet node to a quiet node): components used %.2f CPU-s, less idle %.3f cores x %s = %.2f CPU-s\n",
 		calls, w.Duration.Round(100*time.Millisecond), w.Total().Seconds(), idle, w.Duration.Round(100*time.Millisecond), idle*w.Duration.Seconds())
@@ -175,15 +199,16 @@ func (b baseline) printBreakdown(w cpu.Window, calls int) {
 			}
 			note = fmt.Sprintf("%.1f runsc processes per call (%d exited in the window, %.2f/s at idle), %.0f ms each; %s", n, w.Runsc, b.runsc, each, note)
 		}
-		fmt.Printf("    %-28s %7.3f  [%.3f]  %s\n", c, cpu.PerCall(w, b.rates, c, calls), b.rates[c], note)
+		fmt.Printf("    %-28s %7.3f  [%.3f]  %s\n", c, cpu.PerCall(w.Window, b.rates, c, calls), b.rates[c], note)
 	}
+	fmt.Printf("  API writes per call (create, update, patch, delete; the idle rate subtracted): %s\n", w.writes.perCall(b.writes, calls))
 	fmt.Printf("  checks: %d processes exited in the window, %d without a taskstats message (their CPU is the accounting record's, rounded down);"+
 		" processes inside Pods by /proc + exit figures %.3f CPU-s per call vs the Pod cgroups %.3f (both before idle);"+
 		" children reaped by live components: their cutime+cstime grew %.3f CPU-s per call, their exit figures say %.3f (the gap is CPU spent after the exit message);"+
 		" other processes on the machine, not counted: %.2f cores%s\n",
 		w.Exited, w.NoTaskstats,
 		w.ProcessesInPods.Seconds()/float64(calls), (w.CPU[cpu.SandboxPods]+w.CPU[cpu.WebhookPods]+w.CPU[cpu.OtherPods]).Seconds()/float64(calls),
-		w.ReapedProc.Seconds()/float64(calls), w.ReapedExit.Seconds()/float64(calls), w.Unattributed.Seconds()/w.Duration.Seconds(), lost(w))
+		w.ReapedProc.Seconds()/float64(calls), w.ReapedExit.Seconds()/float64(calls), w.Unattributed.Seconds()/w.Duration.Seconds(), lost(w.Window))
 }
 
 func lost(w cpu.Window) string {
