@@ -164,11 +164,13 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 			data: map[string]any{
 				// A credential binds the scope's ClusterRole (written once by Configure) in the target
 				// namespace: Vault creates a ServiceAccount and a RoleBinding per call, not a Role too.
-				// generated_role_rules is written empty because the engine takes exactly one of the two,
-				// and a role written by an earlier release still has rules.
+				// The engine takes exactly one of these three and keeps a field the write leaves out, so
+				// the other two are written empty: a role written by an earlier release (with rules) is
+				// converted in place, and any release that writes all three can convert it back.
 				"kubernetes_role_type":          "ClusterRole",
 				"kubernetes_role_name":          ScopeRoleName(s),
 				"generated_role_rules":          "",
+				"service_account_name":          "",
 				"allowed_kubernetes_namespaces": namespaces,
 				"token_default_ttl":             ttl,
 				"token_max_ttl":                 ttl,

@@ -118,7 +118,7 @@ func TestDesiredSecretsRole(t *testing.T) {
 	// A credential binds the scope's ClusterRole; Vault generates no Role per call, and the rules of an
 	// earlier release's role are cleared (the engine takes one of the two).
 	if r.data["kubernetes_role_type"] != "ClusterRole" || r.data["kubernetes_role_name"] != "agent-sandbox-scope-pod-reader" ||
-		r.data["generated_role_rules"] != "" || r.data["token_default_ttl"] != int64(600) || r.data["token_max_ttl"] != int64(600) {
+		r.data["generated_role_rules"] != "" || r.data["service_account_name"] != "" || r.data["token_default_ttl"] != int64(600) || r.data["token_max_ttl"] != int64(600) {
 		t.Errorf("pod-reader role: %v", r.data)
 	}
 	rules := scopeClusterRole(findScope(testPolicy(t), "pod-reader"))

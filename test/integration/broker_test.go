@@ -144,6 +144,7 @@ func TestBroker(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("ConfigureAgainChangesNothing", e.testConfigureIdempotent)
+	t.Run("ConfigureConvertsAGeneratedRulesRole", e.testConfigureConverts)
 	t.Run("MintUseRevoke", e.testMintUseRevoke)
 	t.Run("VaultItselfRefuses", e.testVaultRefuses)
 	t.Run("ExpiryWithoutRevoke", e.testExpiry)
@@ -271,6 +272,26 @@ func (e *brokerEnv) testConfigureIdempotent(t *testing.T) {
 	code, lines, _ = e.configure(t, e.policyFile, "--dry-run")
 	if code != 0 || len(lines) != 1 || !strings.Contains(lines[0], "dry run") {
 		t.Errorf("dry run: exit %d, %q", code, lines)
+	}
+}
+
+// testConfigureConverts: a secrets role as releases before issue 23 wrote it (a Role generated per call from
+// rules) is converted in place to bind the scope's ClusterRole, which the engine accepts only because
+// configure writes the other kinds empty.
+func (e *brokerEnv) testConfigureConverts(t *testing.T) {
+	path := "agent-sandbox-kubernetes/roles/agent-sandbox-pod-reader"
+	old := map[string]any{"kubernetes_role_type": "Role", "kubernetes_role_name": "",
+		"generated_role_rules": `{"rules":[{"apiGroups":[""],"resources":["pods"],"verbs":["get","list"]}]}`}
+	if r, err := e.vault.Request(context.Background(), "POST", path, e.vault.RootToken, old); err != nil || r.Status/100 != 2 {
+		t.Fatalf("write the old role: %v %+v", err, r)
+	}
+	code, lines, _ := e.configure(t, e.policyFile)
+	if code != 0 || len(lines) != 2 || lines[0] != "updated secrets role agent-sandbox-pod-reader" {
+		t.Errorf("configure over the old role: exit %d %q", code, lines)
+	}
+	d := e.vaultGet(t, path).Data()
+	if d["kubernetes_role_name"] != "agent-sandbox-scope-pod-reader" || d["generated_role_rules"] != "" || d["kubernetes_role_type"] != "ClusterRole" {
+		t.Errorf("converted role: %v", d)
 	}
 }
 
