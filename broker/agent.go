@@ -344,6 +344,11 @@ func (a *Agent) mintAndWrite(ctx context.Context, deadline time.Time, ca []byte)
 		cred, err = a.client.Mint(ctx, c.SecretsMount, c.SecretsRole, c.Namespace)
 		return err
 	})
+	if errors.Is(err, ErrPermissionDenied) {
+		// Vault says no more than "permission denied"; say what its policy allows.
+		err = fmt.Errorf("%w (the tool's Vault policy lets it mint only in the namespaces the agent-sandbox policy gives the tool, "+
+			"with no other parameter; after changing them, run agent-sandbox vault configure)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("vault credential %s/creds/%s for namespace %s failed: %w", mountPath(c.SecretsMount), c.SecretsRole, c.Namespace, err)
 	}

@@ -790,7 +790,7 @@ func (e *brokerEnv) testCredAgentFailures(t *testing.T) {
 		}, "cred-agent: vault login as role agent-sandbox-k8s-get-pod-status failed: "},
 		{"NamespaceNotAllowed", func(a []string) []string {
 			return append(a, "--namespace=kube-system")
-		}, "cred-agent: vault credential agent-sandbox-kubernetes/creds/agent-sandbox-pod-reader for namespace kube-system failed: kubernetes_namespace 'kube-system' is not present"},
+		}, "cred-agent: vault credential agent-sandbox-kubernetes/creds/agent-sandbox-pod-reader for namespace kube-system failed: permission denied (the tool's Vault policy lets it mint only in the namespaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
