@@ -223,25 +223,8 @@ func (cp *clusterPlan) vaultIdentity(ctx context.Context, vaultNS string) error 
 // binding grants it.
 func (cp *clusterPlan) tokenReview(ctx context.Context, vaultNS string) error {
 	rbac := cp.rbac
-	crole := tokenReviewClusterRole()
-	switch cur, err := rbac.ClusterRoles().Get(ctx, tokenReviewName, metav1.GetOptions{}); {
-	case apierrors.IsNotFound(err):
-		cp.add(ActionCreate, "cluster role", tokenReviewName, func(ctx context.Context) error {
-			_, err := rbac.ClusterRoles().Create(ctx, crole, metav1.CreateOptions{})
-			return err
-		})
-	case err != nil:
-		return fmt.Errorf("get cluster role %s: %w", tokenReviewName, err)
-	case !equality.Semantic.DeepEqual(cur.Rules, crole.Rules) || cur.AggregationRule != nil || !hasLabels(cur.Labels, crole.Labels):
-		cur = cur.DeepCopy()
-		cur.Rules, cur.AggregationRule = crole.Rules, nil
-		cur.Labels = withLabels(cur.Labels, crole.Labels)
-		cp.add(ActionUpdate, "cluster role", tokenReviewName, func(ctx context.Context) error {
-			_, err := rbac.ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-	default:
-		cp.unchanged++
+	if err := cp.clusterRole(ctx, tokenReviewClusterRole()); err != nil {
+		return err
 	}
 	crb := tokenReviewClusterRoleBinding(vaultNS)
 	createCRB := func(ctx context.Context) error {
@@ -267,10 +250,35 @@ func (cp *clusterPlan) tokenReview(ctx context.Context, vaultNS string) error {
 	return nil
 }
 
+// clusterRole plans one ClusterRole of ours: created, or put back to exactly its rules (without an
+// aggregation rule, which would let other ClusterRoles widen it) and labels.
+func (cp *clusterPlan) clusterRole(ctx context.Context, want *rbacv1.ClusterRole) error {
+	rbac := cp.rbac
+	switch cur, err := rbac.ClusterRoles().Get(ctx, want.Name, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+		cp.add(ActionCreate, "cluster role", want.Name, func(ctx context.Context) error {
+			_, err := rbac.ClusterRoles().Create(ctx, want, metav1.CreateOptions{})
+			return err
+		})
+	case err != nil:
+		return fmt.Errorf("get cluster role %s: %w", want.Name, err)
+	case !equality.Semantic.DeepEqual(cur.Rules, want.Rules) || cur.AggregationRule != nil || !hasLabels(cur.Labels, want.Labels):
+		cur = cur.DeepCopy()
+		cur.Rules, cur.AggregationRule = want.Rules, nil
+		cur.Labels = withLabels(cur.Labels, want.Labels)
+		cp.add(ActionUpdate, "cluster role", want.Name, func(ctx context.Context) error {
+			_, err := rbac.ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	default:
+		cp.unchanged++
+	}
+	return nil
+}
+
 // scopeRoles plans one ClusterRole per scope that some tool uses, holding the scope's rules exactly (a
 // widened one is put back), and deletes those of scopes no tool uses any more.
 func (cp *clusterPlan) scopeRoles(ctx context.Context, p *policy.Policy) error {
-	rbac := cp.rbac
 	want := map[string]bool{}
 	for i := range p.Spec.Scopes {
 		s := &p.Spec.Scopes[i]
@@ -279,26 +287,11 @@ func (cp *clusterPlan) scopeRoles(ctx context.Context, p *policy.Policy) error {
 		}
 		cr := scopeClusterRole(s)
 		want[cr.Name] = true
-		switch cur, err := rbac.ClusterRoles().Get(ctx, cr.Name, metav1.GetOptions{}); {
-		case apierrors.IsNotFound(err):
-			cp.add(ActionCreate, "cluster role", cr.Name, func(ctx context.Context) error {
-				_, err := rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})
-				return err
-			})
-		case err != nil:
-			return fmt.Errorf("get cluster role %s: %w", cr.Name, err)
-		case !equality.Semantic.DeepEqual(cur.Rules, cr.Rules) || cur.AggregationRule != nil || !hasLabels(cur.Labels, cr.Labels):
-			cur = cur.DeepCopy()
-			cur.Rules, cur.AggregationRule = cr.Rules, nil
-			cur.Labels = withLabels(cur.Labels, cr.Labels)
-			cp.add(ActionUpdate, "cluster role", cr.Name, func(ctx context.Context) error {
-				_, err := rbac.ClusterRoles().Update(ctx, cur, metav1.UpdateOptions{})
-				return err
-			})
-		default:
-			cp.unchanged++
+		if err := cp.clusterRole(ctx, cr); err != nil {
+			return err
 		}
 	}
+	rbac := cp.rbac
 	sel := labels.SelectorFromSet(managedLabels()).String() + "," + LabelScope
 	old, err := rbac.ClusterRoles().List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
