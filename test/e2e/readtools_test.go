@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/schema"
 )
 
@@ -55,6 +58,12 @@ func TestE2EReadTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cm := range plans.Items {
+		// The adversarial corpus leaves saved-plan ConfigMaps that are named like one but hold no plan (targets
+		// of deletes admission refuses, which only the content GC removes later): read a real one, a zip.
+		body := cm.BinaryData[sandbox.PlanKey]
+		if _, err := zip.NewReader(bytes.NewReader(body), int64(len(body))); err != nil {
+			continue
+		}
 		if id, ok := strings.CutPrefix(cm.Name, contract.PlanConfigMapPrefix); ok {
 			calls = append(calls, struct {
 				tool string
