@@ -1,6 +1,7 @@
 package app
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -31,5 +32,35 @@ func TestHelpDocumentsExitCodes(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != cli.ExitUsage || !strings.HasPrefix(stderr, "error: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
+	}
+}
+
+// TestInvalidValuesExitUsage: a flag value a command refuses before doing anything exits 2 as --help says,
+// whichever role's command it is (these exited 1 while their commands returned Validate's error as it was).
+func TestInvalidValuesExitUsage(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("VAULT_TOKEN", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"vault", "configure", "--vault-addr", "http://127.0.0.1:1"}, "a Vault token is required"},
+		{[]string{"cred-agent", "ready", "--wait", "-1s"}, "--wait must not be negative"},
+		{[]string{"keygen", "--key-id", "bad id!", "--out", dir + "/k", "--public-out", dir + "/k.pub"}, "--key-id"},
+		{[]string{"keygen", "--out", dir + "/k", "--public-out", dir + "/k"}, "must differ"},
+		{[]string{"deny", "req-0123456789ab", "--reason", strings.Repeat("x", 2000)}, "longer than 1024 bytes"},
+		{[]string{"audit", "show", "--file", dir + "/a.jsonl", "--request-id", " req-1"}, "surrounding spaces"},
+	} {
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != cli.ExitUsage || stdout != "" || !strings.HasPrefix(stderr, "error: ") || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%.60q: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, stdout, stderr, cli.ExitUsage, tc.want)
+		}
+	}
+	// Refusing to overwrite an existing key is not a usage error: the command line is right, the disk is not.
+	if err := os.WriteFile(dir+"/exists", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "keygen", "--out", dir+"/exists", "--public-out", dir+"/exists.pub"); code != 1 || !strings.Contains(stderr, "already exists") {
+		t.Errorf("keygen over an existing key: exit %d, stderr %q; want exit 1", code, stderr)
 	}
 }

@@ -75,7 +75,7 @@ is always safe, so scripts may do it.`,
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return cli.UsageError{Err: err}
 			}
 			return o.Run(cmd.Context(), streams)
 		},

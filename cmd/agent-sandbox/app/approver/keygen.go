@@ -41,11 +41,11 @@ func (o *keygenOptions) Validate() error {
 	var errs []error
 	if o.KeyID != "" {
 		if err := approval.ValidateKeyID(o.KeyID); err != nil {
-			errs = append(errs, fmt.Errorf("--key-id: %w", err))
+			errs = append(errs, cli.UsageError{Err: fmt.Errorf("--key-id: %w", err)})
 		}
 	}
 	if o.Out == o.PublicOut {
-		errs = append(errs, errors.New("--out and --public-out must differ"))
+		errs = append(errs, cli.UsageError{Err: errors.New("--out and --public-out must differ")})
 	}
 	if !o.Force {
 		for _, p := range []string{o.Out, o.PublicOut} {

@@ -61,7 +61,7 @@ func newAuditShowCommand(streams cli.IO) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
-				return err
+				return cli.UsageError{Err: err}
 			}
 			return o.Run(cmd.Context())
 		},

@@ -112,7 +112,7 @@ chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
-				return err
+				return cli.UsageError{Err: err}
 			}
 			return o.Run(cmd.Context())
 		},

@@ -175,7 +175,7 @@ themselves.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete()
 			if err := o.Validate(); err != nil {
-				return err
+				return cli.UsageError{Err: err}
 			}
 			return o.Run(cmd.Context())
 		},
