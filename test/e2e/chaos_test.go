@@ -63,7 +63,15 @@ type chaos struct {
 	before map[string]bool
 	// started is when the scenario began (scenario): the window of its calls' audit anchors.
 	started time.Time
+	// ended is when the scenario before this one ended (its cleanup began): after its last call.
+	ended time.Time
 }
+
+// scenarioGap is how long after the scenario before a scenario begins. corpus.AuditAgainstCluster's window
+// reaches 2 s and a rounding (--since takes whole seconds) before started, so as not to miss a call of the
+// scenario's own; a call the scenario before made just before it ended would fall inside that window and
+// count as missing from this scenario's log.
+const scenarioGap = 4 * time.Second
 
 // server is one MCP server process and a client session with it.
 type server struct {
@@ -511,7 +519,11 @@ func (c *chaos) scenario(t *testing.T, timeout time.Duration) (context.Context, 
 	c.begin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
+	if wait := scenarioGap - time.Since(c.ended); wait > 0 {
+		time.Sleep(wait)
+	}
 	c.started = time.Now()
+	t.Cleanup(func() { c.ended = time.Now() })
 	return ctx, c.started, c.fresh()
 }
 
