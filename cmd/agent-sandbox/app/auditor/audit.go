@@ -58,13 +58,7 @@ func newAuditShowCommand(streams cli.IO) *cobra.Command {
 		Use:   "show",
 		Short: "Print audit events as a table or as the raw JSON lines",
 		Args:  cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete()
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:  cli.RunE(o),
 	}
 	cmd.Flags().StringVar(&o.File, "file", "", "audit log to read (default: $"+audit.EnvPath+" or the XDG state directory)")
 	cmd.Flags().StringVar(&o.RequestID, "request-id", "", "show only the events of this request")
@@ -73,10 +67,11 @@ func newAuditShowCommand(streams cli.IO) *cobra.Command {
 }
 
 // Complete fills in the default log path.
-func (o *auditShowOptions) Complete() {
+func (o *auditShowOptions) Complete() error {
 	if o.File == "" {
 		o.File = audit.DefaultPath()
 	}
+	return nil
 }
 
 // Validate checks the options.

@@ -109,13 +109,7 @@ the policy's spec.sandbox.credentialAgent.vaultNamespace (they must agree when b
 credential agents log in to the namespace the webhook's policy names, so name it there too (the Helm
 chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_NAMESPACE names it.`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete()
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.PolicyFile, "policy", defaultPolicyFile, "policy file")
@@ -139,7 +133,7 @@ chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_
 }
 
 // Complete fills defaults from the environment.
-func (o *vaultConfigureOptions) Complete() {
+func (o *vaultConfigureOptions) Complete() error {
 	if o.getenv == nil {
 		o.getenv = os.Getenv
 	}
@@ -155,6 +149,7 @@ func (o *vaultConfigureOptions) Complete() {
 	if o.VaultNamespace == "" {
 		o.VaultNamespace = broker.DefaultVaultNamespace
 	}
+	return nil
 }
 
 // Validate checks the options without touching the network.

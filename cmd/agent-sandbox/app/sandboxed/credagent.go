@@ -172,13 +172,7 @@ are not this binary's runners: the kubelet starts the tool container only after 
 tool never starts without its credential. This binary's runners go without the hook and wait for the file
 themselves.`,
 		Args: cli.Usage(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete()
-			if err := o.Validate(); err != nil {
-				return cli.UsageError{Err: err}
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cli.RunE(o),
 	}
 	cmd.Flags().StringVar(&o.File, "file", contract.KubeconfigPath, "the kubeconfig the agent writes")
 	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "keep checking this long (0: check once)")
@@ -186,10 +180,11 @@ themselves.`,
 }
 
 // Complete fills the default path.
-func (o *credAgentReadyOptions) Complete() {
+func (o *credAgentReadyOptions) Complete() error {
 	if o.File == "" {
 		o.File = contract.KubeconfigPath
 	}
+	return nil
 }
 
 // Validate checks the wait.
