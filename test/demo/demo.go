@@ -27,6 +27,7 @@ import (
 	_ "modernc.org/sqlite" // the approvals database, read as an attacker who stole a used token would
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/approval/store"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
@@ -370,24 +371,6 @@ func Approve(ctx context.Context, cfg Config, id string, extra ...string) (strin
 	return finish(nil)
 }
 
-// usedTokens reads the tokens of every grant of request id, in the order Store.Consume returns them.
-func usedTokens(ctx context.Context, db *sql.DB, id string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT token FROM grants WHERE request_id = ? ORDER BY decided_at, approver", id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var tokens []string
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			return nil, err
-		}
-		tokens = append(tokens, t)
-	}
-	return tokens, rows.Err()
-}
-
 // replayAtCluster plays an attacker who bypasses the MCP server with the token of a consumed approval,
 // taken from the approvals database: the Job goes straight to the API server and must be refused.
 func (d *driver) replayAtCluster(ctx context.Context, requestID string) error {
@@ -400,7 +383,7 @@ func (d *driver) replayAtCluster(ctx context.Context, requestID string) error {
 	if err := db.QueryRowContext(ctx, "SELECT params FROM requests WHERE id = ?", requestID).Scan(&params); err != nil {
 		return fmt.Errorf("read the used request: %w", err)
 	}
-	tokens, err := usedTokens(ctx, db, requestID)
+	tokens, err := store.GrantTokens(ctx, db, requestID)
 	if err != nil {
 		return fmt.Errorf("read the used tokens: %w", err)
 	}

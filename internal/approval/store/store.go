@@ -664,7 +664,31 @@ func (s *Store) consume(ctx context.Context, id, tool, paramsHash string, now in
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT token FROM grants WHERE request_id = ? ORDER BY decided_at, approver`, id)
+	tokens, err := GrantTokens(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) < need {
+		// Grant only grants a complete set; a request that claims otherwise is refused, not half used.
+		return nil, fmt.Errorf("%s: %w", approval.Progress(len(tokens), need), approval.ErrNotGranted)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// Querier is what GrantTokens reads through: a *sql.Tx or a *sql.DB.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// GrantTokens reads the token of every grant of request id, in the order Consume returns them: the order
+// the approvers approved in. Consume reads them through its transaction; a reader of the database file
+// that holds no Store (the demo, which plays an attacker who stole a used token from it) passes its own
+// handle and gets the very list Consume handed on.
+func GrantTokens(ctx context.Context, q Querier, id string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT token FROM grants WHERE request_id = ? ORDER BY decided_at, approver`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -678,14 +702,6 @@ func (s *Store) consume(ctx context.Context, id, tool, paramsHash string, now in
 		tokens = append(tokens, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(tokens) < need {
-		// Grant only grants a complete set; a request that claims otherwise is refused, not half used.
-		return nil, fmt.Errorf("%s: %w", approval.Progress(len(tokens), need), approval.ErrNotGranted)
-	}
-	rows.Close()
-	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return tokens, nil
