@@ -6,7 +6,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -18,7 +17,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +67,7 @@ type Report struct {
 	AuditVerify          string
 	RequestIDs           []string
 	ToolResults          []string // every tool result's text, to scan for secrets
-	ServerLog            *bytes.Buffer
+	ServerLog            *harness.SyncBuffer
 	LeftoverVaultObjects []string
 }
 
@@ -83,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
-	d := &driver{cfg: cfg, r: &Report{ServerLog: &bytes.Buffer{}}}
+	d := &driver{cfg: cfg, r: &Report{ServerLog: &harness.SyncBuffer{}}}
 	return d.r, d.run(ctx)
 }
 
@@ -112,7 +110,7 @@ func (d *driver) run(ctx context.Context) error {
 	}
 	cmd := exec.CommandContext(ctx, d.cfg.Binary, "mcp", "--policy", d.cfg.Policy, "--kubeconfig", d.cfg.MCPKubeconfig,
 		"--workspaces", d.cfg.Workspaces, "--db", d.cfg.DB, "--audit-log", d.cfg.AuditLog)
-	cmd.Stderr = &lockedWriter{w: d.r.ServerLog}
+	cmd.Stderr = d.r.ServerLog
 	if d.client, err = mcp.DialCommand(ctx, cmd); err != nil {
 		return err
 	}
@@ -481,15 +479,4 @@ func short(s string) string {
 		return s[:12]
 	}
 	return s
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
