@@ -1,13 +1,14 @@
 package audit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Size bounds of an event. A caller controls much of what it records (a tool call's arguments come from
@@ -176,14 +177,8 @@ func putBounded(out map[string]any, k string, e any, depth int) {
 // boundViaJSON bounds v's generic JSON form, as the scrubber would see it. A value without one is left
 // to the scrubber, which notes it as unencodable.
 func boundViaJSON(v any, depth int) any {
-	b, err := json.Marshal(v)
+	g, err := scrub.JSONForm(v)
 	if err != nil {
-		return v
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var g any
-	if err := dec.Decode(&g); err != nil {
 		return v
 	}
 	return bound(g, depth+1)

@@ -155,17 +155,29 @@ func (s *Scrubber) put(out map[string]any, k string, e any, depth int) {
 
 // viaJSON scrubs v's generic JSON form: struct field names become map keys and so are checked as keys.
 func (s *Scrubber) viaJSON(v any, depth int) any {
-	b, err := json.Marshal(v)
+	g, err := JSONForm(v)
 	if err != nil {
 		return fmt.Sprintf(unencodableFormat, v)
+	}
+	return s.value(g, depth+1)
+}
+
+// JSONForm is v's generic JSON form, the one in which Value scrubs a struct, a marshaler or a map whose
+// keys are not strings: map[string]any, []any, strings, json.Number, booleans and nil, with struct field
+// names as map keys. It fails for a value that has no JSON form. Package audit bounds the same form before
+// scrubbing, so both see one value alike.
+func JSONForm(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var g any
 	if err := dec.Decode(&g); err != nil {
-		return fmt.Sprintf(unencodableFormat, v)
+		return nil, err
 	}
-	return s.value(g, depth+1)
+	return g, nil
 }
 
 // finite keeps f unless JSON cannot represent it.
