@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 // routed is one request the alternating proxy passed on.
@@ -47,10 +47,10 @@ func (a *alternating) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.n++
 	a.mu.Unlock()
 	rec := routed{replica: i, version: r.Header.Get("Mcp-Protocol-Version"), httpVerb: r.Method}
-	rec.methods, rec.metaVer = rpcMethods(body)
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	rec.methods, _, rec.metaVer = harness.PeekRPC(body)
+	sw := harness.NewStatusRecorder(w)
 	a.replicas[i].ServeHTTP(sw, r)
-	rec.session, rec.status = w.Header().Get("Mcp-Session-Id"), sw.status
+	rec.session, rec.status = w.Header().Get("Mcp-Session-Id"), sw.Status
 	a.mu.Lock()
 	a.log = append(a.log, rec)
 	a.mu.Unlock()
@@ -60,53 +60,6 @@ func (a *alternating) routed() []routed {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.log)
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// rpcMethods reads the methods of a JSON-RPC message (or batch) and the protocol version its first
-// request names in _meta.
-func rpcMethods(body []byte) ([]string, string) {
-	type msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
-	}
-	var msgs []msg
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-		_ = json.Unmarshal(body, &msgs)
-	} else {
-		var m msg
-		if json.Unmarshal(body, &m) == nil {
-			msgs = []msg{m}
-		}
-	}
-	var methods []string
-	meta := ""
-	for i, m := range msgs {
-		if m.Method != "" {
-			methods = append(methods, m.Method)
-		}
-		if v, ok := m.Params.Meta["io.modelcontextprotocol/protocolVersion"].(string); ok && i == 0 {
-			meta = v
-		}
-	}
-	return methods, meta
 }
 
 // TestHTTPStatelessReplicasServeOneClient: two stateless servers that share nothing, behind one listener

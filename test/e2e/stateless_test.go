@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -236,7 +235,7 @@ func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	rec := routedRequest{Verb: r.Method, Header: r.Header.Get("Mcp-Protocol-Version"), Session: r.Header.Get("Mcp-Session-Id")}
-	rec.Methods, rec.Tool, rec.Meta = peekRPC(body)
+	rec.Methods, rec.Tool, rec.Meta = harness.PeekRPC(body)
 	call := len(rec.Methods) == 1 && rec.Methods[0] == "tools/call"
 	// Logged before it is passed on: the client may read the whole answer before the proxy returns.
 	b.mu.Lock()
@@ -245,10 +244,10 @@ func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	i := len(b.log)
 	b.log = append(b.log, rec)
 	b.mu.Unlock()
-	sw := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	sw := harness.NewStatusRecorder(w)
 	b.proxies[rec.Replica].ServeHTTP(sw, r)
 	b.mu.Lock()
-	b.log[i].Status, b.log[i].Answered = sw.status, w.Header().Get("Mcp-Session-Id")
+	b.log[i].Status, b.log[i].Answered = sw.Status, w.Header().Get("Mcp-Session-Id")
 	b.mu.Unlock()
 }
 
@@ -268,56 +267,6 @@ func (b *balancer) lastCall(tool string) int {
 		}
 	}
 	return -1
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// peekRPC reads the JSON-RPC methods of a body, the tool of a tools/call and the protocol version in the
-// first message's _meta.
-func peekRPC(body []byte) (methods []string, tool, meta string) {
-	type message struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string         `json:"name"`
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
-	}
-	var msgs []message
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-		_ = json.Unmarshal(body, &msgs)
-	} else {
-		var m message
-		if json.Unmarshal(body, &m) == nil {
-			msgs = []message{m}
-		}
-	}
-	for i, m := range msgs {
-		if m.Method == "" {
-			continue
-		}
-		methods = append(methods, m.Method)
-		if m.Method == "tools/call" {
-			tool = m.Params.Name
-		}
-		if v, ok := m.Params.Meta["io.modelcontextprotocol/protocolVersion"].(string); ok && i == 0 {
-			meta = v
-		}
-	}
-	return methods, tool, meta
 }
 
 // writeDemoWorkspace writes the repository's demo workspace into dir/k8s-demo with its track set.

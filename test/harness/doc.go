@@ -11,7 +11,9 @@
 // through a pseudo-terminal as a person at the keyboard would (`agent-sandbox approve` and `keygen` read
 // only from a terminal; the approver's unit tests, the integration tests and test/demo, and through it the
 // end-to-end tests, all drive approve with it); SyncBuffer collects output one goroutine writes while
-// another reads it; ConfigMapVolume lays files out as the kubelet mounts a ConfigMap. The packages this one
-// imports (the webhook, policy, sandbox, approval, audit, ...) can use it only from external (_test
-// package) tests: an in-package test that imports it is an import cycle.
+// another reads it; ConfigMapVolume lays files out as the kubelet mounts a ConfigMap; StatusRecorder and
+// PeekRPC are what a test's proxy in front of MCP server replicas logs of each request (the replica tests of
+// package mcp and the stateless end-to-end test). The packages this one imports (the webhook, policy,
+// sandbox, approval, audit, ...) can use it only from external (_test package) tests: an in-package test
+// that imports it is an import cycle.
 package harness
