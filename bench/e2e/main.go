@@ -392,22 +392,15 @@ func vaultAccounts(ctx context.Context, kubeconfig string, pol *policy.Compiled)
 	if err != nil {
 		return 0, err
 	}
-	seen := map[string]bool{}
 	n := 0
-	for _, t := range pol.Spec.Tools {
-		for _, ns := range t.Namespaces {
-			if seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			list, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return 0, err
-			}
-			for _, sa := range list.Items {
-				if strings.HasPrefix(sa.Name, "v-as-") {
-					n++
-				}
+	for _, ns := range pol.TargetNamespaces() {
+		list, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, sa := range list.Items {
+			if strings.HasPrefix(sa.Name, "v-as-") {
+				n++
 			}
 		}
 	}

@@ -362,40 +362,33 @@ func incompleteChains(path string) ([]string, int, error) {
 
 // minted lists the Vault-minted objects in the policy's target namespaces created at or after since.
 func minted(ctx context.Context, cs kubernetes.Interface, pol *policy.Compiled, since time.Time) ([]string, error) {
-	seen := map[string]bool{}
 	var out []string
 	keep := func(kind string, m metav1.ObjectMeta) {
 		if strings.HasPrefix(m.Name, "v-as-") && !m.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
 			out = append(out, kind+"/"+m.Namespace+"/"+m.Name)
 		}
 	}
-	for _, t := range pol.Spec.Tools {
-		for _, ns := range t.Namespaces {
-			if seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range sas.Items {
-				keep("serviceaccount", o.ObjectMeta)
-			}
-			roles, err := cs.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range roles.Items {
-				keep("role", o.ObjectMeta)
-			}
-			rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range rbs.Items {
-				keep("rolebinding", o.ObjectMeta)
-			}
+	for _, ns := range pol.TargetNamespaces() {
+		sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range sas.Items {
+			keep("serviceaccount", o.ObjectMeta)
+		}
+		roles, err := cs.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range roles.Items {
+			keep("role", o.ObjectMeta)
+		}
+		rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range rbs.Items {
+			keep("rolebinding", o.ObjectMeta)
 		}
 	}
 	return out, nil
