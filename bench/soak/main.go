@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,6 +31,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 const tool = "k8s_get_pod_status"
@@ -92,7 +92,7 @@ func run(o options) (int, error) {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return 0, err
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return 0, err
 	}
@@ -258,15 +258,6 @@ func firstLine(s string) string {
 		s = s[:300] + "…"
 	}
 	return s
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func waitHealthy(base string, limit time.Duration) error {
