@@ -99,11 +99,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientset(o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -379,16 +375,25 @@ func phasesOf(file string) (map[string][]time.Duration, int, error) {
 	return phases, warm, nil
 }
 
+// clientset is a client of the cluster kubeconfig names.
+func clientset(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
 // vaultAccounts counts the ServiceAccounts Vault minted (named v-as-…) in the policy's target namespaces.
 func vaultAccounts(ctx context.Context, kubeconfig string, pol *policy.Compiled) (int, error) {
 	if kubeconfig == "" {
 		return 0, nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return 0, err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientset(kubeconfig)
 	if err != nil {
 		return 0, err
 	}
