@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -150,9 +149,7 @@ func (o *PreflightOptions) Validate() error {
 
 // Run performs the checks and prints them.
 func (o *PreflightOptions) Run(ctx context.Context) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := cli.RESTConfig(o.Kubeconfig, "")
 	if err != nil {
 		return fmt.Errorf("kubeconfig (--kubeconfig or $KUBECONFIG): %w", err)
 	}
