@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/agent-sandbox/agent-sandbox/bench/percentile"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
@@ -121,7 +121,7 @@ func run(policyFile string, requests int) error {
 			if errs > 0 {
 				return fmt.Errorf("%s at %d: %d requests failed", m.name, conc, errs)
 			}
-			p50, p99 := pct(lat, 50), pct(lat, 99)
+			p50, p99 := percentile.Of(lat, 50), percentile.Of(lat, 99)
 			extra := ""
 			if m.ns == "bench-plain" {
 				base[conc] = p99
@@ -174,15 +174,6 @@ func load(ctx context.Context, cs kubernetes.Interface, ns string, j *batchv1.Jo
 	}
 	wg.Wait()
 	return lat, time.Since(start), errs
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[(len(s)-1)*p/100]
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }

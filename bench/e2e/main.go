@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/bench/mcpserver"
+	"github.com/agent-sandbox/agent-sandbox/bench/percentile"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -99,11 +99,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientset(o.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -125,7 +121,7 @@ func run(o options) error {
 		s.c.Close()
 	}
 	fmt.Printf("MCP server start-up to initialize reply (5 runs): p50 %s, min %s, max %s; RSS after start %d KB (p50)\n",
-		ms(pct(starts, 50)), ms(pct(starts, 0)), ms(pct(starts, 100)), pctInt(rss, 50))
+		ms(percentile.Of(starts, 50)), ms(percentile.Of(starts, 0)), ms(percentile.Of(starts, 100)), percentile.Of(rss, 50))
 
 	var audits []struct{ name, file string }
 	if o.n > 0 {
@@ -197,18 +193,18 @@ func run(o options) error {
 		cold.c.Close()
 
 		fmt.Printf("peak RSS of the MCP server after %d calls: %d KB\n\n", o.n, hwm)
-		fmt.Printf("warm %s p50 %dms p95 %dms\n", tool, pct(warmTotals, 50).Milliseconds(), pct(warmTotals, 95).Milliseconds())
-		fmt.Printf("cold %s p50 %dms p95 %dms\n", tool, pct(coldTotals, 50).Milliseconds(), pct(coldTotals, 95).Milliseconds())
+		fmt.Printf("warm %s p50 %dms p95 %dms\n", tool, percentile.Of(warmTotals, 50).Milliseconds(), percentile.Of(warmTotals, 95).Milliseconds())
+		fmt.Printf("cold %s p50 %dms p95 %dms\n", tool, percentile.Of(coldTotals, 50).Milliseconds(), percentile.Of(coldTotals, 95).Milliseconds())
 		if fellBack > 0 {
 			fmt.Printf("  (%d of %d warm-mode calls found no ready warm Pod and ran cold; they are not in the warm line)\n", fellBack, o.n)
 		}
 		if len(freshTotals) > 0 {
 			fmt.Printf("  (warm line: each call waits until a Pod has been ready for %s; %d calls that claimed a Pod the moment it became ready: p50 %dms p95 %dms, %d ran cold)\n",
-				warmSettle, len(freshTotals), pct(freshTotals, 50).Milliseconds(), pct(freshTotals, 95).Milliseconds(), freshFellBack)
+				warmSettle, len(freshTotals), percentile.Of(freshTotals, 50).Milliseconds(), percentile.Of(freshTotals, 95).Milliseconds(), freshFellBack)
 		}
 		if len(quietTotals) > 0 {
 			fmt.Printf("  (cold line: back to back; %d cold calls that each waited for a quiet node: p50 %dms p95 %dms)\n",
-				len(quietTotals), pct(quietTotals, 50).Milliseconds(), pct(quietTotals, 95).Milliseconds())
+				len(quietTotals), percentile.Of(quietTotals, 50).Milliseconds(), percentile.Of(quietTotals, 95).Milliseconds())
 		}
 		audits = append(audits, struct{ name, file string }{"warm", warm.audit}, struct{ name, file string }{"cold", cold.audit})
 	}
@@ -251,7 +247,7 @@ func run(o options) error {
 		}
 		fmt.Printf("\n%s phases (from the audit log; %d of %d calls served warm):\n", mode.name, warm, len(phases["total"]))
 		for _, k := range []string{"admission", "pod_start", "mint", "run", "cleanup", "total"} {
-			fmt.Printf("  %-10s p50 %7dms  p95 %7dms\n", k, pct(phases[k], 50).Milliseconds(), pct(phases[k], 95).Milliseconds())
+			fmt.Printf("  %-10s p50 %7dms  p95 %7dms\n", k, percentile.Of(phases[k], 50).Milliseconds(), percentile.Of(phases[k], 95).Milliseconds())
 		}
 	}
 	return nil
@@ -379,35 +375,37 @@ func phasesOf(file string) (map[string][]time.Duration, int, error) {
 	return phases, warm, nil
 }
 
+// clientset is a client of the cluster kubeconfig names.
+func clientset(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
 // vaultAccounts counts the ServiceAccounts Vault minted (named v-as-…) in the policy's target namespaces.
 func vaultAccounts(ctx context.Context, kubeconfig string, pol *policy.Compiled) (int, error) {
 	if kubeconfig == "" {
 		return 0, nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cs, err := clientset(kubeconfig)
 	if err != nil {
 		return 0, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return 0, err
-	}
-	seen := map[string]bool{}
 	n := 0
-	for _, t := range pol.Spec.Tools {
-		for _, ns := range t.Namespaces {
-			if seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			list, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return 0, err
-			}
-			for _, sa := range list.Items {
-				if strings.HasPrefix(sa.Name, "v-as-") {
-					n++
-				}
+	for _, ns := range pol.TargetNamespaces() {
+		list, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, sa := range list.Items {
+			if strings.HasPrefix(sa.Name, "v-as-") {
+				n++
 			}
 		}
 	}
@@ -427,21 +425,6 @@ func vmKB(pid int, field string) int {
 		}
 	}
 	return -1
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[(len(s)-1)*p/100]
-}
-
-func pctInt(d []int, p int) int {
-	s := append([]int(nil), d...)
-	sort.Ints(s)
-	return s[(len(s)-1)*p/100]
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/1e6) }

@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/bench/cpu"
 )
@@ -47,11 +46,7 @@ func newMeter(stateDir, adminKubeconfig, sandboxNS, dir string) (*meter, error) 
 	if adminKubeconfig == "" {
 		return nil, fmt.Errorf("measuring CPU needs -admin-kubeconfig (to tell the webhook's Pods from the sandbox Pods)")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := kubernetes.NewForConfig(cfg)
+	admin, err := clientset(adminKubeconfig)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,6 +31,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/mcp"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 const tool = "k8s_get_pod_status"
@@ -92,7 +92,7 @@ func run(o options) (int, error) {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return 0, err
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return 0, err
 	}
@@ -260,15 +260,6 @@ func firstLine(s string) string {
 	return s
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func waitHealthy(base string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
@@ -362,40 +353,33 @@ func incompleteChains(path string) ([]string, int, error) {
 
 // minted lists the Vault-minted objects in the policy's target namespaces created at or after since.
 func minted(ctx context.Context, cs kubernetes.Interface, pol *policy.Compiled, since time.Time) ([]string, error) {
-	seen := map[string]bool{}
 	var out []string
 	keep := func(kind string, m metav1.ObjectMeta) {
 		if strings.HasPrefix(m.Name, "v-as-") && !m.CreationTimestamp.Time.Before(since.Truncate(time.Second)) {
 			out = append(out, kind+"/"+m.Namespace+"/"+m.Name)
 		}
 	}
-	for _, t := range pol.Spec.Tools {
-		for _, ns := range t.Namespaces {
-			if seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range sas.Items {
-				keep("serviceaccount", o.ObjectMeta)
-			}
-			roles, err := cs.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range roles.Items {
-				keep("role", o.ObjectMeta)
-			}
-			rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range rbs.Items {
-				keep("rolebinding", o.ObjectMeta)
-			}
+	for _, ns := range pol.TargetNamespaces() {
+		sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range sas.Items {
+			keep("serviceaccount", o.ObjectMeta)
+		}
+		roles, err := cs.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range roles.Items {
+			keep("role", o.ObjectMeta)
+		}
+		rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range rbs.Items {
+			keep("rolebinding", o.ObjectMeta)
 		}
 	}
 	return out, nil

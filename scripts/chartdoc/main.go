@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
+	"github.com/agent-sandbox/agent-sandbox/scripts/gendoc"
 )
 
 func main() {
@@ -39,17 +40,7 @@ func run(chart string, check bool) error {
 		return err
 	}
 	readme := filepath.Join(chart, "README.md")
-	if check {
-		got, err := os.ReadFile(readme)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(got, want) {
-			return fmt.Errorf("%s is out of date: run go run ./scripts/chartdoc (make chart-docs)", readme)
-		}
-		return nil
-	}
-	return os.WriteFile(readme, want, 0o644)
+	return gendoc.Update(readme, want, check, "go run ./scripts/chartdoc (make chart-docs)")
 }
 
 // schemaNode is the part of a JSON schema the README shows. Properties keep the schema's order.

@@ -10,18 +10,13 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/agent-sandbox/agent-sandbox/scripts/imagelayer"
 )
 
 type multi []string
@@ -64,12 +61,6 @@ func main() {
 	}
 }
 
-// entry is one file system object of the layer.
-type entry struct {
-	hdr  tar.Header
-	data []byte
-}
-
 func run(o options) error {
 	if o.name == "" || o.out == "" {
 		return errors.New("-name and -out are required")
@@ -78,13 +69,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("image name: %w", err)
 	}
-	ents := map[string]*entry{}
-	add := func(e *entry) {
-		e.hdr.Name = strings.TrimPrefix(path.Clean("/"+e.hdr.Name), "/")
-		e.hdr.ModTime = time.Unix(0, 0)
-		e.hdr.Format = tar.FormatPAX
-		ents[e.hdr.Name] = e
-	}
+	tree := imagelayer.NewTree()
 	for _, f := range o.files {
 		dest, src, ok := strings.Cut(f, "=")
 		if !ok {
@@ -98,46 +83,16 @@ func run(o options) error {
 			}
 			mode, src = m, src[:i]
 		}
-		data, err := os.ReadFile(src)
-		if err != nil {
+		if err := tree.CopyFile(dest, src, mode); err != nil {
 			return err
 		}
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: dest, Mode: mode, Size: int64(len(data))}, data: data})
 	}
 	for _, d := range o.dirs {
 		dest, src, ok := strings.Cut(d, "=")
 		if !ok {
 			return fmt.Errorf("-dir %q: want DEST=SRC", d)
 		}
-		err := filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, p)
-			target := path.Join(dest, filepath.ToSlash(rel))
-			info, err := de.Info()
-			if err != nil {
-				return err
-			}
-			switch {
-			case de.IsDir():
-				add(&entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: target, Mode: 0o755}})
-			case info.Mode()&fs.ModeSymlink != 0:
-				l, err := os.Readlink(p)
-				if err != nil {
-					return err
-				}
-				add(&entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: target, Linkname: l, Mode: 0o777}})
-			default:
-				data, err := os.ReadFile(p)
-				if err != nil {
-					return err
-				}
-				add(&entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: target, Mode: int64(info.Mode().Perm()), Size: int64(len(data))}, data: data})
-			}
-			return nil
-		})
-		if err != nil {
+		if err := tree.CopyTree(dest, src, imagelayer.Permissions); err != nil {
 			return fmt.Errorf("-dir %q: %w", d, err)
 		}
 	}
@@ -146,7 +101,7 @@ func run(o options) error {
 		if !ok {
 			return fmt.Errorf("-symlink %q: want DEST=TARGET", s)
 		}
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: dest, Linkname: target, Mode: 0o777}})
+		tree.AddSymlink(dest, target)
 	}
 	for _, d := range o.mkdirs {
 		dest, m, _ := strings.Cut(d, ":")
@@ -156,24 +111,22 @@ func run(o options) error {
 				return fmt.Errorf("-mkdir %q: %w", d, err)
 			}
 		}
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: dest, Mode: mode}})
+		tree.AddDir(dest, mode, 0, 0)
 	}
 	if o.busybox != "" {
-		data, err := os.ReadFile(o.busybox)
-		if err != nil {
+		if err := tree.CopyFile("bin/busybox", o.busybox, 0o755); err != nil {
 			return err
 		}
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(data))}, data: data})
 		list, err := exec.Command(o.busybox, "--list").Output()
 		if err != nil {
 			return fmt.Errorf("busybox --list: %w", err)
 		}
 		for _, applet := range strings.Fields(string(list)) {
 			if applet != "busybox" {
-				add(&entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777}})
+				tree.AddSymlink("bin/"+applet, "busybox")
 			}
 		}
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "tmp", Mode: 0o1777}})
+		tree.AddDir("tmp", 0o1777, 0, 0)
 	}
 	if o.passwd != "" {
 		parts := strings.Split(o.passwd, ":")
@@ -182,14 +135,17 @@ func run(o options) error {
 		}
 		pw := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%s:%s:%s:/home/%s:/sbin/nologin\n", parts[0], parts[1], parts[2], parts[0], parts[0])
 		gr := fmt.Sprintf("root:x:0:\n%s:x:%s:\n", parts[0], parts[2])
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: int64(len(pw))}, data: []byte(pw)})
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "etc/group", Mode: 0o644, Size: int64(len(gr))}, data: []byte(gr)})
+		tree.AddFile("etc/passwd", 0o644, []byte(pw))
+		tree.AddFile("etc/group", 0o644, []byte(gr))
 		uid, _ := strconv.Atoi(parts[1])
 		gid, _ := strconv.Atoi(parts[2])
-		add(&entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "home/" + parts[0], Mode: 0o750, Uid: uid, Gid: gid}})
+		tree.AddDir("home/"+parts[0], 0o750, uid, gid)
 	}
 
-	data := layerTar(ents)
+	data, err := tree.Tar(time.Unix(0, 0))
+	if err != nil {
+		return fmt.Errorf("layer: %w", err)
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 	if err != nil {
 		return fmt.Errorf("layer: %w", err)
@@ -226,35 +182,4 @@ func run(o options) error {
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	return os.Rename(tmp, o.out)
-}
-
-// layerTar writes the entries in a stable order, parents first, creating any missing parent directory.
-func layerTar(ents map[string]*entry) []byte {
-	for n := range ents {
-		for d := path.Dir(n); d != "." && d != "/"; d = path.Dir(d) {
-			if _, ok := ents[d]; !ok {
-				ents[d] = &entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}}
-			}
-		}
-	}
-	names := make([]string, 0, len(ents))
-	for n := range ents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, n := range names {
-		e := ents[n]
-		hdr := e.hdr
-		if hdr.Typeflag == tar.TypeDir {
-			hdr.Name += "/"
-		}
-		_ = tw.WriteHeader(&hdr)
-		if e.data != nil {
-			_, _ = tw.Write(e.data)
-		}
-	}
-	_ = tw.Close()
-	return buf.Bytes()
 }

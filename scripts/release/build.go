@@ -19,6 +19,8 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/scripts/imagelayer"
 )
 
 const (
@@ -193,9 +195,9 @@ func (o *options) build(ctx context.Context, out, gocache string) (*result, erro
 			manifests = append(manifests, m)
 
 			// The SBOM, beside the image and attached to it as a referrer of this platform's manifest.
-			all := newFileTree()
+			all := imagelayer.NewTree()
 			for _, l := range layers {
-				all.merge(l.tree)
+				all.Merge(l.tree)
 			}
 			sbom, err := buildSBOM(sbomInput{Repository: repo, Version: o.Version, Platform: p, ManifestDigest: m.Digest.String(), Tree: all,
 				Versions: map[string]string{binaryPath: o.Version, "/usr/local/bin/terraform": tfVersion},
@@ -350,30 +352,30 @@ func (o *options) imageConfig(def imageDef) imageConfig {
 
 // baseTree is the first layer of every image: the binary, the CA bundle, the users and the writable
 // folders. It is what distroless/static provides, and no more.
-func baseTree(binary, ca []byte) *fileTree {
-	t := newFileTree()
-	t.addFile(binaryPath, 0o755, binary)
-	t.addFile("/etc/ssl/certs/ca-certificates.crt", 0o644, ca)
-	t.addFile("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"))
-	t.addFile("/etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n"))
-	t.addDir("/home/nonroot", 0o700, nonRootUID, nonRootUID)
-	t.addDir("/root", 0o700, 0, 0)
-	t.addDir("/tmp", 0o1777, 0, 0)
+func baseTree(binary, ca []byte) *imagelayer.Tree {
+	t := imagelayer.NewTree()
+	t.AddFile(binaryPath, 0o755, binary)
+	t.AddFile("/etc/ssl/certs/ca-certificates.crt", 0o644, ca)
+	t.AddFile("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"))
+	t.AddFile("/etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n"))
+	t.AddDir("/home/nonroot", 0o700, nonRootUID, nonRootUID)
+	t.AddDir("/root", 0o700, 0, 0)
+	t.AddDir("/tmp", 0o1777, 0, 0)
 	return t
 }
 
 // runnerTree is the runner's second layer: Terraform, its CLI configuration and this platform's builds of
 // the providers in the mirror.
-func (o *options) runnerTree(p platform) (*fileTree, error) {
-	t := newFileTree()
+func (o *options) runnerTree(p platform) (*imagelayer.Tree, error) {
+	t := imagelayer.NewTree()
 	tf := o.terraform[p]
-	if err := t.copyFile("/usr/local/bin/terraform", tf, 0o755); err != nil {
+	if err := t.CopyFile("/usr/local/bin/terraform", tf, 0o755); err != nil {
 		return nil, err
 	}
-	if err := checkArch(tf, t.entries["usr/local/bin/terraform"].data, p.Arch); err != nil {
+	if err := checkArch(tf, t.Entry("/usr/local/bin/terraform").Data, p.Arch); err != nil {
 		return nil, err
 	}
-	t.addFile("/etc/terraform.rc", 0o644, []byte(terraformRC))
+	t.AddFile("/etc/terraform.rc", 0o644, []byte(terraformRC))
 	// The mirror is HOSTNAME/NAMESPACE/TYPE/VERSION/OS_ARCH/...; take only this platform's folders.
 	want := p.OS + "_" + p.Arch
 	found := false
@@ -388,7 +390,7 @@ func (o *options) runnerTree(p platform) (*fileTree, error) {
 				return filepath.SkipDir
 			}
 			found = true
-			return t.copyTree(path.Join(providerMirrorPath, filepath.ToSlash(rel)), f)
+			return t.CopyTree(path.Join(providerMirrorPath, filepath.ToSlash(rel)), f, imagelayer.Normalised)
 		}
 		return nil
 	})
@@ -398,9 +400,9 @@ func (o *options) runnerTree(p platform) (*fileTree, error) {
 	if !found {
 		return nil, fmt.Errorf("provider mirror %s has no %s build of any provider", o.ProviderMirror, want)
 	}
-	for _, f := range t.files() {
-		if strings.HasPrefix("/"+f, providerMirrorPath) && t.entries[f].mode&0o111 != 0 {
-			if err := checkArch(f, t.entries[f].data, p.Arch); err != nil {
+	for _, f := range t.Files() {
+		if strings.HasPrefix("/"+f, providerMirrorPath) && t.Entry(f).Mode&0o111 != 0 {
+			if err := checkArch(f, t.Entry(f).Data, p.Arch); err != nil {
 				return nil, err
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/scripts/imagelayer"
 )
 
 // platform is one OS/architecture an image is built for. Only linux is supported: the images run on
@@ -48,7 +50,7 @@ func checkArch(name string, data []byte, arch string) error {
 
 // layerSpec is one layer of an image: its files and the history line that says what it holds.
 type layerSpec struct {
-	tree    *fileTree
+	tree    *imagelayer.Tree
 	comment string
 }
 
@@ -74,7 +76,7 @@ type layerCache map[string]builtLayer
 
 // buildLayer writes a layer into the store (gzip-compressed tar), reusing an identical one built before.
 func (s *store) buildLayer(cache layerCache, l layerSpec, mtime time.Time) (builtLayer, error) {
-	raw, err := l.tree.tar(mtime)
+	raw, err := l.tree.Tar(mtime)
 	if err != nil {
 		return builtLayer{}, err
 	}

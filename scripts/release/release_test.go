@@ -19,6 +19,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/scripts/imagelayer"
 )
 
 var epoch = time.Unix(1764590400, 0).UTC()
@@ -236,13 +238,13 @@ func TestReproducible(t *testing.T) {
 		t.Error("a different SOURCE_DATE_EPOCH gave the same files")
 	}
 
-	t1, t2 := newFileTree(), newFileTree()
-	t1.addFile("/b/x", 0o644, []byte("x"))
-	t1.addFile("/a", 0o755, []byte("a"))
-	t2.addFile("/a", 0o755, []byte("a"))
-	t2.addFile("b/x", 0o644, []byte("x"))
-	r1, _ := t1.tar(epoch)
-	r2, _ := t2.tar(epoch)
+	t1, t2 := imagelayer.NewTree(), imagelayer.NewTree()
+	t1.AddFile("/b/x", 0o644, []byte("x"))
+	t1.AddFile("/a", 0o755, []byte("a"))
+	t2.AddFile("/a", 0o755, []byte("a"))
+	t2.AddFile("b/x", 0o644, []byte("x"))
+	r1, _ := t1.Tar(epoch)
+	r2, _ := t2.Tar(epoch)
 	if !bytes.Equal(r1, r2) {
 		t.Error("the layer depends on the order files were added in")
 	}
@@ -349,8 +351,8 @@ func TestSBOM(t *testing.T) {
 		t.Error("the SBOM is not reproducible")
 	}
 
-	bad := newFileTree()
-	bad.addFile("/bin/sh", 0o755, []byte("\x7fELF but no Go build info"))
+	bad := imagelayer.NewTree()
+	bad.AddFile("/bin/sh", 0o755, []byte("\x7fELF but no Go build info"))
 	if _, err := buildSBOM(sbomInput{Tree: bad, Repository: "r/x"}); err == nil {
 		t.Error("an executable the SBOM cannot describe was accepted")
 	}

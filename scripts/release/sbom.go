@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/scripts/imagelayer"
 )
 
 // The SBOM of an image is an SPDX 2.3 JSON document (https://spdx.github.io/spdx-spec/v2.3/) listing what
@@ -80,7 +82,7 @@ type sbomInput struct {
 	// ManifestDigest is the digest of the image's manifest: the SBOM describes exactly that image.
 	ManifestDigest string
 	// Tree is the image's file system.
-	Tree *fileTree
+	Tree *imagelayer.Tree
 	// Versions names the version of a binary whose build info has none ("(devel)"), by image path:
 	// agent-sandbox's own release version, Terraform's from `terraform version`.
 	Versions map[string]string
@@ -151,14 +153,14 @@ func buildSBOM(in sbomInput) ([]byte, error) {
 		}
 		rels = append(rels, spdxRelationship{from, "DEPENDS_ON", id})
 	}
-	for _, file := range in.Tree.files() {
-		e := in.Tree.entries[file]
+	for _, file := range in.Tree.Files() {
+		e := in.Tree.Entry(file)
 		if fp, ok := in.Packages["/"+file]; ok {
 			id := spdxID("File", file)
 			p := spdxPackage{SPDXID: id, Name: fp.Name, VersionInfo: fp.Version,
 				DownloadLocation: "NOASSERTION", LicenseConcluded: "NOASSERTION", LicenseDeclared: "NOASSERTION", CopyrightText: "NOASSERTION",
 				PrimaryPackagePurpose: "FILE", Comment: fp.Comment,
-				Checksums: []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sha256Hex(e.data)}}}
+				Checksums: []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sha256Hex(e.Data)}}}
 			if fp.PURL != "" {
 				p.ExternalRefs = []spdxExternalRef{{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl", ReferenceLocator: fp.PURL}}
 			}
@@ -166,10 +168,10 @@ func buildSBOM(in sbomInput) ([]byte, error) {
 			rels = append(rels, spdxRelationship{imageID, "CONTAINS", id})
 			continue
 		}
-		if e.mode&0o111 == 0 || !bytes.HasPrefix(e.data, []byte("\x7fELF")) {
+		if e.Mode&0o111 == 0 || !bytes.HasPrefix(e.Data, []byte("\x7fELF")) {
 			continue
 		}
-		bi, err := buildinfo.Read(bytes.NewReader(e.data))
+		bi, err := buildinfo.Read(bytes.NewReader(e.Data))
 		if err != nil {
 			return nil, fmt.Errorf("/%s: an executable without Go build info: the SBOM cannot describe it: %w", file, err)
 		}
@@ -192,7 +194,7 @@ func buildSBOM(in sbomInput) ([]byte, error) {
 			DownloadLocation: "NOASSERTION", LicenseConcluded: "NOASSERTION", LicenseDeclared: "NOASSERTION", CopyrightText: "NOASSERTION",
 			PrimaryPackagePurpose: "APPLICATION",
 			Comment:               fmt.Sprintf("/%s, package %s, built with %s (%s)", file, bi.Path, bi.GoVersion, strings.Join(settings, " ")),
-			Checksums:             []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sha256Hex(e.data)}},
+			Checksums:             []spdxChecksum{{Algorithm: "SHA256", ChecksumValue: sha256Hex(e.Data)}},
 			ExternalRefs:          []spdxExternalRef{{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl", ReferenceLocator: goPURL(bi.Main.Path, version)}},
 		})
 		rels = append(rels, spdxRelationship{imageID, "CONTAINS", id})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/rules"
+	"github.com/agent-sandbox/agent-sandbox/scripts/gendoc"
 )
 
 func main() {
@@ -33,17 +34,7 @@ func run(root string, check bool) error {
 		return err
 	}
 	out := filepath.Join(root, "docs", "rules.md")
-	if check {
-		got, err := os.ReadFile(out)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(got, want) {
-			return fmt.Errorf("%s is out of date: run go run ./scripts/rulesdoc (make rules-docs)", out)
-		}
-		return nil
-	}
-	return os.WriteFile(out, want, 0o644)
+	return gendoc.Update(out, want, check, "go run ./scripts/rulesdoc (make rules-docs)")
 }
 
 // load is the registry with the rules of the shipped policy merged in.

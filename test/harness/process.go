@@ -95,8 +95,9 @@ func (p *process) dumpOnFailure(t testing.TB) {
 	})
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago: for a child process (Vault, the
+// webhook, an MCP server under a benchmark) told to listen on it.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

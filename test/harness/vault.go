@@ -37,11 +37,11 @@ func StartVault(t testing.TB) *Vault {
 	token := "root-" + hex.EncodeToString(rnd[:])
 	dir := t.TempDir()
 
-	// The port may be taken between freePort and Vault's bind (and dev mode also binds port+1 for
+	// The port may be taken between FreePort and Vault's bind (and dev mode also binds port+1 for
 	// clustering): try a few.
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			t.Fatalf("free port: %v", err)
 		}

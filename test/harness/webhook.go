@@ -55,7 +55,7 @@ func ServeWebhook(cs kubernetes.Interface, checker *webhook.Checker, dir string)
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -104,7 +103,7 @@ func buildVersion(bi *debug.BuildInfo, override stamp) VersionInfo {
 }
 
 func newVersionCommand(streams cli.IO) *cobra.Command {
-	var output string
+	var output cli.OutputFlag
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the agent-sandbox version (also: agent-sandbox --version)",
@@ -114,19 +113,21 @@ version and platform. -o json prints the same as an object with the fields versi
 modified, go_version and platform.`,
 		Args: cli.Usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := versionInfo()
-			switch output {
-			case "", "text":
-				_, err := fmt.Fprintln(streams.Out, v)
-				return err
-			case "json":
-				enc := json.NewEncoder(streams.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(v)
+			// -o "" has always printed the text.
+			if output.Output == "" {
+				output.Output = "text"
 			}
-			return cli.UsageError{Err: fmt.Errorf("-o %q: want text or json", output)}
+			if err := output.Validate(); err != nil {
+				return cli.UsageError{Err: err}
+			}
+			v := versionInfo()
+			if output.JSON() {
+				return cli.WriteJSON(streams.Out, v)
+			}
+			_, err := fmt.Fprintln(streams.Out, v)
+			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	output.Bind(cmd)
 	return cmd
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/clientconfig"
@@ -184,9 +183,7 @@ func (o *kubeconfigRefreshOptions) Run(ctx context.Context) error {
 		return err
 	}
 	ns := pol.Spec.Sandbox.Namespace
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = o.Kubeconfig
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+	restCfg, err := cli.RESTConfig(o.Kubeconfig, o.Context)
 	if err != nil {
 		return fmt.Errorf("your kubeconfig: %w", err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -95,9 +94,7 @@ func newVerifiedPlan(ctx context.Context, planID string, changes toolrun.PlanCha
 
 // fetch reads ConfigMap tfplan-<plan ID> with the approver's kubeconfig and checks its bytes' SHA-256.
 func (v *planVerifier) fetch(ctx context.Context, planID string) ([]byte, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = v.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := cli.RESTConfig(v.Kubeconfig, "")
 	if err != nil {
 		return nil, fmt.Errorf("your kubeconfig (--kubeconfig or $KUBECONFIG): %w", err)
 	}

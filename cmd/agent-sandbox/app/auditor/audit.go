@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
@@ -210,9 +209,7 @@ func terminalSafeJSON(raw []byte) []byte {
 
 // listAnchors reads the anchors with the operator's kubeconfig.
 func (o *auditVerifyOptions) listAnchors(ctx context.Context) ([]audit.Anchor, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := cli.RESTConfig(o.Kubeconfig, "")
 	if err != nil {
 		return nil, fmt.Errorf("your kubeconfig (--kubeconfig or $KUBECONFIG): %w", err)
 	}

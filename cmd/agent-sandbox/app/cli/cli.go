@@ -1,7 +1,8 @@
 // Package cli is the plumbing every agent-sandbox command shares, whatever its trust role: the standard
 // streams, the exit codes and the errors that choose them, the root command's settings, the -o flag, JSON
-// output and --log-level. It imports nothing of agent-sandbox, so that linking it gives a role's commands
-// nothing they have no business with (internal/contract/layout_test.go checks it).
+// output, --log-level and loading the kubeconfig a person names. It imports nothing of agent-sandbox, so
+// that linking it gives a role's commands nothing they have no business with
+// (internal/contract/layout_test.go checks it).
 package cli
 
 import (

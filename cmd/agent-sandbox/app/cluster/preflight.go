@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -28,7 +27,7 @@ type PreflightOptions struct {
 	VaultCIDR    string
 	Timeout      time.Duration
 	Keep         bool
-	Output       string
+	cli.OutputFlag
 	// AllowUnenforced makes a target namespace that enforces no Pod Security level a warning, not a failure.
 	AllowUnenforced bool
 
@@ -92,7 +91,7 @@ status is 1 when any check fails; warnings do not change it.`,
 	f.StringVar(&o.VaultCIDR, "vault-cidr", "", "the NetworkPolicy CIDR that allows Vault (the chart's vault.egress; default: the address's IP)")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long each probe Pod may take")
 	f.BoolVar(&o.Keep, "keep", false, "leave the temporary namespace and webhook configuration in place")
-	f.StringVarP(&o.Output, "output", "o", "text", "text or json")
+	o.OutputFlag.Bind(cmd)
 	f.BoolVar(&o.AllowUnenforced, allowUnenforcedFlag, false, "a target namespace that enforces no Pod Security level (no pod-security.kubernetes.io/enforce label, or privileged) is a warning, not a failure")
 	cmd.AddCommand(newPreflightProbeCommand(streams))
 	return cmd
@@ -139,8 +138,8 @@ func (o *PreflightOptions) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--image-pull-policy %q: want Always, IfNotPresent or Never", o.PullPolicy))
 	}
-	if o.Output != "text" && o.Output != "json" {
-		errs = append(errs, fmt.Errorf("-o %q: want text or json", o.Output))
+	if err := o.OutputFlag.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, errors.New("--timeout must be positive"))
@@ -150,9 +149,7 @@ func (o *PreflightOptions) Validate() error {
 
 // Run performs the checks and prints them.
 func (o *PreflightOptions) Run(ctx context.Context) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := cli.RESTConfig(o.Kubeconfig, "")
 	if err != nil {
 		return fmt.Errorf("kubeconfig (--kubeconfig or $KUBECONFIG): %w", err)
 	}
@@ -174,10 +171,8 @@ func (o *PreflightOptions) Run(ctx context.Context) error {
 			warned++
 		}
 	}
-	if o.Output == "json" {
-		enc := json.NewEncoder(o.streams.Out)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"checks": checks, "failed": failed, "warnings": warned})
+	if o.OutputFlag.JSON() {
+		_ = cli.WriteJSON(o.streams.Out, map[string]any{"checks": checks, "failed": failed, "warnings": warned})
 	} else {
 		for _, c := range checks {
 			fmt.Fprintf(o.streams.Out, "%-4s %-20s %s\n", c.Status, c.Name, c.Detail)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
@@ -202,9 +201,7 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = o.Kubeconfig
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, nil).ClientConfig()
+	restCfg, err := cli.RESTConfig(o.Kubeconfig, "")
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
