@@ -49,6 +49,10 @@ var (
 	// ErrInputRefused means the tool's check (an init container that runs before the credential agent)
 	// refused its input: no credential was issued.
 	ErrInputRefused = errors.New("the sandbox refused the tool's input before any credential was issued")
+	// ErrQuotaConflict means the API server refused an object of the call, admitted otherwise, on a
+	// ResourceQuota update conflict, and went on refusing it (retryOnQuotaConflict): the cluster was busy
+	// with other calls; nothing was wrong with this one.
+	ErrQuotaConflict = errors.New("the API server refused the call's object on a ResourceQuota update conflict (many calls at once)")
 )
 
 // Result is what a finished run produced.
@@ -167,10 +171,10 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 	defer release()
 	start := time.Now()
 	res := &Result{JobName: job.Name, ExitCode: -1}
-	created, err := r.Client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	created, err := r.createJob(ctx, job)
 	res.Timings.Admission = time.Since(start)
 	if err != nil {
-		return nil, classifyCreate(err)
+		return nil, err
 	}
 	progress(StageAdmitted)
 	defer func() {
@@ -485,10 +489,69 @@ const (
 	toolResultEvent       = "tool.result"
 )
 
+// quotaConflictRetries is how many times a create refused on a ResourceQuota update conflict is tried again.
+const quotaConflictRetries = 3
+
+// retryOnQuotaConflict runs create, and runs it again, a few times, while the API server refuses it on a
+// ResourceQuota update conflict. Its ResourceQuota admission, which runs after every webhook, updates the
+// sandbox namespace's quota status for each object created there; under a burst of calls its own retries can
+// all lose the race, and the create fails with a Conflict on the resourcequotas object although nothing was
+// wrong with the object. Only a create that may simply be repeated goes through here.
+func retryOnQuotaConflict(ctx context.Context, create func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := create()
+		if err == nil || !QuotaConflict(err) || attempt > quotaConflictRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// QuotaConflict tells a create refused because the ResourceQuota admission lost a race to update the quota's
+// status (a Conflict on the resourcequotas object) from one refused for anything about the object itself.
+func QuotaConflict(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "resourcequotas"
+}
+
+// createJob creates job, again after a ResourceQuota update conflict (retryOnQuotaConflict) unless the Job
+// carries approvals: the webhook consumed them when it admitted the refused create (an approval admits
+// exactly one Job), so a second create would be refused as a replay, and the caller is told instead to ask
+// for a new approval.
+func (r *Runner) createJob(ctx context.Context, job *batchv1.Job) (created *batchv1.Job, err error) {
+	create := func() (err error) {
+		created, err = r.Client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{})
+		return err
+	}
+	if job.Annotations[contract.AnnotationApprovalToken] != "" {
+		err = create()
+		if QuotaConflict(err) {
+			return nil, fmt.Errorf("%w; the webhook had admitted the Job and used its approval, so ask for a new approval: %s",
+				ErrQuotaConflict, oneline.Fold(scrub.String(err.Error())))
+		}
+	} else {
+		err = retryOnQuotaConflict(ctx, create)
+	}
+	if err != nil {
+		return nil, classifyCreate(err)
+	}
+	return created, nil
+}
+
 // classifyCreate turns a failed create into an error a person can act on.
 func classifyCreate(err error) error {
 	msg := oneline.Fold(scrub.String(err.Error()))
 	switch {
+	case QuotaConflict(err):
+		return fmt.Errorf("%w: %s", ErrQuotaConflict, msg)
 	case strings.Contains(msg, "failed calling webhook"):
 		return fmt.Errorf("%w: %s", ErrWebhookDown, msg)
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "admission webhook"):

@@ -54,7 +54,10 @@ func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map
 		Data:       files,
 		Immutable:  ptr.To(true),
 	}
-	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	err := retryOnQuotaConflict(ctx, func() error {
+		_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
@@ -86,7 +89,10 @@ func (w *Workspaces) EnsurePlan(ctx context.Context, planID string, plan []byte)
 		BinaryData: map[string][]byte{PlanKey: plan},
 		Immutable:  ptr.To(true),
 	}
-	_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	err := retryOnQuotaConflict(ctx, func() error {
+		_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create ConfigMap %s: %w", cm.Name, classifyCreate(err))
 	}
