@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -102,6 +105,8 @@ type Runner struct {
 	// retry is the backoff of the cold call's Pod and Job watches when a request fails or a watch ends
 	// (coldRetry when zero; tests make it short).
 	retry backoff
+	// lateSweep is how often a Job whose create got no answer is looked for again (5 s when zero).
+	lateSweep time.Duration
 }
 
 // NewRunner returns a Runner that runs at most maxConcurrent sandboxes at once.
@@ -319,14 +324,32 @@ func (r *Runner) DeleteJob(ctx context.Context, name string) error {
 }
 
 // JobsOf finds the Jobs serving one call, from the cluster rather than from anyone's record of it: the cold
-// Job named after the request, and the warm Jobs whose Pod was claimed for it.
+// Job named after the request, the Jobs labelled with the request's ID — a Job with approvals is named after
+// its tokens (ApprovalJobName), not the request — and the warm Jobs whose Pod was claimed for it.
 func (r *Runner) JobsOf(ctx context.Context, tool, requestID string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
 	name := JobName(tool, requestID)
 	if _, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{}); err == nil {
-		out = append(out, name)
+		add(name)
 	} else if !apierrors.IsNotFound(err) {
 		return nil, err
+	}
+	if len(validation.IsValidLabelValue(requestID)) == 0 && len(validation.IsValidLabelValue(tool)) == 0 {
+		sel := labels.Set{contract.LabelTool: tool, contract.LabelRequestID: requestID}.String()
+		jobs, err := r.Client.BatchV1().Jobs(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs.Items {
+			add(j.Name)
+		}
 	}
 	pods, err := r.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelWarm})
 	if err != nil {
@@ -338,7 +361,7 @@ func (r *Runner) JobsOf(ctx context.Context, tool, requestID string) ([]string, 
 			continue
 		}
 		if c, err := ParseClaim(raw); err == nil && c.RequestID == requestID && p.Labels[batchv1.JobNameLabel] != "" {
-			out = append(out, p.Labels[batchv1.JobNameLabel])
+			add(p.Labels[batchv1.JobNameLabel])
 		}
 	}
 	return out, nil
@@ -540,10 +563,68 @@ func (r *Runner) createJob(ctx context.Context, job *batchv1.Job) (created *batc
 	} else {
 		err = retryOnQuotaConflict(ctx, create)
 	}
-	if err != nil {
-		return nil, classifyCreate(err)
+	if err == nil {
+		return created, nil
 	}
-	return created, nil
+	if createUnanswered(err) {
+		// The request may have reached the API server, which may have stored the Job (or may still store
+		// it) though its answer never came back: the call is ending, so the Job must not run on its own.
+		r.removeUnanswered(job)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("create sandbox Job %s: %w", job.Name, ctx.Err())
+	}
+	return nil, classifyCreate(err)
+}
+
+// createUnanswered reports whether a failed create may all the same have created the object: the API server
+// did not refuse it (no status came back: the call was cancelled, the connection broke, the client timed out)
+// or said it timed out while it may still be processing the request. A connection that was never made
+// created nothing.
+func createUnanswered(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
+}
+
+// lateCreateWindow is how long after an unanswered create the API server may still store the object: its
+// own limit on a request (kube-apiserver's --request-timeout, a minute by default), with a margin.
+const lateCreateWindow = 75 * time.Second
+
+// removeUnanswered deletes job if a create that got no answer stored it: now, and, in the background, if it
+// appears within lateCreateWindow. Only this call's Job is deleted (the request ID label says whose it is):
+// a Job of another call with the same name (an approval's tokens name it) is left alone.
+func (r *Runner) removeUnanswered(job *batchv1.Job) {
+	sweep := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil || got.Labels[contract.LabelRequestID] != job.Labels[contract.LabelRequestID] {
+			return
+		}
+		_ = r.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{
+			Preconditions:     &metav1.Preconditions{UID: &got.UID},
+			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+		})
+	}
+	sweep()
+	go func() {
+		for end := time.Now().Add(lateCreateWindow); time.Now().Before(end); {
+			time.Sleep(r.lateSweepEvery())
+			sweep()
+		}
+	}()
+}
+
+// lateSweepEvery is how often removeUnanswered looks again for a late Job.
+func (r *Runner) lateSweepEvery() time.Duration {
+	if r.lateSweep > 0 {
+		return r.lateSweep
+	}
+	return 5 * time.Second
 }
 
 // classifyCreate turns a failed create into an error a person can act on.
