@@ -143,16 +143,37 @@ func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, io
 		if stream != nil {
 			stream.Close()
 		}
+		if createUnanswered(err) {
+			// The claim may have landed (or may still land) though its answer was lost: that Pod would run the
+			// call's tool on its own, and another candidate or the cold Job would run it again. The call ends,
+			// and a Pod that carries its claim goes with its Job.
+			r.removeUnansweredClaim(p, claim)
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			return nil, nil, classifyCreate("claim warm Pod "+p.Name, err)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, nil, ctx.Err()
 		case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
 			continue
 		case isConnectionError(err) || strings.Contains(err.Error(), "failed calling webhook"):
-			return nil, nil, classifyCreate(err)
+			return nil, nil, classifyCreate("claim warm Pod "+p.Name, err)
 		}
 	}
 	return nil, nil, errNoWarmPod
+}
+
+// removeUnansweredClaim deletes the warm Job of pod if the claim patch that got no answer landed on it.
+func (r *Runner) removeUnansweredClaim(pod *corev1.Pod, claim string) {
+	job := pod.Labels[batchv1.JobNameLabel]
+	r.sweepLate(func(ctx context.Context) {
+		got, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err == nil && got.UID == pod.UID && got.Annotations[contract.AnnotationClaim] == claim && job != "" {
+			_ = r.DeleteJob(ctx, job)
+		}
+	})
 }
 
 // agentLog opens the credential agent's log of a warm Pod as a stream, from its start.

@@ -574,7 +574,7 @@ func (r *Runner) createJob(ctx context.Context, job *batchv1.Job) (created *batc
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("create sandbox Job %s: %w", job.Name, ctx.Err())
 	}
-	return nil, classifyCreate(err)
+	return nil, classifyCreate("create sandbox Job", err)
 }
 
 // createUnanswered reports whether a failed create may all the same have created the object: the API server
@@ -594,13 +594,11 @@ func createUnanswered(err error) bool {
 // own limit on a request (kube-apiserver's --request-timeout, a minute by default), with a margin.
 const lateCreateWindow = 75 * time.Second
 
-// removeUnanswered deletes job if a create that got no answer stored it: now, and, in the background, if it
-// appears within lateCreateWindow. Only this call's Job is deleted (the request ID label says whose it is):
-// a Job of another call with the same name (an approval's tokens name it) is left alone.
+// removeUnanswered deletes job if a create that got no answer stored it (sweepLate). Only this call's Job is
+// deleted (the request ID label says whose it is): a Job of another call with the same name (an approval's
+// tokens name it) is left alone.
 func (r *Runner) removeUnanswered(job *batchv1.Job) {
-	sweep := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+	r.sweepLate(func(ctx context.Context) {
 		got, err := r.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil || got.Labels[contract.LabelRequestID] != job.Labels[contract.LabelRequestID] {
 			return
@@ -609,12 +607,22 @@ func (r *Runner) removeUnanswered(job *batchv1.Job) {
 			Preconditions:     &metav1.Preconditions{UID: &got.UID},
 			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 		})
+	})
+}
+
+// sweepLate runs sweep now, and again in the background every lateSweepEvery for lateCreateWindow: what a
+// request that got no answer may have done is undone also when the API server does it late.
+func (r *Runner) sweepLate(sweep func(ctx context.Context)) {
+	run := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sweep(ctx)
 	}
-	sweep()
+	run()
 	go func() {
 		for end := time.Now().Add(lateCreateWindow); time.Now().Before(end); {
 			time.Sleep(r.lateSweepEvery())
-			sweep()
+			run()
 		}
 	}()
 }
@@ -627,8 +635,9 @@ func (r *Runner) lateSweepEvery() time.Duration {
 	return 5 * time.Second
 }
 
-// classifyCreate turns a failed create into an error a person can act on.
-func classifyCreate(err error) error {
+// classifyCreate turns a failed create (or claim) into an error a person can act on; what names the request
+// in an error of no known kind ("" when the caller names it).
+func classifyCreate(what string, err error) error {
 	msg := oneline.Fold(scrub.String(err.Error()))
 	switch {
 	case QuotaConflict(err):
@@ -642,7 +651,10 @@ func classifyCreate(err error) error {
 	case isConnectionError(err):
 		return fmt.Errorf("%w: %s", ErrClusterDown, msg)
 	}
-	return fmt.Errorf("create sandbox Job: %s", msg)
+	if what == "" {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %s", what, msg)
 }
 
 func isConnectionError(err error) bool {

@@ -62,7 +62,7 @@ func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("create ConfigMap %s: %w", name, classifyCreate(err))
+		return false, fmt.Errorf("create ConfigMap %s: %w", name, classifyCreate("", err))
 	}
 	return true, nil
 }
@@ -94,7 +94,7 @@ func (w *Workspaces) EnsurePlan(ctx context.Context, planID string, plan []byte)
 		return err
 	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap %s: %w", cm.Name, classifyCreate(err))
+		return fmt.Errorf("create ConfigMap %s: %w", cm.Name, classifyCreate("", err))
 	}
 	return nil
 }

@@ -5,20 +5,25 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
+	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
@@ -33,11 +38,22 @@ type answerLost struct {
 	next   http.RoundTripper
 	cancel context.CancelFunc
 	lost   int
+	// jobCreates counts the Job creates sent.
+	jobCreates int
+	// method and suffix are the requests whose answer is lost (POST .../jobs when empty).
+	method, suffix string
 }
 
 func (a *answerLost) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/jobs") {
+		a.jobCreates++
+	}
 	resp, err := a.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/jobs") {
+	method, suffix := a.method, a.suffix
+	if method == "" {
+		method, suffix = http.MethodPost, "/jobs"
+	}
+	if err != nil || req.Method != method || !strings.HasSuffix(req.URL.Path, suffix) {
 		return resp, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -167,5 +183,92 @@ func TestRecoverFindsApprovalJobs(t *testing.T) {
 	}
 	for _, j := range left.Items {
 		t.Errorf("Job %s of an abandoned call is still there", j.Name)
+	}
+}
+
+// TestUnansweredClaimLeavesNoPod: a call's claim of a warm Pod lands on a real kube-apiserver, and its answer
+// is lost. Before, the runner took the lost answer for a Pod it could not claim: it tried the next one and
+// then ran the call as a cold Job, while the claimed Pod ran the call's tool on its own — the call ran twice.
+// Now the call ends, the claimed Pod's Job is deleted, and no cold Job is created.
+func TestUnansweredClaimLeavesNoPod(t *testing.T) {
+	api := harness.StartAPIServer(t)
+	p, err := policy.LoadFile("../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := p.Spec.Sandbox.Namespace
+	ctx := context.Background()
+	if _, err := api.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := p.Tool("k8s_get_pod_status")
+	inv, err := tool.Invoke(corpus.PodParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cancelled := range []bool{false, true} {
+		// A ready warm Pod of the tool and its Job, as the pool leaves them (no kubelet here: the status is
+		// written as the kubelet writes it).
+		warmJob := fmt.Sprintf("as-warm-%d", i)
+		spec := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{{Name: contract.CredentialAgentContainer, Image: "agent", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
+			Containers:     []corev1.Container{{Name: contract.ToolContainer, Image: "tool"}}}
+		if _, err := api.Clientset.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: warmJob},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: spec}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod, err := api.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: warmJob + "-pod",
+			Labels: map[string]string{contract.LabelTool: tool.Name, contract.LabelWarm: "true", batchv1.JobNameLabel: warmJob}}, Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: contract.CredentialAgentContainer, Image: "agent", State: running}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: contract.ToolContainer, Image: "tool", State: running}}}
+		if _, err := api.Clientset.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		// Bounded: a runner that went cold after the lost answer waits here for a Job no controller runs.
+		callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		lost := &answerLost{method: http.MethodPatch, suffix: "/pods/" + pod.Name}
+		if cancelled {
+			lost.cancel = cancel
+		}
+		cfg := rest.CopyConfig(api.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { lost.next = rt; return lost }
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("req-%012d", i)
+		job, err := sandbox.RenderJob(p, sandbox.JobSpec{Invocation: inv, RequestID: id, AuditHead: strings.Repeat("0", 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim, err := sandbox.RenderClaim(inv, id, nil, strings.Repeat("0", 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sandbox.NewRunner(cs, ns, 1).RunCall(callCtx, job, claim, nil)
+		cancel()
+		if err == nil || lost.lost != 1 {
+			t.Fatalf("RunCall: %v after %d lost answers, want an error after one", err, lost.lost)
+		}
+		if errors.Is(err, context.Canceled) != cancelled {
+			t.Errorf("RunCall: %v; cancelled %v, want %v", err, errors.Is(err, context.Canceled), cancelled)
+		}
+		t.Logf("the call's error: %v", err)
+		got, err := api.Clientset.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || got.Annotations[contract.AnnotationClaim] != claim {
+			t.Fatalf("the claim did not land on the API server (%v): the test proves nothing", err)
+		}
+		if _, err := api.Clientset.BatchV1().Jobs(ns).Get(ctx, warmJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the claimed warm Pod's Job %s: %v, want it deleted", warmJob, err)
+		}
+		if lost.jobCreates != 0 {
+			t.Errorf("the call went on as a cold Job (%d creates): it ran twice", lost.jobCreates)
+		}
 	}
 }
