@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/test/harness"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef-test-token"
@@ -79,15 +80,9 @@ func dial(t *testing.T, srv *httptest.Server, set map[string]string) (*sdk.Clien
 // initialize is a raw MCP initialize request, as the first POST of any client.
 func initialize(t *testing.T, srv *httptest.Server, set map[string]string) *http.Response {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-	req, err := http.NewRequest(http.MethodPost, srv.URL+PathMCP, strings.NewReader(body))
+	req, err := harness.NewMCPRequest(http.MethodPost, srv.URL+PathMCP, set)
 	if err != nil {
 		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range set {
-		req.Header.Set(k, v)
 	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {

@@ -3,7 +3,9 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 )
 
 // StatusRecorder is the http.ResponseWriter a test's proxy in front of MCP server replicas hands each
@@ -67,4 +69,27 @@ func PeekRPC(body []byte) (methods []string, tool, meta string) {
 		}
 	}
 	return methods, tool, meta
+}
+
+// RawInitialize is an MCP initialize request as the first POST of any client, for tests that speak MCP's
+// HTTP transport without the SDK (the protocol version is one every supported server still accepts).
+const RawInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// NewMCPRequest is a request to an MCP endpoint with the headers the streamable HTTP transport asks for,
+// and set on top: a POST carries RawInitialize, any other method no body.
+func NewMCPRequest(method, url string, set map[string]string) (*http.Request, error) {
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(RawInitialize)
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range set {
+		req.Header.Set(k, v)
+	}
+	return req, nil
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -35,5 +36,27 @@ func TestStatusRecorder(t *testing.T) {
 	s.Flush()
 	if s.Status != http.StatusMethodNotAllowed || w.Code != http.StatusMethodNotAllowed || !w.Flushed {
 		t.Errorf("status %d, written %d, flushed %v", s.Status, w.Code, w.Flushed)
+	}
+}
+
+// TestNewMCPRequest: a POST carries the initialize request, a GET nothing; both the transport's headers,
+// with the caller's on top.
+func TestNewMCPRequest(t *testing.T) {
+	req, err := NewMCPRequest(http.MethodPost, "http://127.0.0.1/mcp", map[string]string{"Authorization": "Bearer x", "Content-Type": "text/plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(req.Body)
+	if methods, _, _ := PeekRPC(body); !slices.Equal(methods, []string{"initialize"}) {
+		t.Errorf("POST body %s: methods %q", body, methods)
+	}
+	if req.Header.Get("Content-Type") != "text/plain" || req.Header.Get("Accept") != "application/json, text/event-stream" || req.Header.Get("Authorization") != "Bearer x" {
+		t.Errorf("headers %v", req.Header)
+	}
+	if req, err = NewMCPRequest(http.MethodGet, "http://127.0.0.1/mcp", nil); err != nil || req.Body != nil {
+		t.Errorf("GET: body %v, %v", req.Body, err)
+	}
+	if _, err := NewMCPRequest("bad method", "http://127.0.0.1/mcp", nil); err == nil {
+		t.Error("a bad method was taken")
 	}
 }

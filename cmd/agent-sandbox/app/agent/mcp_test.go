@@ -139,18 +139,9 @@ func startMCPHTTP(t *testing.T, args []string) (endpoint string, stdout, stderr 
 // httpDo sends one request, a POST being an MCP initialize, and returns the status and body.
 func httpDo(t *testing.T, method, url string, h map[string]string) (int, string) {
 	t.Helper()
-	var body io.Reader
-	if method == http.MethodPost {
-		body = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	}
-	req, err := http.NewRequest(method, url, body)
+	req, err := harness.NewMCPRequest(method, url, h)
 	if err != nil {
 		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range h {
-		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
