@@ -83,6 +83,9 @@ const (
 	EventApprovalDenied = "approval.denied"
 	// EventApprovalConsumed records that the single-use grant was taken for a Job.
 	EventApprovalConsumed = "approval.consumed"
+	// EventApprovalReturned records that a consumed grant was given back, unused: the call ended before its
+	// Job was sent to the cluster (field returned: false when the store could not take it back).
+	EventApprovalReturned = "approval.returned"
 	// EventSandboxStarted records that the sandbox Job was created.
 	EventSandboxStarted = "sandbox.started"
 	// EventCredentialIssued records that Vault minted the per-action credential (lease metadata only).

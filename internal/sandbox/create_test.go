@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
@@ -225,5 +227,49 @@ func TestRunDeletesALateJob(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if !jobThere(t, cs) {
 		t.Error("another call's Job of the same name was deleted")
+	}
+}
+
+// A call that ended before its Job was sent — cancelled while it waited for a slot, its workspace not
+// published, the API server refusing the connection (through the real client and network stack) — says so
+// (ErrNotSent: its approvals may be given back); one that was sent, refused or unanswered, does not.
+func TestNotSent(t *testing.T) {
+	busy := NewRunner(fake.NewSimpleClientset(), "ns", 1)
+	busy.sem <- struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := busy.Run(ctx, callJob("req-1"), nil); !errors.Is(err, ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting for a slot: %v", err)
+	}
+	publish := errors.New("publish the workspace: refused")
+	hook := WithBeforeCreate(context.Background(), func(context.Context) error { return publish })
+	if _, err := NewRunner(fake.NewSimpleClientset(), "ns", 1).Run(hook, callJob("req-1"), nil); !errors.Is(err, ErrNotSent) || !errors.Is(err, publish) {
+		t.Errorf("workspace not published: %v", err)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewRunner(cs, "ns", 1).Run(context.Background(), callJob("req-1"), nil)
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrClusterDown) {
+		t.Errorf("connection refused: %v", err)
+	}
+
+	for _, sent := range []error{
+		apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "as-tool-x", errors.New("denied")),
+		errors.New("read: connection reset by peer"),
+	} {
+		r := NewRunner(createLost(false, sent), "ns", 1)
+		r.lateSweep = time.Hour
+		if _, err := r.Run(context.Background(), callJob("req-1"), nil); errors.Is(err, ErrNotSent) {
+			t.Errorf("sent (%v): %v", sent, err)
+		}
 	}
 }

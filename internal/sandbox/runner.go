@@ -56,6 +56,10 @@ var (
 	// ResourceQuota update conflict, and went on refusing it (retryOnQuotaConflict): the cluster was busy
 	// with other calls; nothing was wrong with this one.
 	ErrQuotaConflict = errors.New("the API server refused the call's object on a ResourceQuota update conflict (many calls at once)")
+	// ErrNotSent means the call ended before its Job or claim was sent to the cluster (cancelled while it
+	// waited for a slot, its workspace not published, the API server not reachable at all): no webhook saw
+	// it, so nothing it carried, its approvals included, was used.
+	ErrNotSent = errors.New("the call's Job was never sent to the cluster")
 )
 
 // Result is what a finished run produced.
@@ -152,12 +156,12 @@ func (r *Runner) takeSlot(ctx context.Context) (release func(), err error) {
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
 	}
 	release = func() { <-r.sem }
 	if err := RunBeforeCreate(ctx); err != nil {
 		release()
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	return release, nil
 }
@@ -574,7 +578,16 @@ func (r *Runner) createJob(ctx context.Context, job *batchv1.Job) (created *batc
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("create sandbox Job %s: %w", job.Name, ctx.Err())
 	}
+	if neverSent(err) {
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, classifyCreate("create sandbox Job", err))
+	}
 	return nil, classifyCreate("create sandbox Job", err)
+}
+
+// neverSent reports whether a request failed before it was sent: its connection could not be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // createUnanswered reports whether a failed create may all the same have created the object: the API server
@@ -586,8 +599,7 @@ func createUnanswered(err error) bool {
 	if errors.As(err, &status) {
 		return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
 	}
-	var op *net.OpError
-	return !errors.As(err, &op) || op.Op != "dial"
+	return !neverSent(err)
 }
 
 // lateCreateWindow is how long after an unanswered create the API server may still store the object: its

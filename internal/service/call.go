@@ -137,6 +137,7 @@ func (s *Service) Call(ctx context.Context, tool string, args map[string]any, pr
 			return s.requestApproval(ctx, c, inv, hash, kind)
 		}
 		run.tokens, run.approval = tokens, req
+		c.grant = req.ID
 	} else {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "allow", "tier": string(t.Tier), "scope": inv.Scope, "target_namespace": inv.TargetNamespace})
 	}

@@ -122,6 +122,9 @@ type call struct {
 	// although the call returned no error (approval_required).
 	trace   *telemetry.Call
 	outcome string
+	// grant is the approval request whose grants the call consumed (empty: none); they are given back when
+	// the call ends with its Job never sent (giveBack).
+	grant string
 }
 
 func (s *Service) begin(ctx context.Context, tool string, params map[string]any, progress Progress) (*call, error) {
@@ -166,12 +169,32 @@ func (c *call) audit(event string, fields map[string]any) {
 
 // fail ends the call with a domain error and records it.
 func (c *call) fail(kind Kind, err error) error {
+	err = c.giveBack(err)
 	msg := oneline.Fold(scrub.String(err.Error()))
 	if kind == KindDenied || kind == KindInvalid {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": msg})
 	}
 	c.audit(audit.EventToolResult, map[string]any{"is_error": true, "kind": string(kind), "reason": msg})
 	return &Error{Kind: kind, RequestID: c.id, Message: msg, Err: err}
+}
+
+// giveBack returns the call's consumed grants to the store when err says its Job was never sent to the
+// cluster (sandbox.ErrNotSent): no webhook saw their tokens, so the human's decision is not lost to a call
+// cancelled in the queue or a cluster out of reach, and the same call, made again, runs with them. The
+// chain records it (approval.returned) before the call's tool.result.
+func (c *call) giveBack(err error) error {
+	if c.grant == "" || !errors.Is(err, sandbox.ErrNotSent) || c.s.Approvals == nil {
+		return err
+	}
+	id := c.grant
+	c.grant = ""
+	if gerr := c.s.Approvals.GiveBack(context.Background(), id); gerr != nil {
+		c.audit(audit.EventApprovalReturned, map[string]any{"approval_request": id, "returned": false, "reason": oneline.Fold(gerr.Error())})
+		return err
+	}
+	c.audit(audit.EventApprovalReturned, map[string]any{"approval_request": id, "returned": true})
+	c.trace.Event(telemetry.Event{Name: audit.EventApprovalReturned, Time: time.Now(), Attrs: map[string]any{"approval_request": id}})
+	return fmt.Errorf("%w; approval %s was not used and stays granted: make the same call again", err, id)
 }
 
 // invoke applies the guardrails: the tool exists (default deny) and the parameters and namespace are ones
@@ -198,17 +221,21 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 	// ID, outside this host, so that `audit verify --against-cluster` finds this log cut short or rewritten.
 	head, err := c.s.Audit.Head()
 	if err != nil {
-		return nil, c.fail(KindFailed, fmt.Errorf("the audit log cannot be read, so the call cannot be anchored: %w", err))
+		return nil, c.fail(KindFailed, fmt.Errorf("%w: the audit log cannot be read, so the call cannot be anchored: %w", sandbox.ErrNotSent, err))
 	}
 	job, err := sandbox.RenderJob(c.s.Policy, sandbox.JobSpec{Invocation: inv, RequestID: c.id, ApprovalTokens: tokens, AuditHead: head})
 	if err != nil {
-		return nil, c.fail(KindFailed, err)
+		return nil, c.fail(KindFailed, fmt.Errorf("%w: %w", sandbox.ErrNotSent, err))
 	}
 	claim := ""
 	if c.s.Warm && inv.Tool.WarmPool != nil {
 		if claim, err = sandbox.RenderClaim(inv, c.id, tokens, head); err != nil {
-			return nil, c.fail(KindFailed, err)
+			return nil, c.fail(KindFailed, fmt.Errorf("%w: %w", sandbox.ErrNotSent, err))
 		}
+		// A claim the webhook admitted can still fail at storage (another call claimed that Pod first), its
+		// tokens recorded, and the call go on to another Pod or cold: such a call's approvals are never given
+		// back.
+		c.grant = ""
 	}
 	if c.ws != nil {
 		ctx = sandbox.WithBeforeCreate(ctx, func(ctx context.Context) error { return c.s.publish(ctx, c.ws) })
@@ -225,6 +252,9 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 	c.releaseWorkspace(c.ws, err != nil && (res == nil || errors.Is(err, context.Canceled)))
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
+			if errors.Is(err, sandbox.ErrNotSent) {
+				return nil, c.fail(KindFailed, fmt.Errorf("the call was cancelled before its sandbox Job was created (%w)", sandbox.ErrNotSent))
+			}
 			return nil, c.fail(KindFailed, errors.New("the call was cancelled; its sandbox Job was deleted"))
 		}
 		kind := KindFailed

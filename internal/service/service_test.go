@@ -52,12 +52,12 @@ func (f *fakeRunner) RunCall(ctx context.Context, job *batchv1.Job, claim string
 		select {
 		case <-f.queue:
 		case <-ctx.Done():
-			return nil, ctx.Err() // as the real runner: nothing created, the hook never ran
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrNotSent, ctx.Err()) // as the real runner: nothing created, the hook never ran
 		}
 	}
 	// As the real runner: the call's hook (its workspace) runs once it holds its slot, before any Job.
 	if err := sandbox.RunBeforeCreate(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrNotSent, err)
 	}
 	if f.afterSlot != nil {
 		return f.afterSlot(ctx, job)
@@ -402,6 +402,78 @@ func TestPlanFlagsDestructiveChanges(t *testing.T) {
 	summary, signals := restarted.planSummary(context.Background(), out.PlanID)
 	if !strings.Contains(summary, "1 to replace") || len(signals) == 0 {
 		t.Errorf("summary %q, signals %v", summary, signals)
+	}
+}
+
+// TestApprovalOfACallNeverSentIsGivenBack: an approved apply cancelled while it waits for a slot, or whose
+// Job the cluster could not be reached to create, was never seen by any webhook: its approval is given back
+// (the chain says so before the result) and the same call, made again, runs with the very token — once.
+// An apply whose Job was sent (and refused) keeps its approval used.
+func TestApprovalOfACallNeverSentIsGivenBack(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	plan := strings.Repeat("ab", 32)
+	f.svc.Workspaces.(*fakeWorkspaces).plans = map[string][]byte{plan: nil}
+	f.run.stdout = func(j *batchv1.Job) string {
+		return `{"workspace":"k8s-demo","plan_id":"` + plan + `","applied":true,"text":"Apply complete!","summary":{"add":1,"change":0,"destroy":0,"replace":0}}`
+	}
+	first, err := f.apply(ctx, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := f.approve(ctx, t, first.ApprovalRequest)
+
+	// Cancelled in the queue.
+	f.run.queue = make(chan struct{})
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := f.apply(cctx, plan); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	err = <-done
+	var se *Error
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "cancelled before its sandbox Job was created") || !strings.Contains(se.Message, "stays granted") {
+		t.Fatalf("cancelled in the queue: %v", err)
+	}
+	want := []string{audit.EventToolRequest, audit.EventGuardrailDecision, audit.EventApprovalGranted, audit.EventApprovalConsumed,
+		audit.EventApprovalReturned, audit.EventToolResult}
+	if got := f.chain(t, se.RequestID); !slices.Equal(got, want) {
+		t.Errorf("chain %v, want %v", got, want)
+	}
+	if r, _ := f.store.Get(ctx, first.ApprovalRequest); r.Status != approval.StatusGranted {
+		t.Errorf("after the cancelled call the approval is %s", r.Status)
+	}
+
+	// The cluster not reachable to create the Job.
+	f.run.queue = nil
+	f.run.afterSlot = func(context.Context, *batchv1.Job) (*sandbox.Result, error) {
+		return nil, fmt.Errorf("%w: %w: dial tcp 10.0.0.1:6443: connect: connection refused", sandbox.ErrNotSent, sandbox.ErrClusterDown)
+	}
+	if _, err := f.apply(ctx, plan); !errors.As(err, &se) || !strings.Contains(se.Message, "stays granted") {
+		t.Fatalf("cluster out of reach: %v", err)
+	}
+
+	// Made again: it runs with the very token.
+	f.run.afterSlot = nil
+	applied, err := f.apply(ctx, plan)
+	if err != nil || applied.Status != StatusApplied || len(f.run.jobs) != 1 || f.run.jobs[0].Annotations[contract.AnnotationApprovalToken] != tok {
+		t.Fatalf("made again: %+v, %v (jobs %d)", applied, err, len(f.run.jobs))
+	}
+	if again, err := f.apply(ctx, plan); err != nil || again.Status != StatusApprovalRequired || len(f.run.jobs) != 1 {
+		t.Fatalf("the approval was used twice: %+v, %v", again, err)
+	}
+
+	// Sent and refused: the approval stays used.
+	second, _ := f.apply(ctx, plan)
+	f.approve(ctx, t, second.ApprovalRequest)
+	f.run.afterSlot = func(context.Context, *batchv1.Job) (*sandbox.Result, error) {
+		return nil, fmt.Errorf("%w: admission webhook denied the request", sandbox.ErrDenied)
+	}
+	if _, err := f.apply(ctx, plan); !errors.As(err, &se) || strings.Contains(se.Message, "stays granted") {
+		t.Fatalf("sent and refused: %v", err)
+	}
+	if r, _ := f.store.Get(ctx, second.ApprovalRequest); r.Status != approval.StatusConsumed {
+		t.Errorf("after a refused Job the approval is %s", r.Status)
 	}
 }
 

@@ -678,6 +678,21 @@ func (s *Store) consume(ctx context.Context, id, tool, paramsHash string, now in
 	return tokens, nil
 }
 
+// GiveBack returns the grants of request id that Consume took to a call whose Job was never sent to the
+// cluster (sandbox.ErrNotSent): no webhook saw their tokens, so none was used, and the request is granted
+// again — for the same exact call, until its tokens expire — instead of asking its approvers again. Only a
+// consumed request changes: anything else is an error wrapping ErrNotPending.
+func (s *Store) GiveBack(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE requests SET status = 'granted', consumed_at = 0 WHERE id = ? AND status = 'consumed'`, id)
+	if err != nil {
+		return fmt.Errorf("give back approval %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("give back approval %s: %w: it was not consumed", id, approval.ErrNotPending)
+	}
+	return nil
+}
+
 // Querier is what GrantTokens reads through: a *sql.Tx or a *sql.DB.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

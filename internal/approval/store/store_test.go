@@ -446,6 +446,47 @@ func TestConsume(t *testing.T) {
 	}
 }
 
+// TestGiveBack: the grants a call consumed and never sent are granted again, once, and the same call
+// consumes them again with the very tokens; a request that is not consumed is not changed.
+func TestGiveBack(t *testing.T) {
+	f := newStoreFixture(t)
+	ctx := context.Background()
+	r := f.create(t)
+	tok, _ := f.grant(t, r, 10*time.Minute)
+	if err := f.store.GiveBack(ctx, r.ID); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("GiveBack of a granted request: %v, want ErrNotPending", err)
+	}
+	if _, err := f.store.Consume(ctx, r.ID, r.Tool, r.ParamsHash); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.GiveBack(ctx, r.ID); err != nil {
+		t.Fatalf("GiveBack: %v", err)
+	}
+	if err := f.store.GiveBack(ctx, r.ID); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("second GiveBack: %v, want ErrNotPending", err)
+	}
+	// Read through another Store on the same file, as the next MCP server process would.
+	other := openTestStore(t, f.path, f.clock)
+	got, err := other.Get(ctx, r.ID)
+	if err != nil || got.Status != approval.StatusGranted || !got.ConsumedAt.IsZero() {
+		t.Fatalf("after GiveBack: %+v, %v", got, err)
+	}
+	tokens, err := other.Consume(ctx, r.ID, r.Tool, r.ParamsHash)
+	if err != nil || len(tokens) != 1 || tokens[0] != tok {
+		t.Fatalf("Consume after GiveBack = %d tokens, %v; want the granted token", len(tokens), err)
+	}
+	pending := f.create(t)
+	if err := f.store.GiveBack(ctx, pending.ID); !errors.Is(err, approval.ErrNotPending) {
+		t.Errorf("GiveBack of a pending request: %v", err)
+	}
+	if got, _ := f.store.Get(ctx, pending.ID); got.Status != approval.StatusPending {
+		t.Errorf("a pending request given back reads as %s", got.Status)
+	}
+	if err := f.store.GiveBack(ctx, "req-nothinghere"); err == nil {
+		t.Error("GiveBack of an unknown request succeeded")
+	}
+}
+
 // consumerStores are n Stores for n racing consumers: the fixture's own, shared, or each its own Store
 // on the same database file.
 func (f *storeFixture) consumerStores(t *testing.T, n int, shared bool) []*Store {
