@@ -158,7 +158,8 @@ func (r *Runner) claim(ctx context.Context, tool, claim string) (*corev1.Pod, io
 			return nil, nil, ctx.Err()
 		case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsInvalid(err):
 			continue
-		case neverSent(err):
+		case neverSent(err) && i == 0:
+			// No claim of this call reached the API server (an earlier candidate's did when i > 0).
 			return nil, nil, fmt.Errorf("%w: %w", ErrNotSent, classifyCreate("claim warm Pod "+p.Name, err))
 		case isConnectionError(err) || strings.Contains(err.Error(), "failed calling webhook"):
 			return nil, nil, classifyCreate("claim warm Pod "+p.Name, err)

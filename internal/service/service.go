@@ -232,9 +232,9 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 		if claim, err = sandbox.RenderClaim(inv, c.id, tokens, head); err != nil {
 			return nil, c.fail(KindFailed, fmt.Errorf("%w: %w", sandbox.ErrNotSent, err))
 		}
-		// A claim the webhook admitted can still fail at storage (another call claimed that Pod first), its
-		// tokens recorded, and the call go on to another Pod or cold: such a call's approvals are never given
-		// back.
+		// A claim the webhook admitted can still fail at storage with a Conflict (the API server's write lost a
+		// race, and its retry fails the claim's resourceVersion), its tokens recorded, and the call go on to
+		// another Pod or cold: such a call's approvals are never given back.
 		c.grant = ""
 	}
 	if c.ws != nil {
