@@ -83,7 +83,7 @@ func mutatingConfiguration(c ConfigurationsFor, timeout int32) *admissionregistr
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "jobs.mutate.agent-sandbox.dev",
+			Name:                    contract.WebhookMutateJobs,
 			ClientConfig:            c.clientConfig(PathMutateJobs),
 			Rules:                   []admissionregistrationv1.RuleWithOperations{v1Rule(batch, []string{"jobs"}, ns, webhookOps{create})},
 			FailurePolicy:           fail,

@@ -62,6 +62,12 @@ const (
 	AnnotationClaimSignature = prefix + "claim-signature"
 )
 
+// WebhookMutateJobs is the name of the mutating webhook of sandbox Jobs in the chart's configuration. The
+// API server calls every mutating webhook before any validating one, so a create refused by this one, or
+// failing to call it, never reached the validating webhook that records approval tokens: the MCP server
+// gives such a call's approval back (sandbox.ApprovalsUnused).
+const WebhookMutateJobs = "jobs.mutate.agent-sandbox.dev"
+
 // Content-addressed ConfigMaps of the sandbox namespace, which the MCP server uploads: the admission
 // webhook admits one of these names only with the content it names, immutable, so a name means one
 // content for ever, and the content garbage collector deletes them once no approval can name them.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,74 @@ func TestNotSent(t *testing.T) {
 			t.Errorf("sent (%v): %v", sent, err)
 		}
 	}
+}
+
+// A create refused in the mutating phase of admission — the Job mutating webhook denied it or could not be
+// called — never reached the validating webhook that records approvals (ApprovalsUnused); one refused or
+// failed anywhere later may have used them, and so may a message that only quotes the mutating webhook.
+func TestApprovalsUnusedAfterTheMutatingWebhook(t *testing.T) {
+	status := func(code int32, reason metav1.StatusReason, msg string) error {
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg}}
+	}
+	mutate, validate := strconv.Quote(contract.WebhookMutateJobs), `"jobs.validate.agent-sandbox.dev"`
+	for _, tc := range []struct {
+		name   string
+		err    error
+		unused bool
+		kind   error
+	}{
+		{"mutating webhook down", apierrors.NewInternalError(errors.New("failed calling webhook " + mutate + `: failed to call webhook: Post "https://agent-sandbox.agent-sandbox-system.svc:443/mutate-jobs?timeout=10s": dial tcp 10.96.0.12:443: connect: connection refused`)), true, ErrWebhookDown},
+		{"mutating webhook denied", status(403, metav1.StatusReasonForbidden, "admission webhook "+mutate+" denied the request: tool x is not in the policy"), true, ErrDenied},
+		{"validating webhook down", apierrors.NewInternalError(errors.New("failed calling webhook " + validate + ": failed to call webhook: context deadline exceeded")), false, ErrWebhookDown},
+		{"validating webhook denied, quoting the mutating one", status(403, metav1.StatusReasonForbidden, "admission webhook "+validate+" denied the request: failed calling webhook "+mutate+":"), false, ErrDenied},
+		{"quota conflict", quotaRace, false, ErrQuotaConflict},
+		{"server timeout", apierrors.NewTimeoutError("the request did not complete", 0), false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRunner(createLost(false, tc.err), "ns", 1)
+			r.lateSweep = time.Hour
+			_, err := r.Run(context.Background(), callJob("req-1"), nil)
+			if err == nil {
+				t.Fatal("Run succeeded")
+			}
+			if got := ApprovalsUnused(err); got != tc.unused {
+				t.Errorf("ApprovalsUnused(%v) = %v, want %v", err, got, tc.unused)
+			}
+			if tc.kind != nil && !errors.Is(err, tc.kind) {
+				t.Errorf("error %v is not %v", err, tc.kind)
+			}
+		})
+	}
+}
+
+// A connection the API server's side reset (a restart, a proxy dropping it) is the cluster out of reach,
+// through the real client and network stack: before, the call said only "create sandbox Job: ... connection
+// reset by peer", a failure of no known kind.
+func TestCreateOnAResetConnectionIsClusterDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		l.Close() // what comes after the create (the sweep's reads) is refused
+		if err != nil {
+			return
+		}
+		_, _ = c.Read(make([]byte, 4096)) // the create went out
+		_ = c.(*net.TCPConn).SetLinger(0) // closing now sends a reset
+		c.Close()
+	}()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + l.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(cs, "ns", 1)
+	r.lateSweep = time.Hour
+	_, err = r.Run(context.Background(), callJob("req-1"), nil)
+	if !errors.Is(err, ErrClusterDown) || ApprovalsUnused(err) {
+		t.Errorf("create on a reset connection: %v; want ErrClusterDown, approvals possibly used", err)
+	}
+	t.Logf("the call's error: %v", err)
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -17,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -60,7 +63,19 @@ var (
 	// waited for a slot, its workspace not published, the API server not reachable at all): no webhook saw
 	// it, so nothing it carried, its approvals included, was used.
 	ErrNotSent = errors.New("the call's Job was never sent to the cluster")
+	// ErrRefusedBeforeCheck means the API server refused the call's Job in the mutating phase of admission:
+	// the Job mutating webhook (contract.WebhookMutateJobs) refused it or could not be called, as when the
+	// webhook is down. The API server calls validating webhooks only after every mutating one, so the
+	// webhook that records approval tokens never saw the Job: nothing it carried was used.
+	ErrRefusedBeforeCheck = errors.New("the API server refused the call's Job before the approval check")
 )
+
+// ApprovalsUnused reports whether a run that failed with err used none of the approvals its Job carried:
+// the Job was never sent (ErrNotSent), or was refused before the webhook that records approvals saw it
+// (ErrRefusedBeforeCheck). The caller may give them back.
+func ApprovalsUnused(err error) bool {
+	return errors.Is(err, ErrNotSent) || errors.Is(err, ErrRefusedBeforeCheck)
+}
 
 // Result is what a finished run produced.
 type Result struct {
@@ -581,7 +596,25 @@ func (r *Runner) createJob(ctx context.Context, job *batchv1.Job) (created *batc
 	if neverSent(err) {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, classifyCreate("create sandbox Job", err))
 	}
+	if refusedByMutation(err) {
+		return nil, fmt.Errorf("%w: %w", ErrRefusedBeforeCheck, classifyCreate("create sandbox Job", err))
+	}
 	return nil, classifyCreate("create sandbox Job", err)
+}
+
+// refusedByMutation reports whether the API server refused a Job create in the mutating phase of admission:
+// the Job mutating webhook denied it or could not be called. Only the Status message names the webhook, in
+// the API server's fixed phrasings (k8s.io/apiserver/pkg/admission/plugin/webhook/errors, and
+// apierrors.NewInternalError around the failed call); the message must start with one, so that a denial by
+// another webhook that quotes this one's name is not taken for it.
+func refusedByMutation(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	msg, name := status.Status().Message, strconv.Quote(contract.WebhookMutateJobs)
+	return strings.HasPrefix(msg, "Internal error occurred: failed calling webhook "+name+":") ||
+		strings.HasPrefix(msg, "admission webhook "+name+" denied the request")
 }
 
 // neverSent reports whether a request failed before it was sent: its connection could not be made.
@@ -654,10 +687,11 @@ func classifyCreate(what string, err error) error {
 	switch {
 	case QuotaConflict(err):
 		return fmt.Errorf("%w: %s", ErrQuotaConflict, msg)
+	case apierrors.IsForbidden(err) && strings.Contains(msg, "admission webhook"):
+		// Before the next case: a denial's reason may quote anything.
+		return fmt.Errorf("%w: %s", ErrDenied, msg)
 	case strings.Contains(msg, "failed calling webhook"):
 		return fmt.Errorf("%w: %s", ErrWebhookDown, msg)
-	case apierrors.IsForbidden(err) && strings.Contains(msg, "admission webhook"):
-		return fmt.Errorf("%w: %s", ErrDenied, msg)
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return fmt.Errorf("%w: %s", ErrDenied, msg)
 	case isConnectionError(err):
@@ -669,8 +703,19 @@ func classifyCreate(what string, err error) error {
 	return fmt.Errorf("%s: %s", what, msg)
 }
 
+// isConnectionError reports whether err says the connection to the API server could not be made or broke:
+// by its type where the network stack's error is still in the chain, by its text where only the text came
+// through (an error another layer formatted).
 func isConnectionError(err error) bool {
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
 	s := err.Error()
-	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such host") || strings.Contains(s, "i/o timeout") ||
-		strings.Contains(s, "dial tcp") || strings.Contains(s, "EOF")
+	for _, text := range []string{"connection refused", "connection reset by peer", "broken pipe", "no such host", "i/o timeout", "dial tcp", "EOF"} {
+		if strings.Contains(s, text) {
+			return true
+		}
+	}
+	return false
 }

@@ -179,11 +179,12 @@ func (c *call) fail(kind Kind, err error) error {
 }
 
 // giveBack returns the call's consumed grants to the store when err says its Job was never sent to the
-// cluster (sandbox.ErrNotSent): no webhook saw their tokens, so the human's decision is not lost to a call
-// cancelled in the queue or a cluster out of reach, and the same call, made again, runs with them. The
-// chain records it (approval.returned) before the call's tool.result.
+// cluster (sandbox.ErrNotSent) or was refused before the approval check (sandbox.ErrRefusedBeforeCheck, as
+// when the webhook is down): no webhook recorded their tokens, so the human's decision is not lost to a call
+// cancelled in the queue, a cluster out of reach or a webhook being restarted, and the same call, made
+// again, runs with them. The chain records it (approval.returned) before the call's tool.result.
 func (c *call) giveBack(err error) error {
-	if c.grant == "" || !errors.Is(err, sandbox.ErrNotSent) || c.s.Approvals == nil {
+	if c.grant == "" || !sandbox.ApprovalsUnused(err) || c.s.Approvals == nil {
 		return err
 	}
 	id := c.grant

@@ -453,6 +453,15 @@ func TestApprovalOfACallNeverSentIsGivenBack(t *testing.T) {
 		t.Fatalf("cluster out of reach: %v", err)
 	}
 
+	// The webhook down: the Job mutating webhook could not be called, so no validating webhook saw the Job.
+	f.run.afterSlot = func(context.Context, *batchv1.Job) (*sandbox.Result, error) {
+		return nil, fmt.Errorf("%w: %w: Internal error occurred: failed calling webhook %q: connect: connection refused",
+			sandbox.ErrRefusedBeforeCheck, sandbox.ErrWebhookDown, contract.WebhookMutateJobs)
+	}
+	if _, err := f.apply(ctx, plan); !errors.As(err, &se) || !strings.Contains(se.Message, "stays granted") {
+		t.Fatalf("webhook down: %v", err)
+	}
+
 	// Made again: it runs with the very token.
 	f.run.afterSlot = nil
 	applied, err := f.apply(ctx, plan)

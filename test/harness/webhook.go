@@ -34,6 +34,8 @@ type Webhook struct {
 	Metrics *webhook.Metrics
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// serve starts the server again on the same address, certificate and handlers (Restart).
+	serve func() error
 }
 
 // StartWebhook serves the handlers of checker with a throwaway CA and registers them with api. The
@@ -67,28 +69,35 @@ func ServeWebhook(cs kubernetes.Interface, checker *webhook.Checker, dir string)
 	if err != nil {
 		return nil, err
 	}
-	srv := crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-	for path, h := range webhook.Handlers(scheme, checker, m) {
-		srv.Register(path, h)
+	handlers := webhook.Handlers(scheme, checker, m)
+	w := &Webhook{URL: "https://127.0.0.1:" + strconv.Itoa(port), Metrics: m}
+	w.serve = func() error {
+		srv := crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
+		for path, h := range handlers {
+			srv.Register(path, h)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		w.cancel, w.done = cancel, make(chan struct{})
+		go func(done chan struct{}) {
+			defer close(done)
+			_ = srv.Start(ctx)
+		}(w.done)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probe only
+			if err == nil {
+				c.Close()
+				return nil
+			}
+			if time.Now().After(deadline) {
+				w.Stop()
+				return fmt.Errorf("webhook server did not listen on %d: %w", port, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &Webhook{URL: "https://127.0.0.1:" + strconv.Itoa(port), Metrics: m, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		_ = srv.Start(ctx)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probe only
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			w.Stop()
-			return nil, fmt.Errorf("webhook server did not listen on %d: %w", port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := w.serve(); err != nil {
+		return nil, err
 	}
 
 	sandboxNS := "agent-sandbox"
@@ -123,6 +132,15 @@ func ServeWebhook(cs kubernetes.Interface, checker *webhook.Checker, dir string)
 func (w *Webhook) Stop() {
 	w.cancel()
 	<-w.done
+}
+
+// Restart serves the stopped webhook again, as a restarted webhook Pod would: the same address,
+// certificate, checker and ledger.
+func (w *Webhook) Restart(t testing.TB) {
+	t.Helper()
+	if err := w.serve(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // WriteServingCert writes tls.crt and tls.key for 127.0.0.1, signed by a throwaway CA, into dir and

@@ -28,6 +28,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/installcheck"
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
@@ -391,6 +392,39 @@ func TestWebhookFailClosed(t *testing.T) {
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unaffected", Namespace: "demo-app"}}
 	if _, err := env.corpus.Attacker.CoreV1().ConfigMaps("demo-app").Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("objects outside sandbox namespaces must not depend on the webhook: %v", err)
+	}
+}
+
+// TestWebhookDownUsesNoApproval: with the webhook stopped (a restart, an upgrade), the MCP server's runner
+// submits an approved terraform_apply Job. The real API server refuses it at the Job mutating webhook, which
+// it calls before any validating webhook, so the ledger never saw the token: the runner says the approval
+// was not used (sandbox.ApprovalsUnused: the MCP server gives the human's grant back instead of asking for a
+// new one), and once the webhook is back the very token admits the call's Job, once. A Job the validating
+// webhook saw is not given back: its token may have been recorded.
+func TestWebhookDownUsesNoApproval(t *testing.T) {
+	env := startWebhookEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defer env.corpus.Cleanup(context.Background())
+	tok := env.corpus.Token(env.corpus.Approver, "terraform_apply", corpus.ApplyParams(), nil)
+	job := env.corpus.Job("terraform_apply", corpus.ApplyParams(), tok)
+	runner := sandbox.NewRunner(env.corpus.MCP, env.corpus.Namespace(), 1)
+
+	env.hook.Stop()
+	_, err := runner.Run(ctx, job.DeepCopy(), nil)
+	if !sandbox.ApprovalsUnused(err) || !errors.Is(err, sandbox.ErrWebhookDown) {
+		t.Fatalf("the approved Job with the webhook down: %v; want the webhook down and the approval unused", err)
+	}
+	t.Logf("with the webhook down: %v", err)
+
+	env.hook.Restart(t)
+	if _, err := env.corpus.CreateJob(ctx, job.DeepCopy(), false); err != nil {
+		t.Fatalf("the webhook back, the call's Job with the very token was refused: %v", err)
+	}
+	again := env.corpus.Job("terraform_apply", corpus.ApplyParams(), tok)
+	_, err = runner.Run(ctx, again, nil)
+	if !corpus.Refused(err, "already used") || sandbox.ApprovalsUnused(err) {
+		t.Fatalf("the token used a second time: %v; want a replay, not given back", err)
 	}
 }
 
