@@ -128,7 +128,7 @@ verify: ## verify-cluster, the chart's helm test, the admission check (with the 
 	scripts/verify.sh
 
 .PHONY: chaos
-chaos: ## On the live cluster: kill a webhook replica, restart Vault and the API server (also 90 s down), kill the MCP server, fill the audit disk; PASS/FAIL per scenario; each scenario repairs the cluster before and after (CHAOS_RUN=regexp picks scenarios)
+chaos: ## On the live cluster: kill a webhook replica, restart Vault and the API server (also 90 s down), kill the MCP server, fill the audit disk, scale the webhook to zero during an approved apply; PASS/FAIL per scenario; each scenario repairs the cluster before and after (CHAOS_RUN=regexp picks scenarios)
 	scripts/chaos.sh
 
 ##@ Benchmarks (print figures; nothing is asserted)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make chaos: faults injected on the live cluster (after make deploy) while real MCP calls run — a webhook
 # replica killed, Vault and the API server restarted, the MCP server killed between plan and apply and
-# during a run, the audit disk full, an approval expiring in the queue (test/e2e/chaos_test.go). Prints one
-# PASS or FAIL line per scenario; exits non-zero if any failed. Root: it restarts local components.
+# during a run, the audit disk full, an approval expiring in the queue, every webhook replica gone during an
+# approved apply (test/e2e/chaos_test.go). Prints one PASS or FAIL line per scenario; exits non-zero if any
+# failed. Root: it restarts local components.
 #
 # Each scenario starts on a healthy cluster (it repairs it first, or stops with one line) and leaves one
 # behind whatever happens to it, so a failure never cascades into the next scenario. Knobs:

@@ -109,6 +109,7 @@ func TestChaos(t *testing.T) {
 	t.Run("MCP server killed during a run", c.serverKilledDuringRun)
 	t.Run("audit disk full", c.auditDiskFull)
 	t.Run("approval expires while its apply is queued", c.approvalExpiresQueued)
+	t.Run("webhook down during an approved apply", c.webhookDownDuringApply)
 }
 
 // oneLineError checks that a failed call says why in one line.
@@ -1052,6 +1053,109 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	after, err := c.cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil || after.UID != dep.UID || after.Generation != dep.Generation {
 		t.Errorf("the Deployment changed under an expired approval")
+	}
+	c.nothingLeft(ctx, since)
+	c.auditVerify(ctx, cfg.AuditLog)
+}
+
+// webhookDownDuringApply: every webhook replica is gone (scaled to zero: an upgrade gone wrong) when an
+// approved apply is made. The API server refuses the call's objects at admission (failurePolicy Fail) before
+// the webhook could record the approval's token, so the call fails with one clear line saying the approval
+// stays granted, nothing is applied, the approval is still granted in the store, and once the webhook is back
+// the same call applies with it. Before, the store had consumed the grant and the human had to approve again.
+func (c *chaos) webhookDownDuringApply(t *testing.T) {
+	ctx, since, cfg := c.scenario(t, 8*time.Minute)
+	s := c.start(ctx, cfg, "--warm=false")
+	defer s.kill()
+	res, err := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+	if err != nil || res.IsError {
+		t.Fatalf("terraform_plan: %v %+v", err, res)
+	}
+	var plan service.PlanOutput
+	_ = res.Decode(&plan)
+	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
+	res, err = s.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending service.ApplyOutput
+	if err := res.Decode(&pending); err != nil || pending.Status != service.StatusApprovalRequired {
+		t.Fatalf("terraform_apply without approval: %v %+v", err, pending)
+	}
+	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest); err != nil {
+		t.Fatal(err)
+	}
+	dep := demoDeployment(t, ctx, c.cs)
+
+	scale, err := c.cs.AppsV1().Deployments(releaseNS).GetScale(ctx, "agent-sandbox-webhook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := scale.Spec.Replicas
+	setReplicas := func(n int32) error {
+		sc, err := c.cs.AppsV1().Deployments(releaseNS).GetScale(context.Background(), "agent-sandbox-webhook", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sc.Spec.Replicas = n
+		_, err = c.cs.AppsV1().Deployments(releaseNS).UpdateScale(context.Background(), "agent-sandbox-webhook", sc, metav1.UpdateOptions{})
+		return err
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = setReplicas(replicas)
+		}
+	}()
+	if err := setReplicas(0); err != nil {
+		t.Fatal(err)
+	}
+	for c.readyEndpoints(ctx, "agent-sandbox-webhook") > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the webhook's endpoints did not go away")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the webhook scaled from %d replicas to 0", replicas)
+
+	res, err = s.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed service.ApplyOutput
+	_ = res.Decode(&failed)
+	t.Logf("apply with the webhook down: error=%v %s", res.IsError, firstN(res.Text, 400))
+	if !res.IsError && failed.Status == service.StatusApplied {
+		t.Fatal("an apply ran with the webhook down")
+	}
+	oneLineError(t, "the apply with the webhook down", res)
+	if !strings.Contains(res.Text+failed.Message, "stays granted") {
+		t.Errorf("the failed apply does not say its approval stays granted: %q %+v", res.Text, failed)
+	}
+	out, err := exec.CommandContext(ctx, cfg.Binary, "approvals", "show", pending.ApprovalRequest, "--db", cfg.DB, "-o", "json").Output()
+	var shown map[string]any
+	if err != nil || json.Unmarshal(out, &shown) != nil || shown["status"] != "granted" {
+		t.Errorf("after the failed apply the approval is not granted: %v %s", err, out)
+	}
+
+	restored = true
+	if err := setReplicas(replicas); err != nil {
+		t.Fatal(err)
+	}
+	if bad := c.waitHealthy(3 * time.Minute); bad != "" {
+		t.Fatalf("the webhook did not come back: %s", bad)
+	}
+	after, err := c.cs.AppsV1().Deployments("demo-app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || after.UID != dep.UID || after.Generation != dep.Generation {
+		t.Errorf("the Deployment changed while the webhook was down")
+	}
+	res, err = s.client.Call(ctx, "terraform_apply", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied service.ApplyOutput
+	if err := res.Decode(&applied); err != nil || applied.Status != service.StatusApplied {
+		t.Fatalf("the same apply with the webhook back and the same approval: %v %+v %s", err, applied, res.Text)
 	}
 	c.nothingLeft(ctx, since)
 	c.auditVerify(ctx, cfg.AuditLog)
