@@ -15,6 +15,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // MaxShowJSON bounds the `terraform show -json` document Parse accepts.
@@ -51,6 +52,11 @@ type Change struct {
 	BeforeSensitive, AfterSensitive any
 	// ReplacePaths are the attribute paths that force a replacement.
 	ReplacePaths [][]any
+	// Config is the resource's configuration as the plan records it (its "expressions": an attribute the
+	// configuration sets is a key, its blocks lists of objects in source order; dynamic blocks are left out),
+	// nil when the plan has none for it. It tells a value the provider computes because the configuration
+	// leaves it unset from one the configuration computes at apply (View).
+	Config any
 }
 
 // IsNoOp reports whether the change does nothing.
@@ -92,6 +98,81 @@ type showJSON struct {
 			ReplacePaths    [][]any  `json:"replace_paths"`
 		} `json:"change"`
 	} `json:"resource_changes"`
+	Configuration struct {
+		RootModule configModule `json:"root_module"`
+	} `json:"configuration"`
+}
+
+// configModule is one module of the plan's configuration.
+type configModule struct {
+	Resources []struct {
+		Mode        string `json:"mode"`
+		Type        string `json:"type"`
+		Name        string `json:"name"`
+		Expressions any    `json:"expressions"`
+	} `json:"resources"`
+	ModuleCalls map[string]struct {
+		Module configModule `json:"module"`
+	} `json:"module_calls"`
+}
+
+// expressions returns the configuration of the resource mode.type.name in the module at moduleAddress
+// ("module.a[0].module.b": instance keys are left out, the configuration has one per call), nil if none.
+func (m *configModule) expressions(moduleAddress, mode, typ, name string) any {
+	for _, call := range moduleCalls(moduleAddress) {
+		c, ok := m.ModuleCalls[call]
+		if !ok {
+			return nil
+		}
+		m = &c.Module
+	}
+	for _, r := range m.Resources {
+		if r.Mode == mode && r.Type == typ && r.Name == name {
+			return r.Expressions
+		}
+	}
+	return nil
+}
+
+// moduleCalls splits a module address ("module.a[0].module.b[\"k.x\"]") into its call names (a, b); nil for
+// the root module, and for an address it cannot read, [""] (which names no call).
+func moduleCalls(addr string) []string {
+	var calls []string
+	for addr != "" {
+		rest, ok := strings.CutPrefix(addr, "module.")
+		if !ok {
+			return []string{""}
+		}
+		end := strings.IndexAny(rest, ".[")
+		if end < 0 {
+			end = len(rest)
+		}
+		calls = append(calls, rest[:end])
+		rest = rest[end:]
+		if strings.HasPrefix(rest, "[") {
+			// An instance key: a number or a quoted string, which may hold dots and brackets.
+			i, quoted := 1, false
+			for ; i < len(rest) && (quoted || rest[i] != ']'); i++ {
+				switch {
+				case rest[i] == '\\' && quoted:
+					i++
+				case rest[i] == '"':
+					quoted = !quoted
+				}
+			}
+			if i >= len(rest) {
+				return []string{""}
+			}
+			rest = rest[i+1:]
+		}
+		if rest != "" {
+			if rest, ok = strings.CutPrefix(rest, "."); !ok {
+				return []string{""}
+			}
+		}
+		addr = rest
+	}
+	return calls
 }
 
 // ErrNotAPlan means the document is not `terraform show -json` of a saved plan.
@@ -120,6 +201,7 @@ func Parse(data []byte) (*Plan, error) {
 			Address: rc.Address, ModuleAddress: rc.ModuleAddress, Mode: rc.Mode, Type: rc.Type, Name: rc.Name,
 			ProviderName: rc.ProviderName, Actions: rc.Change.Actions, ActionReason: rc.ActionReason,
 			ReplacePaths: rc.Change.ReplacePaths,
+			Config:       s.Configuration.RootModule.expressions(rc.ModuleAddress, rc.Mode, rc.Type, rc.Name),
 		}
 		var err error
 		for _, v := range []struct {

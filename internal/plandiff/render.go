@@ -37,7 +37,8 @@ func (r *Report) writeFlags(w *bufio.Writer) {
 	if len(r.Flags) == 0 {
 		fmt.Fprintln(w, "Risk flags: none. Checked: deletions, replacements, RBAC and Ingress resources; privileged, host")
 		fmt.Fprintln(w, "  namespaces, host paths and ports, root, capabilities, service-account tokens and names, Secrets in")
-		fmt.Fprintln(w, "  env or volumes, images, commands and args, exposed Services, look-alike names.")
+		fmt.Fprintln(w, "  env or volumes, images, commands and args, executable volume files, probe and hook hosts, security")
+		fmt.Fprintln(w, "  profiles, pod labels and annotations known only after apply, exposed Services, look-alike names.")
 		return
 	}
 	var names []string

@@ -2,6 +2,7 @@ package plandiff
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/screen"
@@ -45,6 +46,9 @@ type rule struct {
 	// nullIsRisky rules flag an attribute the plan leaves null where it was not: the provider applies a
 	// default that is the risk (run_as_user left out is 0, root).
 	nullIsRisky bool
+	// unknownOnly rules flag an attribute only when its value as a whole is known only after apply (a
+	// dynamic metadata block over a value computed at apply); risky is not asked.
+	unknownOnly bool
 }
 
 // rules are the attribute checks. The kubernetes provider (hashicorp/kubernetes v1.13.4) writes 0 for an
@@ -70,6 +74,14 @@ var rules = []rule{
 	{id: "selinux", key: "se_linux_options", why: "sets the SELinux user, role or type the container runs with", risky: nonEmpty},
 	{id: "unconfined_profile", key: "container.apparmor.security.beta.kubernetes.io/", prefix: true, under: "annotations", why: "selects the AppArmor profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
 	{id: "unconfined_profile", key: "seccomp.security.alpha.kubernetes.io/", prefix: true, under: "annotations", why: "selects the seccomp profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
+	{id: "unconfined_profile", key: "container.seccomp.security.alpha.kubernetes.io/", prefix: true, under: "annotations", why: "selects a container's seccomp profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
+	{id: "pod_metadata", key: "metadata", under: "template", why: "the pod's labels and annotations (its security profiles, sidecars, the Services and policies that select it)", unknownOnly: true},
+	{id: "pod_metadata", key: "", prefix: true, under: "annotations", why: "an annotation (a security profile, a sidecar injector's switch)", unknownOnly: true},
+	{id: "pod_metadata", key: "", prefix: true, under: "labels", why: "a label (the Services and policies that select the pod)", unknownOnly: true},
+	{id: "executable_volume", key: "default_mode", why: "makes the volume's files executable: new code in the workload, which its programs can run (a web server's CGI)", risky: executableMode},
+	{id: "executable_volume", key: "mode", under: "items", why: "makes the file executable: new code in the workload, which its programs can run (a web server's CGI)", risky: executableMode},
+	{id: "probe_host", key: "host", under: "http_get", why: "the kubelet makes this request from the node's network, to any address", risky: nonEmpty},
+	{id: "probe_host", key: "host", under: "tcp_socket", why: "the kubelet connects from the node's network, to any address", risky: nonEmpty},
 	{id: "secret_env", key: "secret_key_ref", why: "puts a Secret's value into an environment variable", risky: nonEmpty},
 	{id: "secret_env_from", key: "secret_ref", under: "env_from", why: "puts every key of a Secret into environment variables", risky: nonEmpty},
 	{id: "secret_volume", key: "secret", under: "volume", why: "mounts a Secret into the pod", risky: nonEmpty},
@@ -94,11 +106,11 @@ var resourceRules = map[string]struct{ id, why string }{
 // destroys, then identities, credentials and RBAC, then exposure, then what code runs, then names.
 var severity = []string{
 	"privileged", "host_path", "host_pid", "host_network", "host_ipc", "capabilities_add", "allow_privilege_escalation",
-	"run_as_root", "run_as_non_root_off", "host_port", "sysctl", "selinux", "unconfined_profile",
+	"run_as_root", "run_as_non_root_off", "host_port", "probe_host", "sysctl", "selinux", "unconfined_profile", "pod_metadata",
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips",
-	"image", "command", "args",
+	"image", "command", "args", "executable_volume",
 	"look_alike",
 }
 
@@ -158,7 +170,7 @@ func flagsOf(c *Change, before, after val) []Flag {
 	}
 	f := &flagger{change: c, address: addr}
 	f.walk(nil, before, after)
-	return append(out, f.out...)
+	return append(append(out, rootByOmission(c, addr)...), f.out...)
 }
 
 type flagger struct {
@@ -207,6 +219,10 @@ func (f *flagger) check(path Path, key string, b, a val) {
 			continue
 		}
 		switch {
+		case r.unknownOnly:
+			if a.unknown() {
+				f.add(path, r.id, r.why, b, a, true)
+			}
 		case unknown && r.valueOnly:
 		case unknown:
 			f.add(path, r.id, r.why, b, a, true)
@@ -234,6 +250,74 @@ func always(val) bool    { return true }
 
 // isZeroOrNull: an attribute the plan sets to 0, or leaves null in a block it sets (the provider applies 0).
 func isZeroOrNull(a val) bool { return isZero(a) || (a.present && a.v == nil) }
+
+// rootByOmission flags every container of the change's pod specs to which no security_context gives a user
+// (neither its own run_as_user nor its pod's): it runs as its image's user, root in most images, and no
+// attribute says so, so no attribute rule can flag it. It is flagged where the plan makes it so: a new
+// container, or one that had a user before.
+func rootByOmission(c *Change, addr string) []Flag {
+	var pods []pod
+	findPods(c.After, nil, &pods)
+	var out []Flag
+	for _, p := range pods {
+		if p.poisoned {
+			continue
+		}
+		for _, k := range []string{"init_container", "container"} {
+			list, _ := p.spec[k].([]any)
+			for i, ctr := range list {
+				if userOf(p.spec, ctr) != nil {
+					continue
+				}
+				path := append(Path(slices.Clip(p.path)), k, i)
+				var before any
+				if bp, ok := configAt(c.Before, p.path); ok {
+					if bc, ok := configAt(bp, []any{k, i}); ok {
+						if before = userOf(bp, bc); before == nil {
+							continue // it ran as its image's user before too
+						}
+					}
+				}
+				b := val{}
+				if before != nil {
+					b = val{v: before, present: true}
+				}
+				out = append(out, Flag{Rule: "run_as_root", Address: addr, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
+					After: "(no user)", Why: "no security_context gives the container a user: it runs as its image's user, root in most images", path: path})
+			}
+		}
+	}
+	return out
+}
+
+// userOf is the run_as_user a container runs with, from its own security_context or else its pod's; nil
+// when neither sets one (null counts as set: the provider applies it as 0, which the attribute rule flags).
+func userOf(spec, container any) any {
+	for _, v := range []any{container, spec} {
+		if sc, ok := configAt(v, []any{"security_context", 0}); ok {
+			if m, ok := sc.(map[string]any); ok {
+				if u, set := m["run_as_user"]; set {
+					if u == nil {
+						return "null"
+					}
+					return u
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// executableMode is true for a file mode (provider 1.13.4 writes them as octal strings, "0644") with an
+// execute bit, or one that is not an octal number.
+func executableMode(a val) bool {
+	s, ok := a.v.(string)
+	if !a.present || a.v == nil {
+		return false
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	return !ok || err != nil || m&0o111 != 0
+}
 
 func notRuntimeDefault(a val) bool {
 	s, ok := a.v.(string)

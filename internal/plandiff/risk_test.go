@@ -55,6 +55,28 @@ func TestRiskFlags(t *testing.T) {
 			},
 		},
 		{
+			name: "found in review: each was neither refused nor flagged",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+podJSON(`"security_context":[{"run_as_user":65532}],"container":[{"security_context":[{"run_as_user":65532}],"liveness_probe":[]}],"volume":[{"name":"v","config_map":[{"default_mode":"0644"}]}]`)+
+					`,"after":`+podJSON(`"container":[{"liveness_probe":[{"http_get":[{"host":"169.254.169.254","path":"/"}]}]}],"volume":[{"name":"v","config_map":[{"default_mode":"0755","items":[{"key":"x","mode":"0700"}]}]}]`)),
+				change("kubernetes_deployment.shadow", "kubernetes_deployment", `["create"]`,
+					`"before":null,"after":{"spec":[{"template":[{"metadata":[{"annotations":{"container.seccomp.security.alpha.kubernetes.io/c":"unconfined","sidecar.example/inject":null}}],"spec":[{"container":[{"name":"c"}]}]}]}]},`+
+						`"after_unknown":{"spec":[{"template":[{"metadata":[{"annotations":{"sidecar.example/inject":true}}]}]}]}`),
+				change("kubernetes_deployment.hidden", "kubernetes_deployment", `["create"]`,
+					`"before":null,"after":{"spec":[{"template":[{"spec":[{"container":[{"name":"c"}]}]}]}]},"after_unknown":{"spec":[{"template":[{"metadata":true}]}]}`)},
+			want: []string{
+				"run_as_root " + dep + " " + podPathPrefix + "container[0]: 65532 -> (no user)",
+				"run_as_root kubernetes_deployment.shadow " + podPathPrefix + "container[0]: (none) -> (no user)",
+				"run_as_root kubernetes_deployment.hidden " + podPathPrefix + "container[0]: (none) -> (no user)",
+				"probe_host " + dep + " " + podPathPrefix + `container[0].liveness_probe[0].http_get[0].host: (none) -> "169.254.169.254"`,
+				"unconfined_profile kubernetes_deployment.shadow spec[0].template[0].metadata[0].annotations[\"container.seccomp.security.alpha.kubernetes.io/c\"]: (none) -> \"unconfined\"",
+				"pod_metadata kubernetes_deployment.shadow spec[0].template[0].metadata[0].annotations[\"sidecar.example/inject\"]: (none) -> (known after apply) (known only after apply)",
+				"pod_metadata kubernetes_deployment.hidden spec[0].template[0].metadata: (none) -> (known after apply) (known only after apply)",
+				"executable_volume " + dep + " " + podPathPrefix + `volume[0].config_map[0].default_mode: "0644" -> "0755"`,
+				"executable_volume " + dep + " " + podPathPrefix + `volume[0].config_map[0].items[0].mode: (none) -> "0700"`,
+			},
+		},
+		{
 			name: "risky values the plan does not change are not flagged",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
 				`"before":`+podJSON(`"host_network":true,"container":[{"image":"a","security_context":[{"privileged":true,"run_as_user":0}]}],"replicas":1`)+

@@ -1,8 +1,10 @@
 package plandiff
 
 import (
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Unknown is what a value Terraform knows only after apply reads as in a RuleView. It is a string, so a rule
@@ -18,8 +20,9 @@ type RuleView struct {
 	// Change holds address, module_address, mode, type, name, provider_name, actions, action_reason, before
 	// and after (empty maps when the resource has no such value).
 	Change map[string]any
-	// PodSpecs are the pod specs in After: every object whose "container" or "init_container" is a list of
-	// objects, wherever it is nested (Deployment, StatefulSet, DaemonSet, Job and CronJob templates, Pods).
+	// PodSpecs are the pod specs in After: every element of a "spec" list, at any depth, whose "container" or
+	// "init_container" is a list of objects (Deployment, StatefulSet, DaemonSet, Job and CronJob templates,
+	// Pods; not the deprecated template { container } form of a replication controller).
 	PodSpecs []any
 	// PodMetadata are the metadata objects beside those pod specs (the template's or the Pod's own).
 	PodMetadata []any
@@ -27,9 +30,11 @@ type RuleView struct {
 	// Before.
 	Containers       []any
 	BeforeContainers []any
-	// PodUnknowns are the paths, inside the pod specs of After, of every value known only after apply (a
-	// whole pod spec hidden behind one: "(pod spec)"). A plan whose workloads are not known at plan time
-	// cannot be judged at plan time.
+	// PodUnknowns are the paths, inside the pod specs of After and their metadata, of every value known only
+	// after apply (a whole pod spec hidden behind one: "(pod spec)"; a whole metadata block: "(pod
+	// metadata)"), but for those the provider computes because the configuration leaves them unset
+	// (providerSets, metadataComputed). A plan whose workloads are not known at plan time cannot be judged at
+	// plan time.
 	PodUnknowns []any
 }
 
@@ -47,15 +52,23 @@ func View(c *Change) RuleView {
 		"before": objectOrEmpty(before), "after": objectOrEmpty(after),
 	}}
 	var afterPods, beforePods []pod
-	findPods(after, &afterPods)
-	findPods(before, &beforePods)
+	findPods(after, nil, &afterPods)
+	findPods(before, nil, &beforePods)
 	v.PodSpecs, v.PodMetadata, v.Containers = []any{}, []any{}, []any{}
 	v.PodUnknowns = []any{}
 	for _, p := range afterPods {
-		if p.poisoned {
+		switch {
+		case p.poisoned:
 			v.PodUnknowns = append(v.PodUnknowns, "(pod spec)")
-		} else {
-			unknownPaths(p.spec, "", &v.PodUnknowns)
+		default:
+			cfg, static := configAt(c.Config, p.path)
+			unknownPaths(p.spec, "", func(path string) bool { return static && providerSets(cfg, path) }, &v.PodUnknowns)
+		}
+		switch {
+		case p.metaUnknown:
+			v.PodUnknowns = append(v.PodUnknowns, "(pod metadata)")
+		case p.meta != nil:
+			unknownPaths(p.meta, "metadata", func(path string) bool { return metadataComputed[path] }, &v.PodUnknowns)
 		}
 		v.PodSpecs = append(v.PodSpecs, p.spec)
 		if p.meta != nil {
@@ -122,23 +135,106 @@ func ruleValue(v, unknown any) any {
 type pod struct {
 	spec, meta map[string]any
 	poisoned   bool
+	// metaUnknown: the metadata beside the spec is known only after apply as a whole (a dynamic block).
+	metaUnknown bool
+	// path leads from the resource's value to spec (keys and list indexes).
+	path []any
 }
 
 // providerComputed are the pod-spec attributes that provider hashicorp/kubernetes 1.13.4 leaves to the API
-// server when the configuration does not set them, so they are known only after apply in every plan
-// (container paths without their index). They are not counted in PodUnknowns; none of them can grant a
-// workload anything the plan rules allow only when known (a service account's token is refused by
-// plan-no-token-automount and plan-allowed-volumes whatever the account).
+// server when the configuration does not set them, so they are known only after apply in every create
+// (container paths without their index). Such an unknown is not counted in PodUnknowns when the resource's
+// configuration shows it unset (providerSets): none of them then grants a workload anything the plan rules
+// allow only when known (a service account's token is refused by plan-no-token-automount and
+// plan-allowed-volumes whatever the account). One the configuration sets to a value computed at apply — a
+// service account or a node named by "${substr(timestamp(), 0, 0)}name" — is counted: the approver would
+// read "(known after apply)" for the identity or the node the workload gets.
 var providerComputed = map[string]bool{
 	"hostname": true, "image_pull_secrets": true, "node_name": true, "service_account_name": true,
 	"container.termination_message_policy": true, "init_container.termination_message_policy": true,
 }
 
-// unknownPaths appends the path of every Unknown value in v, except providerComputed ones.
-func unknownPaths(v any, path string, out *[]any) {
+// metadataComputed are the attributes of a pod template's metadata that provider 1.13.4 always plans as
+// known only after apply on a create; whatever the configuration says, the API server fills them in
+// (labels and annotations are not among them).
+var metadataComputed = map[string]bool{
+	"metadata.generation": true, "metadata.name": true, "metadata.resource_version": true,
+	"metadata.self_link": true, "metadata.uid": true,
+}
+
+// providerSets reports whether the unknown value at path (inside a pod spec whose configuration is cfg) is
+// one the provider computes because the configuration leaves it unset: a providerComputed attribute whose
+// block the configuration holds statically (not in a dynamic block, which the plan's configuration leaves
+// out) without the attribute.
+func providerSets(cfg any, path string) bool {
+	if !providerComputed[stripIndexes(path)] {
+		return false
+	}
+	block, attr := cfg, path
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		var ok bool
+		if block, ok = configAt(cfg, pathElems(path[:i])); !ok {
+			return false
+		}
+		attr = path[i+1:]
+	}
+	m, ok := block.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, set := m[attr]
+	return !set
+}
+
+// configAt follows path (keys and list indexes of a resource's value) through the resource's configuration,
+// whose blocks are lists of objects in the same order for blocks written out (not dynamic); ok is false
+// where the configuration does not hold that block.
+func configAt(cfg any, path []any) (any, bool) {
+	for _, el := range path {
+		switch k := el.(type) {
+		case string:
+			m, ok := cfg.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if cfg, ok = m[k]; !ok {
+				return nil, false
+			}
+		case int:
+			l, ok := cfg.([]any)
+			if !ok || k >= len(l) {
+				return nil, false
+			}
+			cfg = l[k]
+		}
+	}
+	return cfg, cfg != nil
+}
+
+// pathElems turns "container[1].security_context[0]" into its keys and indexes.
+func pathElems(path string) []any {
+	var out []any
+	for _, part := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		out = append(out, name)
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			n, err := strconv.Atoi(idx)
+			if err != nil {
+				return nil
+			}
+			out = append(out, n)
+			rest = strings.TrimPrefix(after, "[")
+		}
+	}
+	return out
+}
+
+// unknownPaths appends the path of every Unknown value in v, except those exempt says the provider computes.
+func unknownPaths(v any, path string, exempt func(path string) bool, out *[]any) {
 	switch x := v.(type) {
 	case string:
-		if x == Unknown && !providerComputed[stripIndexes(path)] {
+		if x == Unknown && !exempt(path) {
 			*out = append(*out, path)
 		}
 	case map[string]any:
@@ -152,11 +248,11 @@ func unknownPaths(v any, path string, out *[]any) {
 			if path != "" {
 				p = path + "." + k
 			}
-			unknownPaths(x[k], p, out)
+			unknownPaths(x[k], p, exempt, out)
 		}
 	case []any:
 		for i, e := range x {
-			unknownPaths(e, path+"["+itoa(i)+"]", out)
+			unknownPaths(e, path+"["+itoa(i)+"]", exempt, out)
 		}
 	}
 }
@@ -179,8 +275,9 @@ func (p pod) containers() []any {
 var poisoned = map[string]any{"container": Unknown}
 
 // findPods walks v and collects every pod spec: an object with a "container" or "init_container" list of
-// objects. Its metadata is the "metadata" block of the object whose "spec" holds it.
-func findPods(v any, out *[]pod) {
+// objects. Its metadata is the "metadata" block of the object whose "spec" holds it. path is v's path.
+func findPods(v any, path []any, out *[]pod) {
+	at := func(el ...any) []any { return append(slices.Clip(path), el...) }
 	switch x := v.(type) {
 	case map[string]any:
 		// A block that could hold a pod spec but is known only after apply (a dynamic block over a value
@@ -191,36 +288,46 @@ func findPods(v any, out *[]pod) {
 			}
 		}
 		if specs, ok := x["spec"].([]any); ok {
-			meta := firstObject(x["metadata"])
-			for _, s := range specs {
+			meta, metaUnknown := firstObject(x["metadata"]), x["metadata"] == Unknown
+			for i, s := range specs {
 				if sm, ok := s.(map[string]any); ok && isPodSpec(sm) {
-					*out = append(*out, pod{spec: sm, meta: meta})
+					*out = append(*out, pod{spec: sm, meta: meta, metaUnknown: metaUnknown, path: at("spec", i)})
 				}
 			}
 		}
-		for k, e := range x {
+		for _, k := range sortedKeys(x) {
+			e := x[k]
 			if k == "spec" {
 				// Pod specs directly under spec were taken above; look deeper inside them and their siblings.
 				if specs, ok := e.([]any); ok {
-					for _, s := range specs {
+					for i, s := range specs {
 						if sm, ok := s.(map[string]any); ok && isPodSpec(sm) {
-							for _, inner := range sm {
-								findPods(inner, out)
+							for _, ik := range sortedKeys(sm) {
+								findPods(sm[ik], at("spec", i, ik), out)
 							}
 							continue
 						}
-						findPods(s, out)
+						findPods(s, at("spec", i), out)
 					}
 					continue
 				}
 			}
-			findPods(e, out)
+			findPods(e, at(k), out)
 		}
 	case []any:
-		for _, e := range x {
-			findPods(e, out)
+		for i, e := range x {
+			findPods(e, at(i), out)
 		}
 	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

@@ -135,7 +135,8 @@ func (v PlanVerdict) Error() string {
 	return msg
 }
 
-// Evaluate judges every resource change of a plan (no-ops included: a rule may care about what stays).
+// Evaluate judges every resource change of a plan that does something (a no-op changes nothing: provider
+// 1.13.4 plans an existing Deployment whose nested value turns unknown as one, and nothing is applied).
 // A nil set judges nothing and needs one approver.
 func (s *PlanRuleSet) Evaluate(ctx context.Context, p *plandiff.Plan) PlanVerdict {
 	v := PlanVerdict{Refusals: []PlanRuleHit{}, Approvals: 1, ApprovalRules: []PlanRuleHit{}}

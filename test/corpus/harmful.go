@@ -34,10 +34,12 @@ var harmfulFS embed.FS
 // these, so a renamed rule fails the corpus's own test rather than a live run.
 var PlanRules = []string{
 	"plan-allowed-types",
+	"plan-pods-known-at-plan",
 	"plan-no-rbac",
 	"plan-no-privileged",
 	"plan-no-privilege-escalation",
 	"plan-no-host-namespaces",
+	"plan-no-executable-volumes",
 	"plan-no-host-path",
 	"plan-no-host-ports",
 	"plan-no-added-capabilities",
@@ -47,6 +49,7 @@ var PlanRules = []string{
 	"plan-no-sysctls",
 	"plan-no-selinux-override",
 	"plan-no-unconfined-profiles",
+	"plan-no-probe-host",
 	"plan-no-external-exposure",
 	"plan-allowed-images",
 	"plan-command-pinned",
