@@ -110,7 +110,7 @@ var severity = []string{
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips",
-	"image", "command", "args", "executable_volume",
+	"hidden", "image", "command", "args", "executable_volume",
 	"look_alike",
 }
 
@@ -209,6 +209,10 @@ func (f *flagger) check(path Path, key string, b, a val) {
 		return
 	}
 	unknown := anyTrue(a.unk)
+	if a.sensM == true && a.hasValue() {
+		// The top of a sensitive value: this screen shows "(sensitive)", never the value.
+		f.add(path, "hidden", "marked sensitive by the workspace: this screen cannot show the value that will be applied", b, a, unknown)
+	}
 	if screen.HasNonASCII(key) {
 		f.add(path, "look_alike", "an attribute or map key with non-ASCII characters can look like another", b, a, unknown)
 	}

@@ -186,7 +186,16 @@ func TestRiskFlags(t *testing.T) {
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
 				`"before":`+podJSON(`"container":[{"command":["a"]}]`)+`,"after":`+podJSON(`"container":[{"command":["b"]}]`)+
 					`,"before_sensitive":`+podJSON(`"container":[{"command":true}]`)+`,"after_sensitive":`+podJSON(`"container":[{"command":true}]`))},
-			want: []string{"command " + dep + " " + podPathPrefix + "container[0].command: (sensitive) -> (sensitive)"},
+			want: []string{
+				"hidden " + dep + " " + podPathPrefix + "container[0].command: (sensitive) -> (sensitive)",
+				"command " + dep + " " + podPathPrefix + "container[0].command: (sensitive) -> (sensitive)",
+			},
+		},
+		{
+			name: "a value the workspace hides from the screen is flagged as hidden, whatever its key",
+			changes: []string{change("kubernetes_config_map.cgi", "kubernetes_config_map", `["create"]`,
+				`"before":null,"after":{"data":{"x":"#!/bin/sh"}},"after_sensitive":{"data":{"x":true}}`)},
+			want: []string{`hidden kubernetes_config_map.cgi data.x: (none) -> (sensitive)`},
 		},
 	}
 	for _, tt := range tests {

@@ -70,6 +70,13 @@ func View(c *Change) RuleView {
 		case p.meta != nil:
 			unknownPaths(p.meta, "metadata", func(path string) bool { return metadataComputed[path] }, &v.PodUnknowns)
 		}
+		// A value marked sensitive (the workspace's sensitive() or a sensitive variable) is judged by the
+		// rules but never shown on the approval screen: the approver could not judge it.
+		hiddenPaths(c.AfterSensitive, p.path, "", &v.PodUnknowns)
+		if len(p.path) > 0 {
+			metaPath := append(slices.Clip(p.path[:len(p.path)-2]), "metadata")
+			hiddenPaths(c.AfterSensitive, metaPath, "metadata", &v.PodUnknowns)
+		}
 		v.PodSpecs = append(v.PodSpecs, p.spec)
 		if p.meta != nil {
 			v.PodMetadata = append(v.PodMetadata, p.meta)
@@ -184,6 +191,45 @@ func providerSets(cfg any, path string) bool {
 	}
 	_, set := m[attr]
 	return !set
+}
+
+// hiddenPaths appends "<path> (sensitive)" for every value of the sensitive mirror below at (a pod spec
+// or its metadata) that is marked sensitive, the whole block too when it or a block above it is.
+func hiddenPaths(mirror any, at []any, prefix string, out *[]any) {
+	for _, el := range at {
+		if mirror == true {
+			break
+		}
+		var ok bool
+		if mirror, ok = configAt(mirror, []any{el}); !ok {
+			return
+		}
+	}
+	var walk func(m any, path string)
+	walk = func(m any, path string) {
+		switch x := m.(type) {
+		case bool:
+			if x {
+				if path == "" {
+					path = "(pod spec)"
+				}
+				*out = append(*out, path+" (sensitive)")
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				walk(x[k], p)
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, path+"["+itoa(i)+"]")
+			}
+		}
+	}
+	walk(mirror, prefix)
 }
 
 // configAt follows path (keys and list indexes of a resource's value) through the resource's configuration,

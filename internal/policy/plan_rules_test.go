@@ -241,6 +241,14 @@ func TestShippedPlanRules(t *testing.T) {
 			u["metadata"] = []any{map[string]any{"annotations": map[string]any{"sidecar.example/inject": true}}}
 			templateMetadata(after(d))["annotations"] = map[string]any{"sidecar.example/inject": nil}
 		}, []string{"plan-pods-known-at-plan"}},
+		{"command hidden from the screen (sensitive)", func(d map[string]any) {
+			change(d)["after_sensitive"] = map[string]any{"spec": []any{map[string]any{"template": []any{map[string]any{
+				"spec": []any{map[string]any{"container": []any{map[string]any{"command": true}}}}}}}}}
+		}, []string{"plan-pods-known-at-plan"}},
+		{"annotations hidden from the screen (sensitive)", func(d map[string]any) {
+			change(d)["after_sensitive"] = map[string]any{"spec": []any{map[string]any{"template": []any{map[string]any{
+				"metadata": []any{map[string]any{"annotations": true}}}}}}}
+		}, []string{"plan-pods-known-at-plan"}},
 		{"external IPs", func(d map[string]any) {
 			svc := d["resource_changes"].([]any)[1].(map[string]any)
 			ch := svc["change"].(map[string]any)
