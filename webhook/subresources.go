@@ -104,7 +104,7 @@ var SubresourceAllowlist = []SubresourceUse{
 		check: controllerWrites(rules.JobStatus, "Job", "the Job controller",
 			func(id Identities) []string { return orDefault(id.JobControllerUsers, DefaultJobControllerUsers) })},
 	{Resource: "serviceaccounts", Subresource: "token", Operations: []string{"CREATE"},
-		Who: "the kubelet (tool ServiceAccounts, bound to a sandbox Pod on its node); the chart's identity (the MCP ServiceAccount, at most 24 h)",
+		Who: "the kubelet (tool ServiceAccounts, bound to a sandbox Pod on its node that the webhook admitted: the exact rendering of its existing Job); the chart's identity (the MCP ServiceAccount, at most 24 h)",
 		Why: "a tool's Vault login; the MCP server's kubeconfig",
 		check: func(c *Checker, ctx context.Context, req Request, obj, _ object) error {
 			_, err := c.CheckTokenRequest(ctx, req, obj)
