@@ -72,12 +72,9 @@ var RefusedSubresources = []RefusedSubresource{
 // SubresourceAllowlist is every subresource use the webhook admits in a sandbox namespace.
 var SubresourceAllowlist = []SubresourceUse{
 	{Resource: "pods", Subresource: "binding", Operations: []string{"CREATE"},
-		Who: "the scheduler", Why: "binds a sandbox Pod to a node",
-		check: func(c *Checker, _ context.Context, req Request, _, _ object) error {
-			if !contains(orDefault(c.Identities.SchedulerUsers, DefaultSchedulerUsers), req.User) {
-				return deny(rules.PodBinding, "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
-			}
-			return nil
+		Who: "the scheduler", Why: "binds a sandbox Pod to a node; carries no labels or annotations but the node's topology labels the API server adds",
+		check: func(c *Checker, _ context.Context, req Request, obj, _ object) error {
+			return c.checkBinding(req, obj)
 		}},
 	{Resource: "pods", Subresource: "status", Operations: []string{"UPDATE"},
 		Who: "the kubelet of the Pod's own node, the scheduler, the node, Pod-GC, taint-eviction, disruption and Job controllers, the chart's identity",
@@ -177,6 +174,33 @@ func sameMetadata(rule rules.ID, kind string, req Request, obj, old object) erro
 	if m := diff("metadata", n, o); m != nil {
 		return deny(rule, "metadata of a sandbox %s never changes through %s/%s (%s)", kind, req.Resource, req.SubResource,
 			strings.Replace(m.String(), "the policy renders", "it had", 1))
+	}
+	return nil
+}
+
+// checkBinding decides on a Binding of a sandbox Pod: only the scheduler binds, and a Binding changes
+// nothing but the Pod's node. The API server copies a Binding's annotations onto the Pod, and since
+// Kubernetes 1.35 (PodTopologyLabelsAdmission, on by default) its labels too, so a Binding could rewrite
+// the metadata the webhook refuses to change everywhere else (a claim, the tool, the parameters). The
+// scheduler's Binding carries no labels or annotations (kube-scheduler's DefaultBinder); the only ones
+// allowed are the node's topology labels, which the API server's PodTopologyLabels admission plugin adds
+// to it before any webhook sees it. An allowlist: whatever else a Binding carries is refused.
+func (c *Checker) checkBinding(req Request, obj object) error {
+	if !contains(orDefault(c.Identities.SchedulerUsers, DefaultSchedulerUsers), req.User) {
+		return deny(rules.PodBinding, "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
+	}
+	if obj == nil {
+		return deny(rules.PodBinding, "a Binding without its object cannot be checked")
+	}
+	meta := obj.meta()
+	if a, _ := meta["annotations"].(map[string]any); len(a) > 0 {
+		return deny(rules.PodBinding, "a Binding of sandbox Pod %s carries no annotations (the API server would copy %s onto the Pod)", req.Name, sortedKeys(a))
+	}
+	labels, _ := meta["labels"].(map[string]any)
+	for _, k := range sortedKeys(labels) {
+		if !slices.Contains(topologyLabels, k) {
+			return deny(rules.PodBinding, "a Binding of sandbox Pod %s carries no label but the node's topology labels %v, not %s (the API server would copy it onto the Pod)", req.Name, topologyLabels, k)
+		}
 	}
 	return nil
 }
