@@ -23,7 +23,7 @@ import (
 // SubresourceUse is one allowlisted use of a subresource: who may make it, and what it may change.
 type SubresourceUse struct {
 	Resource    string   // e.g. pods
-	Subresource string   // e.g. status
+	Subresource string   // e.g. status; empty for bindings, the one resource that is a subresource in all but name
 	Operations  []string // admission operations: CREATE, UPDATE, DELETE, CONNECT
 	Who         string   // who may, in words
 	Why         string   // what for, and what it may not change
@@ -73,6 +73,11 @@ var RefusedSubresources = []RefusedSubresource{
 var SubresourceAllowlist = []SubresourceUse{
 	{Resource: "pods", Subresource: "binding", Operations: []string{"CREATE"},
 		Who: "the scheduler", Why: "binds a sandbox Pod to a node; carries no labels or annotations but the node's topology labels the API server adds",
+		check: func(c *Checker, _ context.Context, req Request, obj, _ object) error {
+			return c.checkBinding(req, obj)
+		}},
+	{Resource: "bindings", Operations: []string{"CREATE"},
+		Who: "the scheduler", Why: "the legacy form of `pods/binding` (no subresource; its own webhook registration), decided the same",
 		check: func(c *Checker, _ context.Context, req Request, obj, _ object) error {
 			return c.checkBinding(req, obj)
 		}},
@@ -251,7 +256,7 @@ func SubresourceTable() string {
 	var b strings.Builder
 	b.WriteString("| subresource | operations | who | what for |\n|---|---|---|---|\n")
 	for _, u := range SubresourceAllowlist {
-		fmt.Fprintf(&b, "| `%s/%s` | %s | %s | %s |\n", u.Resource, u.Subresource, strings.Join(u.Operations, ", "), u.Who, u.Why)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", strings.TrimSuffix(u.Resource+"/"+u.Subresource, "/"), strings.Join(u.Operations, ", "), u.Who, u.Why)
 	}
 	for _, r := range RefusedSubresources {
 		fmt.Fprintf(&b, "| `%s/%s` | all | nobody (`%s`) | %s |\n", r.Resource, r.Subresource, r.Rule, r.Why)

@@ -225,7 +225,7 @@ func TestCheckBinding(t *testing.T) {
 			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-a"}})
 	}
 	zone := map[string]string{"topology.kubernetes.io/zone": "europe-west1-b", "topology.kubernetes.io/region": "europe-west1"}
-	for _, form := range []struct{ resource, sub string }{{"pods", "binding"}} {
+	for _, form := range []struct{ resource, sub string }{{"pods", "binding"}, {"bindings", ""}} {
 		for _, tt := range []struct {
 			name string
 			user string

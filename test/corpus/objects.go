@@ -177,7 +177,19 @@ func (e *Env) bindingMetadataCases(pod *corev1.Pod) []Case {
 			return e.Scheduler().CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{DryRun: dryRun})
 		}
 	}
+	// The legacy core v1 bindings resource: the same binding code, without a subresource.
+	legacy := func(c kubernetes.Interface, labels, annotations map[string]string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			b := &corev1.Binding{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"}, ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Labels: labels, Annotations: annotations},
+				Target: corev1.ObjectReference{Kind: "Node", Name: e.nodeOf(pod)}}
+			return c.CoreV1().RESTClient().Post().Namespace(ns).Resource("bindings").Param("dryRun", metav1.DryRunAll).Body(b).Do(ctx).Error()
+		}
+	}
 	return []Case{
+		{Class: "subresource", Name: "cluster-wide admin binds a sandbox Pod through the legacy bindings resource (not the scheduler)", Rule: "pod-binding",
+			Submit: legacy(e.Attacker, nil, nil)},
+		{Class: "subresource", Name: "the scheduler's legacy Binding (bindings resource) of a sandbox Pod forges a claim annotation", Rule: "pod-binding",
+			Submit: legacy(e.Scheduler(), nil, map[string]string{contract.AnnotationClaim: `{"requestID":"req-forged` + e.Run + `","argv":["/agent-sandbox","version"]}`})},
 		{Class: "subresource", Name: "the scheduler's Binding of a sandbox Pod forges a claim annotation", Rule: "pod-binding",
 			Submit: bind(nil, map[string]string{contract.AnnotationClaim: `{"requestID":"req-forged` + e.Run + `","argv":["/agent-sandbox","version"]}`})},
 		{Class: "subresource", Name: "the scheduler's Binding of a sandbox Pod changes its tool label", Rule: "pod-binding",
