@@ -40,6 +40,7 @@ func SandboxNamespaceSelector() *metav1.LabelSelector {
 //     and the controllers', never changing metadata; eviction of idle warm Pods only; serviceaccounts/token
 //     a tool ServiceAccount's only for the kubelet, bound to its sandbox Pod, the MCP server's only for the
 //     chart's identity; anything else refused;
+//   - bindings: CREATE — the legacy form of pods/binding, without a subresource, decided as pods/binding;
 //   - other workload kinds: refused;
 //   - the sandbox namespace object (matched by name, so removing its label does not unmatch it): its
 //     selector and Pod Security labels, and its status and finalize subresources;
@@ -155,6 +156,15 @@ func sandboxObjectWebhooks(c ConfigurationsFor) []admissionregistrationv1.Valida
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: ptr.To(ns)}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "subresources-only", Expression: "has(request.subResource) && request.subResource != ''"}},
 			SideEffects:     none,
+		},
+		{
+			// The legacy core v1 bindings resource (POST /api/v1/namespaces/NS/bindings) binds a Pod with the
+			// same code as pods/binding, but has no subresource, so the webhook above never sees it: the
+			// subresource check decides it as it decides pods/binding.
+			Name:         "bindings.validate.agent-sandbox.dev",
+			ClientConfig: c.clientConfig(PathSubresources),
+			Rules:        []admissionregistrationv1.RuleWithOperations{v1Rule(core, []string{"bindings"}, ns, webhookOps{create})},
+			SideEffects:  none,
 		},
 		{
 			Name:         "workloads.validate.agent-sandbox.dev",

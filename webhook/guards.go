@@ -5,9 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
+	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 )
@@ -76,7 +81,56 @@ func (c *Checker) CheckTokenRequest(ctx context.Context, req Request, obj object
 	case pod.DeletionTimestamp != nil:
 		return nil, deny(rules.TokenRequest, "Pod %s is being deleted", podName)
 	}
+	if err := c.admittedPod(ctx, p, toolName, pod); err != nil {
+		return nil, err
+	}
 	return &Decision{Tool: toolName}, nil
+}
+
+// admittedPod checks that pod, as the API server has it now, is a sandbox Pod of tool that the webhook
+// admitted, not one that only carries such a Pod's label, annotation and ServiceAccount (one created while
+// no webhook was registered: during an install the ServiceAccounts exist before the webhook
+// configurations, and an edit user may create Pods between an uninstall and a reinstall). Its controlling
+// owner is a Job that exists with that UID, of tool, which the policy in force renders (a call's Job or a
+// warm Job), and the Pod is exactly what CheckPod admits for that Job — the comparison warm claims make
+// (stillRendered), on the Pod as admitted (asAdmitted).
+func (c *Checker) admittedPod(ctx context.Context, p *policy.Compiled, tool string, pod *corev1.Pod) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		return deny(rules.TokenRequest, "cannot read Pod %s: %v", pod.Name, err)
+	}
+	obj := object(u)
+	obj["apiVersion"], obj["kind"] = "v1", "Pod"
+	owner, ownerUID, ok := controllerJob(obj)
+	if !ok {
+		return deny(rules.TokenRequest, "Pod %s has no controlling Job: it is not a sandbox Pod the webhook admitted", pod.Name)
+	}
+	job, err := c.Cluster.GetJob(ctx, pod.Namespace, owner)
+	if err != nil {
+		return deny(rules.TokenRequest, "cannot read Job %s, the owner of Pod %s: %v", owner, pod.Name, err)
+	}
+	if string(job.UID) != ownerUID {
+		return deny(rules.TokenRequest, "Pod %s names Job %s with UID %s as its owner, but that Job has UID %s", pod.Name, owner, ownerUID, job.UID)
+	}
+	if job.Labels[contract.LabelTool] != tool {
+		return deny(rules.TokenRequest, "Job %s, the owner of Pod %s, is not a Job of tool %s", owner, pod.Name, tool)
+	}
+	want, jobTool, err := expectedOwner(p, job, c.claimKeys())
+	if err == nil && (jobTool != tool || want.Name != job.Name) {
+		err = deny(rules.OwnerJob, "Job %s is not a Job the policy renders for tool %s", job.Name, tool)
+	}
+	if err == nil {
+		err = exactPod(asAdmitted(obj), want, job)
+	}
+	if err != nil {
+		reason := err.Error()
+		var d *Denial
+		if errors.As(err, &d) {
+			reason = d.Rule + ": " + d.Reason
+		}
+		return deny(rules.TokenRequest, "Pod %s is not a sandbox Pod the webhook admitted for Job %s (%s)", pod.Name, job.Name, reason)
+	}
+	return nil
 }
 
 // MaxMCPTokenSeconds is the longest life of an MCP server's token: `agent-sandbox kubeconfig refresh` asks

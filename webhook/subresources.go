@@ -23,7 +23,7 @@ import (
 // SubresourceUse is one allowlisted use of a subresource: who may make it, and what it may change.
 type SubresourceUse struct {
 	Resource    string   // e.g. pods
-	Subresource string   // e.g. status
+	Subresource string   // e.g. status; empty for bindings, the one resource that is a subresource in all but name
 	Operations  []string // admission operations: CREATE, UPDATE, DELETE, CONNECT
 	Who         string   // who may, in words
 	Why         string   // what for, and what it may not change
@@ -72,12 +72,14 @@ var RefusedSubresources = []RefusedSubresource{
 // SubresourceAllowlist is every subresource use the webhook admits in a sandbox namespace.
 var SubresourceAllowlist = []SubresourceUse{
 	{Resource: "pods", Subresource: "binding", Operations: []string{"CREATE"},
-		Who: "the scheduler", Why: "binds a sandbox Pod to a node",
-		check: func(c *Checker, _ context.Context, req Request, _, _ object) error {
-			if !contains(orDefault(c.Identities.SchedulerUsers, DefaultSchedulerUsers), req.User) {
-				return deny(rules.PodBinding, "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
-			}
-			return nil
+		Who: "the scheduler", Why: "binds a sandbox Pod to a node; carries no labels or annotations but the node's topology labels the API server adds",
+		check: func(c *Checker, _ context.Context, req Request, obj, _ object) error {
+			return c.checkBinding(req, obj)
+		}},
+	{Resource: "bindings", Operations: []string{"CREATE"},
+		Who: "the scheduler", Why: "the legacy form of `pods/binding` (no subresource; its own webhook registration), decided the same",
+		check: func(c *Checker, _ context.Context, req Request, obj, _ object) error {
+			return c.checkBinding(req, obj)
 		}},
 	{Resource: "pods", Subresource: "status", Operations: []string{"UPDATE"},
 		Who: "the kubelet of the Pod's own node, the scheduler, the node, Pod-GC, taint-eviction, disruption and Job controllers, the chart's identity",
@@ -104,7 +106,7 @@ var SubresourceAllowlist = []SubresourceUse{
 		check: controllerWrites(rules.JobStatus, "Job", "the Job controller",
 			func(id Identities) []string { return orDefault(id.JobControllerUsers, DefaultJobControllerUsers) })},
 	{Resource: "serviceaccounts", Subresource: "token", Operations: []string{"CREATE"},
-		Who: "the kubelet (tool ServiceAccounts, bound to a sandbox Pod on its node); the chart's identity (the MCP ServiceAccount, at most 24 h)",
+		Who: "the kubelet (tool ServiceAccounts, bound to a sandbox Pod on its node that the webhook admitted: the exact rendering of its existing Job); the chart's identity (the MCP ServiceAccount, at most 24 h)",
 		Why: "a tool's Vault login; the MCP server's kubeconfig",
 		check: func(c *Checker, ctx context.Context, req Request, obj, _ object) error {
 			_, err := c.CheckTokenRequest(ctx, req, obj)
@@ -181,6 +183,33 @@ func sameMetadata(rule rules.ID, kind string, req Request, obj, old object) erro
 	return nil
 }
 
+// checkBinding decides on a Binding of a sandbox Pod: only the scheduler binds, and a Binding changes
+// nothing but the Pod's node. The API server copies a Binding's annotations onto the Pod, and since
+// Kubernetes 1.35 (PodTopologyLabelsAdmission, on by default) its labels too, so a Binding could rewrite
+// the metadata the webhook refuses to change everywhere else (a claim, the tool, the parameters). The
+// scheduler's Binding carries no labels or annotations (kube-scheduler's DefaultBinder); the only ones
+// allowed are the node's topology labels, which the API server's PodTopologyLabels admission plugin adds
+// to it before any webhook sees it. An allowlist: whatever else a Binding carries is refused.
+func (c *Checker) checkBinding(req Request, obj object) error {
+	if !contains(orDefault(c.Identities.SchedulerUsers, DefaultSchedulerUsers), req.User) {
+		return deny(rules.PodBinding, "only the scheduler binds sandbox Pods to nodes, not %s", req.User)
+	}
+	if obj == nil {
+		return deny(rules.PodBinding, "a Binding without its object cannot be checked")
+	}
+	meta := obj.meta()
+	if a, _ := meta["annotations"].(map[string]any); len(a) > 0 {
+		return deny(rules.PodBinding, "a Binding of sandbox Pod %s carries no annotations (the API server would copy %s onto the Pod)", req.Name, sortedKeys(a))
+	}
+	labels, _ := meta["labels"].(map[string]any)
+	for _, k := range sortedKeys(labels) {
+		if !slices.Contains(topologyLabels, k) {
+			return deny(rules.PodBinding, "a Binding of sandbox Pod %s carries no label but the node's topology labels %v, not %s (the API server would copy it onto the Pod)", req.Name, topologyLabels, k)
+		}
+	}
+	return nil
+}
+
 // isNode reports whether the request comes from the kubelet of node (its node identity).
 func (c *Checker) isNode(req Request, node string) bool {
 	name, ok := strings.CutPrefix(req.User, "system:node:")
@@ -227,7 +256,7 @@ func SubresourceTable() string {
 	var b strings.Builder
 	b.WriteString("| subresource | operations | who | what for |\n|---|---|---|---|\n")
 	for _, u := range SubresourceAllowlist {
-		fmt.Fprintf(&b, "| `%s/%s` | %s | %s | %s |\n", u.Resource, u.Subresource, strings.Join(u.Operations, ", "), u.Who, u.Why)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", strings.TrimSuffix(u.Resource+"/"+u.Subresource, "/"), strings.Join(u.Operations, ", "), u.Who, u.Why)
 	}
 	for _, r := range RefusedSubresources {
 		fmt.Fprintf(&b, "| `%s/%s` | all | nobody (`%s`) | %s |\n", r.Resource, r.Subresource, r.Rule, r.Why)

@@ -54,8 +54,8 @@ func TestCheckSubresource(t *testing.T) {
 		{"a cluster admin writes status", as("attacker", "UPDATE", "pods", "status"), running, pod, "pod-status"},
 		{"the chart's identity forges a claim through status", admin, forged, pod, "pod-status"},
 		{"the node controller marks it not ready", as("system:serviceaccount:kube-system:node-controller", "UPDATE", "pods", "status"), running, pod, ""},
-		{"the scheduler binds", as("system:kube-scheduler", "CREATE", "pods", "binding"), nil, nil, ""},
-		{"someone else binds", as("attacker", "CREATE", "pods", "binding"), nil, nil, "pod-binding"},
+		{"the scheduler binds", as("system:kube-scheduler", "CREATE", "pods", "binding"), bindingOf(pod), nil, ""},
+		{"someone else binds", as("attacker", "CREATE", "pods", "binding"), bindingOf(pod), nil, "pod-binding"},
 		{"exec", as("attacker", "CONNECT", "pods", "exec"), nil, nil, "no-pod-access"},
 		{"ephemeral container", as("attacker", "UPDATE", "pods", "ephemeralcontainers"), nil, nil, "no-ephemeral-containers"},
 		{"a subresource Kubernetes has not invented yet", as("attacker", "UPDATE", "pods", "checkpoint"), running, pod, "subresource-allowlist"},
@@ -177,6 +177,12 @@ func TestSubresourceTableDocumented(t *testing.T) {
 	}
 }
 
+// bindingOf is the Binding the scheduler sends to bind p to node-a.
+func bindingOf(p *corev1.Pod) *corev1.Binding {
+	return &corev1.Binding{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+}
+
 func withStatus(v any) map[string]any {
 	o := objAny(v)
 	o["status"] = map[string]any{"active": int64(1)}
@@ -203,4 +209,49 @@ func objAny(v any) map[string]any {
 		panic(err)
 	}
 	return o
+}
+
+// TestCheckBinding: a Binding binds a sandbox Pod to a node and nothing else. The API server copies a
+// Binding's annotations onto the Pod, and since Kubernetes 1.35 (PodTopologyLabelsAdmission) its labels
+// too, so a Binding carries only what the API server itself adds there (the node's topology labels): the
+// scheduler writes none. The legacy core v1 bindings resource (POST .../namespaces/NS/bindings) is the
+// same code without a subresource, and decided the same.
+func TestCheckBinding(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	binding := func(labels, annotations map[string]string) map[string]any {
+		return objAny(&corev1.Binding{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"},
+			ObjectMeta: metav1.ObjectMeta{Name: "call-pod", Namespace: "agent-sandbox", UID: "a1b2c3d4-0000-4000-8000-000000000001", Labels: labels, Annotations: annotations},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-a"}})
+	}
+	zone := map[string]string{"topology.kubernetes.io/zone": "europe-west1-b", "topology.kubernetes.io/region": "europe-west1"}
+	for _, form := range []struct{ resource, sub string }{{"pods", "binding"}, {"bindings", ""}} {
+		for _, tt := range []struct {
+			name string
+			user string
+			obj  map[string]any
+			rule string // "" = allowed
+		}{
+			{"the scheduler binds", "system:kube-scheduler", binding(nil, nil), ""},
+			{"the scheduler binds to a zoned node (the API server's topology labels)", "system:kube-scheduler", binding(zone, nil), ""},
+			{"someone else binds", "attacker", binding(nil, nil), "pod-binding"},
+			{"the scheduler's binding changes the tool label", "system:kube-scheduler", binding(map[string]string{contract.LabelTool: "terraform_apply"}, nil), "pod-binding"},
+			{"the scheduler's binding adds a label", "system:kube-scheduler", binding(map[string]string{"app": "web"}, nil), "pod-binding"},
+			{"the scheduler's binding forges a claim annotation", "system:kube-scheduler", binding(nil, map[string]string{contract.AnnotationClaim: `{"argv":["/agent-sandbox","version"]}`}), "pod-binding"},
+			{"the scheduler's binding rewrites the parameters annotation", "system:kube-scheduler", binding(nil, map[string]string{contract.AnnotationParams: `{"namespace":"kube-system"}`}), "pod-binding"},
+			{"a binding without an object", "system:kube-scheduler", nil, "pod-binding"},
+		} {
+			t.Run(strings.TrimSuffix(form.resource+"/"+form.sub, "/")+"/"+tt.name, func(t *testing.T) {
+				req := Request{Operation: "CREATE", User: tt.user, Groups: []string{"system:authenticated"}, Resource: form.resource, SubResource: form.sub, Name: "call-pod", Namespace: "agent-sandbox"}
+				_, err := f.c.CheckSubresource(ctx, req, tt.obj, nil)
+				if tt.rule == "" && err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if tt.rule != "" && ruleOf(err) != tt.rule {
+					t.Fatalf("want refusal by %s, got %v", tt.rule, err)
+				}
+				t.Log(err)
+			})
+		}
+	}
 }

@@ -246,8 +246,33 @@ func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *poli
 	if err != nil {
 		return err
 	}
-	pod := withoutServerFields(old)
-	if spec, ok := pod["spec"].(map[string]any); ok {
+	if err := exactPod(asAdmitted(old), want, job); err != nil {
+		var d *Denial
+		if errors.As(err, &d) {
+			return deny(rules.ClaimStale, "the warm Pod is not what the policy in force renders for %s; the pool replaces it: %s", t.Name, d.Reason)
+		}
+		return err
+	}
+	return nil
+}
+
+// topologyLabels are the labels the API server's PodTopologyLabels admission plugin copies from a node
+// onto the Binding of a Pod to it, and so onto the Pod (Kubernetes 1.35+, on by default): the only
+// metadata a sandbox Pod gains after its admission besides the API server's own fields and a warm Pod's
+// claim.
+var topologyLabels = []string{"topology.kubernetes.io/zone", "topology.kubernetes.io/region"}
+
+// asAdmitted is a sandbox Pod as it is now (running, perhaps claimed), seen as the webhook admitted it, for
+// exactPod: without the API server's own fields, its status, the node the scheduler bound it to and the
+// topology labels that binding copied from that node, and for a warm Pod without its claim and the
+// webhook's signature of it (the claim was checked when admitted, and the warm Pod runs nothing without
+// that signature). Everything else must still be the rendering. obj is not modified.
+func asAdmitted(obj object) object {
+	pod := object(withoutServerFields(obj))
+	delete(pod, "status")
+	spec, _ := pod["spec"].(map[string]any)
+	node, _ := spec["nodeName"].(string)
+	if spec != nil {
 		s := make(map[string]any, len(spec))
 		for k, v := range spec {
 			if k != "nodeName" {
@@ -256,15 +281,31 @@ func (c *Checker) stillRendered(ctx context.Context, p *policy.Compiled, t *poli
 		}
 		pod["spec"] = s
 	}
-	delete(pod, "status")
-	if err := exactPod(pod, want, job); err != nil {
-		var d *Denial
-		if errors.As(err, &d) {
-			return deny(rules.ClaimStale, "the warm Pod is not what the policy in force renders for %s; the pool replaces it: %s", t.Name, d.Reason)
+	meta := pod.meta() // a copy already (withoutServerFields)
+	drop := func(field string, keys ...string) {
+		m, _ := meta[field].(map[string]any)
+		if m == nil {
+			return
 		}
-		return err
+		c := make(map[string]any, len(m))
+		for k, v := range m {
+			if !slices.Contains(keys, k) {
+				c[k] = v
+			}
+		}
+		if len(c) == 0 {
+			delete(meta, field)
+		} else {
+			meta[field] = c
+		}
 	}
-	return nil
+	if node != "" {
+		drop("labels", topologyLabels...)
+	}
+	if isWarm(obj.labels()) {
+		drop("annotations", contract.AnnotationClaim, contract.AnnotationClaimSignature)
+	}
+	return pod
 }
 
 // ownedBy reports whether the controlling owner reference in refs has uid.

@@ -408,3 +408,21 @@ func withoutPools(t testing.TB) *policy.Compiled {
 	}
 	return p
 }
+
+// TestClaimOnZonedNode: a warm Pod bound to a node with topology labels carries them (the API server's
+// PodTopologyLabels plugin copies them through the Binding, Kubernetes 1.35+); it is still the warm
+// rendering, and its claim is admitted. A label the binding did not bring is not.
+func TestClaimOnZonedNode(t *testing.T) {
+	w := newWarmFixture(t)
+	mcp := Request{User: "system:serviceaccount:agent-sandbox:agent-sandbox-mcp"}
+	zoned := w.pod.DeepCopy()
+	zoned.Labels["topology.kubernetes.io/zone"], zoned.Labels["topology.kubernetes.io/region"] = "europe-west1-b", "europe-west1"
+	if err := w.claim(t, mcp, withClaim(zoned, w.claimFor(t, warmTestTool, podParams(), testRequestID, "")), zoned); err != nil {
+		t.Fatalf("the claim of a warm Pod on a zoned node was refused: %v", err)
+	}
+	relabelled := w.pod.DeepCopy()
+	relabelled.Labels["topology.kubernetes.io/rack"] = "r1"
+	if err := w.claim(t, mcp, withClaim(relabelled, w.claimFor(t, warmTestTool, podParams(), "req-0123456789ac", "")), relabelled); ruleOf(err) != "claim-stale" {
+		t.Fatalf("a warm Pod with a label no binding brings was claimed: rule %q (%v)", ruleOf(err), err)
+	}
+}

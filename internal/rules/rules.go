@@ -124,14 +124,14 @@ var All = []Rule{
 	{NoOrphans, "A sandbox Job is deleted with its Pod (propagationPolicy Background or Foreground), never orphaning it.", 3, EnforcedWebhook},
 	{OwnerJob, "A sandbox Pod's owner is a live, unsuspended, unfinished Job the policy renders.", 3, EnforcedWebhook},
 	{OnePodPerJob, "One admitted Job runs one Pod, once, whoever asks for a second.", 3, EnforcedWebhook},
-	{PodBinding, "Only the scheduler binds sandbox Pods to nodes.", 3, EnforcedWebhook},
+	{PodBinding, "Only the scheduler binds sandbox Pods to nodes (pods/binding and the legacy bindings resource), and a Binding carries no labels or annotations (the API server would copy them onto the Pod) but the node's topology labels.", 3, EnforcedWebhook},
 	{PodStatus, "A sandbox Pod's status is written by its node's kubelet and the cluster's controllers only, never its metadata.", 3, EnforcedWebhook},
 	{JobStatus, "A sandbox Job's status is written by the Job controller only, never its metadata.", 3, EnforcedWebhook},
 	{NoEviction, "A sandbox Pod that carries a call is not evicted; it ends by its own deadline.", 3, EnforcedWebhook},
 	{SandboxNamespace, "The sandbox namespace, its labels, NetworkPolicies, quota, LimitRanges and CA ConfigMaps are managed by the chart's identity only.", 3, EnforcedWebhook},
 	{ContentAddressed, "Workspace and saved-plan ConfigMaps are immutable, named after their content and deleted only by the pruner.", 3, EnforcedWebhook},
 	// Credentials' scope.
-	{TokenRequest, "A tool ServiceAccount's token goes only to the kubelet, for the Vault audience, at most an hour, bound to an admitted sandbox Pod of the tool on its node; no token Secret.", 4, EnforcedWebhook},
+	{TokenRequest, "A tool ServiceAccount's token goes only to the kubelet, for the Vault audience, at most an hour, bound to a sandbox Pod of the tool on its node that the webhook admitted (owned by its existing Job, exactly that Job's rendering); no token Secret.", 4, EnforcedWebhook},
 	{MCPToken, "The MCP server's ServiceAccount token is minted only by the chart's identity, at most 24 h.", 3, EnforcedWebhook},
 	// Approval.
 	{ApprovalRequired, "A tool whose tier needs approval carries a human's signed approval token.", 5, EnforcedWebhook},

@@ -131,6 +131,12 @@ func (id *Identities) Node(node string) kubernetes.Interface {
 	return id.Impersonate("system:node:"+node, "system:nodes", "system:authenticated")
 }
 
+// Scheduler is a client that acts as the default scheduler (system:kube-scheduler), which RBAC lets bind
+// Pods.
+func (id *Identities) Scheduler() kubernetes.Interface {
+	return id.Impersonate("system:kube-scheduler", "system:authenticated")
+}
+
 // GrantNodeRBAC binds the built-in system:node ClusterRole to node's user, for API servers that run
 // without the Node authorizer (envtest): the corpus's node cases must reach admission. Close removes it.
 func (id *Identities) GrantNodeRBAC(ctx context.Context, node string) error {

@@ -106,7 +106,7 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 	for _, c := range cases.PodChanges() {
 		out = append(out, Case{Class: "pod", Name: c.Name, Rule: cases.Immutable, Submit: patchPod(c.Patch, c.Body)})
 	}
-	return append(out, []Case{
+	return append(append(out, []Case{
 		{Class: "pod", Name: "Pod for a finished Job, as the Job controller", Rule: "owner-job", Submit: func(ctx context.Context) error {
 			j, err := e.createJobAs(ctx, e.MCP, e.Job("k8s_get_pod_status", PodParams(), ""), false)
 			if err != nil {
@@ -162,7 +162,39 @@ func (e *Env) podCases(job *batchv1.Job, pod *corev1.Pod) []Case {
 			b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "control-plane"}}
 			return e.Attacker.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
 		}},
-	}...)
+	}...), e.bindingMetadataCases(pod)...)
+}
+
+// bindingMetadataCases rewrite a sandbox Pod's metadata through its Binding, as the scheduler (impersonated):
+// the API server copies a Binding's annotations, and since Kubernetes 1.35 its labels, onto the Pod. Server-side
+// dry runs: the webhook decides before the API server looks at the Pod (a bound one included).
+func (e *Env) bindingMetadataCases(pod *corev1.Pod) []Case {
+	ns := pod.Namespace
+	bind := func(labels, annotations map[string]string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Labels: labels, Annotations: annotations},
+				Target: corev1.ObjectReference{Kind: "Node", Name: e.nodeOf(pod)}}
+			return e.Scheduler().CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{DryRun: dryRun})
+		}
+	}
+	// The legacy core v1 bindings resource: the same binding code, without a subresource.
+	legacy := func(c kubernetes.Interface, labels, annotations map[string]string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			b := &corev1.Binding{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"}, ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Labels: labels, Annotations: annotations},
+				Target: corev1.ObjectReference{Kind: "Node", Name: e.nodeOf(pod)}}
+			return c.CoreV1().RESTClient().Post().Namespace(ns).Resource("bindings").Param("dryRun", metav1.DryRunAll).Body(b).Do(ctx).Error()
+		}
+	}
+	return []Case{
+		{Class: "subresource", Name: "cluster-wide admin binds a sandbox Pod through the legacy bindings resource (not the scheduler)", Rule: "pod-binding",
+			Submit: legacy(e.Attacker, nil, nil)},
+		{Class: "subresource", Name: "the scheduler's legacy Binding (bindings resource) of a sandbox Pod forges a claim annotation", Rule: "pod-binding",
+			Submit: legacy(e.Scheduler(), nil, map[string]string{contract.AnnotationClaim: `{"requestID":"req-forged` + e.Run + `","argv":["/agent-sandbox","version"]}`})},
+		{Class: "subresource", Name: "the scheduler's Binding of a sandbox Pod forges a claim annotation", Rule: "pod-binding",
+			Submit: bind(nil, map[string]string{contract.AnnotationClaim: `{"requestID":"req-forged` + e.Run + `","argv":["/agent-sandbox","version"]}`})},
+		{Class: "subresource", Name: "the scheduler's Binding of a sandbox Pod changes its tool label", Rule: "pod-binding",
+			Submit: bind(map[string]string{contract.LabelTool: "terraform_apply"}, nil)},
+	}
 }
 
 // tokenRequestCases ask the API server for a tool ServiceAccount's token: the way to its Vault role.

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
@@ -322,6 +324,80 @@ func TestWebhookAdmissionPlacement(t *testing.T) {
 		})
 	}
 	t.Logf("%d/%d placement cases refused", passed, len(cases))
+}
+
+// TestWebhookTokenOnlyForAdmittedPods: a tool ServiceAccount's Vault-audience token goes to the kubelet
+// of a Pod the webhook admitted, and not to the kubelet of a Pod that only looks like one. The control: the
+// safe Job's Pod, bound to a node by the scheduler (the webhook admits the Binding), gets its token from
+// that node's kubelet, the Pod read back from the real API server compared with its Job's rendering. The
+// case: a Pod with a sandbox Pod's tool label, injected annotation and ServiceAccount, on the same node but
+// running another image and owned by nothing, made while the namespace was not under the webhook (as
+// during an install, before the webhook configurations exist, or between an uninstall and a reinstall;
+// here the chart's identity takes the namespace's selector label off for the moment of its creation). Its
+// kubelet's TokenRequest must be refused by the webhook.
+func TestWebhookTokenOnlyForAdmittedPods(t *testing.T) {
+	env := startWebhookEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defer env.corpus.Cleanup(context.Background())
+	ns := env.corpus.Namespace()
+	tool, err := env.corpus.Policy.Tool("k8s_get_pod_status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault := env.corpus.Policy.Spec.Sandbox.CredentialAgent.VaultAudience
+	node := corpus.NodeWithoutPods
+	kubelet := env.corpus.Node(node)
+	token := func(pod *corev1.Pod) error {
+		_, err := kubelet.CoreV1().ServiceAccounts(ns).CreateToken(ctx, tool.ServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			Audiences: []string{vault}, ExpirationSeconds: ptr.To(int64(3600)),
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+		return err
+	}
+
+	_, pod := env.safeJobPod(t, ctx)
+	if err := env.corpus.Scheduler().CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the scheduler's Binding of the safe Job's Pod: %v", err)
+	}
+	if err := token(pod); err != nil {
+		t.Fatalf("control: the kubelet's token for the admitted, bound Pod was refused: %v", err)
+	}
+
+	nsClient := env.corpus.Admin.CoreV1().Namespaces()
+	label := func(value string) {
+		t.Helper()
+		patch := `{"metadata":{"labels":{"` + contract.LabelSandboxNamespace + `":` + value + `}}}`
+		if _, err := nsClient.Patch(context.Background(), ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("set the sandbox namespace's label to %s: %v", value, err)
+		}
+	}
+	label("null")
+	restored := false
+	defer func() {
+		if !restored {
+			label(`"true"`)
+		}
+	}()
+	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "forged-sandbox-pod", Namespace: ns,
+		Labels:      map[string]string{contract.LabelTool: tool.Name},
+		Annotations: map[string]string{contract.AnnotationInjected: "true"}},
+		Spec: corev1.PodSpec{ServiceAccountName: tool.ServiceAccount, AutomountServiceAccountToken: ptr.To(false), NodeName: node,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: contract.ToolContainer, Image: "registry.invalid/attacker:latest", Command: []string{"sh", "-c", "cat /var/run/secrets/vault/token"},
+				SecurityContext: sandbox.HardenedContainerSecurityContext()}}}}
+	forged, err = env.corpus.Admin.CoreV1().Pods(ns).Create(ctx, forged, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create the look-alike Pod while the namespace is not under the webhook: %v", err)
+	}
+	label(`"true"`)
+	restored = true
+
+	err = token(forged)
+	if !corpus.Refused(err, "token-request") {
+		t.Fatalf("the kubelet's Vault-audience token for a Pod the webhook never admitted: %v; want a refusal naming token-request", err)
+	}
+	t.Logf("refused: %v", err)
 }
 
 // TestWebhookApprovalRace: 8 Jobs carrying one approval race through admission; exactly one is admitted.
