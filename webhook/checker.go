@@ -47,6 +47,9 @@ type Cluster interface {
 type PodLedger interface {
 	// RecordPod stores that the Job with this UID has had a Pod, or returns ledger.ErrSecondPod.
 	RecordPod(ctx context.Context, job types.UID, expires time.Time) error
+	// PodRecorded reports whether RecordPod stored the Job with this UID: whether the webhook admitted a
+	// Pod of it.
+	PodRecorded(ctx context.Context, job types.UID) (bool, error)
 }
 
 // Identities describes who may do the few things in a sandbox namespace that nobody else may.

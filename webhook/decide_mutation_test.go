@@ -22,6 +22,10 @@ func (failingPodLedger) RecordPod(context.Context, types.UID, time.Time) error {
 	return errors.New("the API server is unavailable")
 }
 
+func (failingPodLedger) PodRecorded(context.Context, types.UID) (bool, error) {
+	return false, errors.New("the API server is unavailable")
+}
+
 // TestCheckPodRefusesOwnerAndLedger: the checks of CheckPod besides exactPod, each alone. The Pod is the
 // exact Pod of its owner Job in every case; what is wrong is the Job, or the ledger.
 func TestCheckPodRefusesOwnerAndLedger(t *testing.T) {

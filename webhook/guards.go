@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -129,6 +130,24 @@ func (c *Checker) admittedPod(ctx context.Context, p *policy.Compiled, tool stri
 			reason = d.Rule + ": " + d.Reason
 		}
 		return deny(rules.TokenRequest, "Pod %s is not a sandbox Pod the webhook admitted for Job %s (%s)", pod.Name, job.Name, reason)
+	}
+	return c.podAdmitted(ctx, job)
+}
+
+// podAdmitted checks that the webhook admitted a Pod of job: its Pod ledger holds the Job's UID. A Job made
+// while no webhook was registered (an install's gap, a namespace label removed and put back) can be the exact
+// rendering of a call — an approved apply with an approval nobody signed — and its Pod, made by the Job
+// controller, that Job's exact Pod: only the ledger tells it from an admitted one.
+func (c *Checker) podAdmitted(ctx context.Context, job *batchv1.Job) error {
+	if c.Pods == nil {
+		return deny(rules.TokenRequest, "the webhook has no Pod ledger, so it cannot tell whether it admitted the Pod of Job %s", job.Name)
+	}
+	ok, err := c.Pods.PodRecorded(ctx, job.UID)
+	switch {
+	case err != nil:
+		return deny(rules.TokenRequest, "cannot look up the Pod of Job %s in the Pod ledger: %v", job.Name, err)
+	case !ok:
+		return deny(rules.TokenRequest, "the webhook never admitted a Pod of Job %s (its Pod ledger has no entry): the Job ran without the webhook", job.Name)
 	}
 	return nil
 }

@@ -72,11 +72,33 @@ func TestCheckTokenRequest(t *testing.T) {
 	claimed.Name, claimed.UID = warm.Name+"c", "b1b2c3d4-0000-4000-8000-000000000002"
 	claimed.Annotations[contract.AnnotationClaimSignature] = "signature"
 
-	f.c.Cluster = &fakeCluster{jobs: []*batchv1.Job{job, warmJob}, pods: []*corev1.Pod{pod, forged, disowned, reimaged, otherUID, zoned, relabelled, warm, claimed}}
+	// A Job made while no webhook was registered, the exact rendering of a call — an apply with an approval
+	// nobody signed — and its exact Pod, made by the Job controller: only the webhook's Pod ledger tells it
+	// from an admitted one.
+	unseenJob := asServer(t, f.job(t, "terraform_apply", applyParams(), "eyJhbGciOiJFZERTQSJ9.eyJqdGkiOiJmb3JnZWQifQ.bm90LXNpZ25lZA"))
+	unseenJob.UID = "0f6b8a4e-1c2d-4e5f-8a9b-00000000000b"
+	unseenJob.Spec.Selector.MatchLabels[labelControllerUID] = string(unseenJob.UID)
+	ul := unseenJob.Spec.Template.Labels
+	ul[labelControllerUID], ul[labelLegacyControllerUID] = string(unseenJob.UID), string(unseenJob.UID)
+	unseen := podOf(t, unseenJob)
+	unseen.Spec.NodeName, unseen.UID = "node-a", "c1b2c3d4-0000-4000-8000-000000000001"
+
+	// The webhook admitted the Pods of the call's Job and of the warm Job (CheckPod recorded them).
+	for _, j := range []*batchv1.Job{job, warmJob} {
+		if err := f.pods.RecordPod(ctx, j.UID, f.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.c.Cluster = &fakeCluster{jobs: []*batchv1.Job{job, warmJob, unseenJob}, pods: []*corev1.Pod{pod, forged, disowned, reimaged, otherUID, zoned, relabelled, warm, claimed, unseen}}
 
 	kubelet := func(node string, p *corev1.Pod) (Request, map[string]any) {
 		req := Request{Operation: "CREATE", User: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"},
 			Resource: "serviceaccounts", SubResource: "token", Name: tool.ServiceAccount, Namespace: job.Namespace}
+		sa := tool.ServiceAccount
+		if t, err := f.p.Tool(p.Labels[contract.LabelTool]); err == nil && p.Labels[contract.LabelTool] != "" {
+			sa = t.ServiceAccount
+		}
+		req.Name = sa
 		return req, map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": map[string]any{
 			"audiences": []any{vault}, "expirationSeconds": int64(3600),
 			"boundObjectRef": map[string]any{"apiVersion": "v1", "kind": "Pod", "name": p.Name, "uid": string(p.UID)}}}
@@ -97,6 +119,7 @@ func TestCheckTokenRequest(t *testing.T) {
 		{"the kubelet, for a Pod of the admitted Job with another image", "node-a", reimaged, "token-request"},
 		{"the kubelet, for a Pod whose owner Job has another UID", "node-a", otherUID, "token-request"},
 		{"the kubelet, for a Pod of the admitted Job with a label added", "node-a", relabelled, "token-request"},
+		{"the kubelet, for the exact Pod of an exact Job the webhook never saw", "node-a", unseen, "token-request"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, tr := kubelet(tt.node, tt.pod)

@@ -181,6 +181,12 @@ func (l *memPodLedger) RecordPod(_ context.Context, job types.UID, _ time.Time) 
 	return l.record(job, ledger.ErrSecondPod)
 }
 
+func (l *memPodLedger) PodRecorded(_ context.Context, job types.UID) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[job], nil
+}
+
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	key, err := approval.GenerateKey("test-approver")

@@ -100,6 +100,20 @@ func (l *ConfigMapLedger) RecordPod(ctx context.Context, job types.UID, expires 
 	return nil
 }
 
+// PodRecorded reports whether RecordPod stored job: whether the webhook admitted a Pod of that Job. Like
+// Seen, it lists by name (the webhook may not get ledger entries) and asks the API server, never a cache.
+func (l *ConfigMapLedger) PodRecorded(ctx context.Context, job types.UID) (bool, error) {
+	if !uidRE.MatchString(string(job)) {
+		return false, fmt.Errorf("job UID %q is not a UID", job)
+	}
+	var list corev1.ConfigMapList
+	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace),
+		client.MatchingFields{"metadata.name": "pod-" + string(job)}, client.Limit(1)); err != nil {
+		return false, fmt.Errorf("look up the Pod of Job %s in the ledger: %w", job, err)
+	}
+	return len(list.Items) > 0, nil
+}
+
 // RecordClaim stores the request ID of an admitted claim, or returns ErrClaimReplayed.
 func (l *ConfigMapLedger) RecordClaim(ctx context.Context, requestID string, expires time.Time) error {
 	if !approval.ValidRequestID(requestID) {

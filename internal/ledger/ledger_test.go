@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -42,5 +43,27 @@ func TestConfigMapLedgerSeen(t *testing.T) {
 	}
 	if _, err := l.Seen(ctx, "../x"); !errors.Is(err, approval.ErrMalformed) {
 		t.Errorf("Seen of a malformed ID: %v, want ErrMalformed", err)
+	}
+}
+
+// TestConfigMapLedgerPodRecorded: PodRecorded finds exactly the Jobs RecordPod stored. (Against a real API
+// server, with the chart's RBAC, in test/integration's TestWebhookTokenOnlyForAdmittedPods.)
+func TestConfigMapLedgerPodRecorded(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).
+		WithIndex(&corev1.ConfigMap{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	l := &ConfigMapLedger{Client: c, Namespace: "agent-sandbox-system"}
+	ctx := context.Background()
+	const a, b = types.UID("0f6b8a4e-1c2d-4e5f-8a9b-00000000000a"), types.UID("0f6b8a4e-1c2d-4e5f-8a9b-00000000000b")
+	if err := l.RecordPod(ctx, a, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.PodRecorded(ctx, a); err != nil || !ok {
+		t.Errorf("PodRecorded(recorded) = %v, %v; want true", ok, err)
+	}
+	if ok, err := l.PodRecorded(ctx, b); err != nil || ok {
+		t.Errorf("PodRecorded(other) = %v, %v; want false", ok, err)
+	}
+	if _, err := l.PodRecorded(ctx, "../x"); err == nil {
+		t.Error("PodRecorded of a malformed UID succeeded")
 	}
 }

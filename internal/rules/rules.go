@@ -131,7 +131,7 @@ var All = []Rule{
 	{SandboxNamespace, "The sandbox namespace, its labels, NetworkPolicies, quota, LimitRanges and CA ConfigMaps are managed by the chart's identity only.", 3, EnforcedWebhook},
 	{ContentAddressed, "Workspace and saved-plan ConfigMaps are immutable, named after their content and deleted only by the pruner.", 3, EnforcedWebhook},
 	// Credentials' scope.
-	{TokenRequest, "A tool ServiceAccount's token goes only to the kubelet, for the Vault audience, at most an hour, bound to a sandbox Pod of the tool on its node that the webhook admitted (owned by its existing Job, exactly that Job's rendering); no token Secret.", 4, EnforcedWebhook},
+	{TokenRequest, "A tool ServiceAccount's token goes only to the kubelet, for the Vault audience, at most an hour, bound to a sandbox Pod of the tool on its node that the webhook admitted (owned by its existing Job, exactly that Job's rendering, in the webhook's Pod ledger); no token Secret.", 4, EnforcedWebhook},
 	{MCPToken, "The MCP server's ServiceAccount token is minted only by the chart's identity, at most 24 h.", 3, EnforcedWebhook},
 	// Approval.
 	{ApprovalRequired, "A tool whose tier needs approval carries a human's signed approval token.", 5, EnforcedWebhook},

@@ -390,12 +390,32 @@ func TestWebhookTokenOnlyForAdmittedPods(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create the look-alike Pod while the namespace is not under the webhook: %v", err)
 	}
+	// And a Job that is the exact rendering of a call, injected as the webhook would, whose Pod the Job
+	// controller makes while no webhook looks: the exact Pod of an exact Job, which only the webhook's Pod
+	// ledger tells from an admitted one.
+	unseenJob, err := env.corpus.Admin.BatchV1().Jobs(ns).Create(ctx, env.corpus.Injected("k8s_get_pod_status", corpus.PodParams()), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create the exact Job while the namespace is not under the webhook: %v", err)
+	}
+	unseen, err := env.corpus.WaitForPod(ctx, unseenJob)
+	if err != nil {
+		t.Fatal(err)
+	}
 	label(`"true"`)
 	restored = true
+	if err := env.corpus.Scheduler().CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: unseen.Name},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the scheduler's Binding of the unseen Job's Pod: %v", err)
+	}
 
 	err = token(forged)
 	if !corpus.Refused(err, "token-request") {
 		t.Fatalf("the kubelet's Vault-audience token for a Pod the webhook never admitted: %v; want a refusal naming token-request", err)
+	}
+	t.Logf("refused: %v", err)
+	err = token(unseen)
+	if !corpus.Refused(err, "token-request") || !strings.Contains(err.Error(), "never admitted a Pod of Job") {
+		t.Fatalf("the kubelet's Vault-audience token for the exact Pod of a Job the webhook never saw: %v; want a refusal by its Pod ledger", err)
 	}
 	t.Logf("refused: %v", err)
 }
