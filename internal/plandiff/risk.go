@@ -1,6 +1,7 @@
 package plandiff
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,6 +178,36 @@ type flagger struct {
 	change  *Change
 	address string
 	out     []Flag
+	pods    []pod
+}
+
+// providerDefault reports whether the value at path is inside a pod spec of the change and one the provider
+// leaves to the API server because the configuration does not set it (providerSets).
+func (f *flagger) providerDefault(path Path) bool {
+	if f.pods == nil {
+		findPods(f.change.After, nil, &f.pods)
+	}
+	for _, p := range f.pods {
+		if p.poisoned || len(path) <= len(p.path) || !path.hasPrefix(Path(p.path)) {
+			continue
+		}
+		cfg, static := configAt(f.change.Config, p.path)
+		rel := path[len(p.path):]
+		var b strings.Builder
+		for _, step := range rel {
+			switch s := step.(type) {
+			case string:
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(s)
+			case int:
+				fmt.Fprintf(&b, "[%d]", s)
+			}
+		}
+		return static && providerSets(cfg, b.String())
+	}
+	return false
 }
 
 func (f *flagger) walk(path Path, b, a val) {
@@ -215,6 +246,11 @@ func (f *flagger) check(path Path, key string, b, a val) {
 	}
 	if screen.HasNonASCII(key) {
 		f.add(path, "look_alike", "an attribute or map key with non-ASCII characters can look like another", b, a, unknown)
+	}
+	if unknown && f.providerDefault(path) {
+		// Unknown because the configuration leaves it to the API server (the namespace's default service
+		// account, say): not a value the plan hides. One the configuration computes at apply is flagged.
+		return
 	}
 	for i := range rules {
 		r := &rules[i]
