@@ -1,6 +1,7 @@
 package plandiff
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -216,7 +217,7 @@ func hiddenPaths(mirror any, at []any, prefix string, out *[]any) {
 				*out = append(*out, path+" (sensitive)")
 			}
 		case map[string]any:
-			for _, k := range sortedKeys(x) {
+			for _, k := range slices.Sorted(maps.Keys(x)) {
 				p := k
 				if path != "" {
 					p = path + "." + k
@@ -341,14 +342,14 @@ func findPods(v any, path []any, out *[]pod) {
 				}
 			}
 		}
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			e := x[k]
 			if k == "spec" {
 				// Pod specs directly under spec were taken above; look deeper inside them and their siblings.
 				if specs, ok := e.([]any); ok {
 					for i, s := range specs {
 						if sm, ok := s.(map[string]any); ok && isPodSpec(sm) {
-							for _, ik := range sortedKeys(sm) {
+							for _, ik := range slices.Sorted(maps.Keys(sm)) {
 								findPods(sm[ik], at("spec", i, ik), out)
 							}
 							continue
@@ -365,15 +366,6 @@ func findPods(v any, path []any, out *[]pod) {
 			findPods(e, at(i), out)
 		}
 	}
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

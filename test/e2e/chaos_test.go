@@ -91,6 +91,29 @@ func (c *chaos) start(ctx context.Context, cfg demo.Config, extra ...string) *se
 	return &server{client: client, cmd: cmd}
 }
 
+// planPending plans the demo workspace on s and asks to apply it: the apply waits for an approval. It
+// returns the plan, the apply's arguments and the pending answer.
+func (s *server) planPending(ctx context.Context, t *testing.T) (service.PlanOutput, map[string]any, service.ApplyOutput) {
+	t.Helper()
+	var plan service.PlanOutput
+	res, err := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
+	if err != nil || res.IsError {
+		t.Fatalf("terraform_plan: %v %+v", err, res)
+	}
+	if err := res.Decode(&plan); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
+	if res, err = s.client.Call(ctx, "terraform_apply", args); err != nil {
+		t.Fatal(err)
+	}
+	var pending service.ApplyOutput
+	if err := res.Decode(&pending); err != nil || pending.Status != service.StatusApprovalRequired {
+		t.Fatalf("terraform_apply without approval: %v %+v", err, pending)
+	}
+	return plan, args, pending
+}
+
 func (s *server) kill() {
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	_ = s.client.Close()
@@ -840,23 +863,7 @@ func lastLines(s string, n int) string {
 func (c *chaos) serverKilledBeforeApply(t *testing.T) {
 	ctx, since, cfg := c.scenario(t, 8*time.Minute)
 	s1 := c.start(ctx, cfg)
-	res, err := s1.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
-	if err != nil || res.IsError {
-		t.Fatalf("terraform_plan: %v %+v", err, res)
-	}
-	var plan service.PlanOutput
-	if err := res.Decode(&plan); err != nil {
-		t.Fatal(err)
-	}
-	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
-	res, err = s1.client.Call(ctx, "terraform_apply", args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pending service.ApplyOutput
-	if err := res.Decode(&pending); err != nil || pending.Status != service.StatusApprovalRequired {
-		t.Fatalf("terraform_apply without approval: %v %+v", err, pending)
-	}
+	plan, args, pending := s1.planPending(ctx, t)
 	s1.kill()
 	t.Logf("killed the MCP server with %s pending", pending.ApprovalRequest)
 
@@ -877,7 +884,7 @@ func (c *chaos) serverKilledBeforeApply(t *testing.T) {
 	}
 	s2 := c.start(ctx, cfg)
 	defer s2.kill()
-	res, err = s2.client.Call(ctx, "terraform_apply", args)
+	res, err := s2.client.Call(ctx, "terraform_apply", args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -978,22 +985,7 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	// One sandbox at a time, so the apply waits behind a slow call.
 	s := c.start(ctx, cfg, "--max-concurrency=1", "--warm=false")
 	defer s.kill()
-	res, err := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
-	if err != nil || res.IsError {
-		t.Fatalf("terraform_plan: %v %+v", err, res)
-	}
-	var plan service.PlanOutput
-	_ = res.Decode(&plan)
-	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
-	res, err = s.client.Call(ctx, "terraform_apply", args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pending service.ApplyOutput
-	_ = res.Decode(&pending)
-	if pending.Status != service.StatusApprovalRequired {
-		t.Fatalf("terraform_apply without approval: %+v", pending)
-	}
+	_, args, pending := s.planPending(ctx, t)
 	dep := demoDeployment(t, ctx, c.cs)
 	// A slow call takes the only slot; the apply queues behind it while its 8-second approval expires. The
 	// slow call is held, not merely slow: with the scheduler stopped its Pod stays Pending until the approval
@@ -1032,7 +1024,7 @@ func (c *chaos) approvalExpiresQueued(t *testing.T) {
 	}
 	t.Logf("the approval expired %s ago; the scheduler is back", time.Since(expires).Round(100*time.Millisecond))
 	o := <-applyDone
-	res, err = o.res, o.err
+	res, err := o.res, o.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1067,21 +1059,7 @@ func (c *chaos) webhookDownDuringApply(t *testing.T) {
 	ctx, since, cfg := c.scenario(t, 8*time.Minute)
 	s := c.start(ctx, cfg, "--warm=false")
 	defer s.kill()
-	res, err := s.client.Call(ctx, "terraform_plan", map[string]any{"workspace": "k8s-demo"})
-	if err != nil || res.IsError {
-		t.Fatalf("terraform_plan: %v %+v", err, res)
-	}
-	var plan service.PlanOutput
-	_ = res.Decode(&plan)
-	args := map[string]any{"workspace": "k8s-demo", "plan_id": plan.PlanID}
-	res, err = s.client.Call(ctx, "terraform_apply", args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pending service.ApplyOutput
-	if err := res.Decode(&pending); err != nil || pending.Status != service.StatusApprovalRequired {
-		t.Fatalf("terraform_apply without approval: %v %+v", err, pending)
-	}
+	_, args, pending := s.planPending(ctx, t)
 	if _, err := demo.Approve(ctx, cfg, pending.ApprovalRequest); err != nil {
 		t.Fatal(err)
 	}
@@ -1118,7 +1096,7 @@ func (c *chaos) webhookDownDuringApply(t *testing.T) {
 	}
 	t.Logf("the webhook scaled from %d replicas to 0", replicas)
 
-	res, err = s.client.Call(ctx, "terraform_apply", args)
+	res, err := s.client.Call(ctx, "terraform_apply", args)
 	if err != nil {
 		t.Fatal(err)
 	}
