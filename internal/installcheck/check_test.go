@@ -177,9 +177,14 @@ func TestRunEndpoints(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
 	}
 	var out bytes.Buffer
-	timeout := 2 * time.Second
+	// Checks are retried every 2 s. The TLS check fails for its whole timeout (3 s: tries at 0 and 2 s); the
+	// webhook refuses the Job only from a second after that, so the Job check, which starts when the TLS
+	// check gives up, fails its first try (at 3 s) and passes its second (at 5 s) only if it has a timeout of
+	// its own. (With 2 s, the Job check's second try and its deadline fell due together, and which came first
+	// was up to the scheduler: the test failed now and then under load.)
+	timeout := 3 * time.Second
 	o := Options{Service: "agent-sandbox-webhook", Namespace: "agent-sandbox-system", Port: 443, SandboxNamespace: "agent-sandbox",
-		Jobs: slowDenier{until: time.Now().Add(timeout + timeout/2)}, WebhookNames: names, Timeout: timeout, Dial: dial, Out: &out,
+		Jobs: slowDenier{until: time.Now().Add(timeout + time.Second)}, WebhookNames: names, Timeout: timeout, Dial: dial, Out: &out,
 		Endpoints: func(context.Context) ([]string, error) { return []string{"10.0.0.1:9443", "10.0.0.2:9443"}, nil }}
 	err := Run(context.Background(), o)
 	// httptest's certificate is not for agent-sandbox-webhook.agent-sandbox-system.svc: the TLS check fails.
