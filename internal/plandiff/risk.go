@@ -1,7 +1,6 @@
 package plandiff
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,20 +191,8 @@ func (f *flagger) providerDefault(path Path) bool {
 			continue
 		}
 		cfg, static := configAt(f.change.Config, p.path)
-		rel := path[len(p.path):]
-		var b strings.Builder
-		for _, step := range rel {
-			switch s := step.(type) {
-			case string:
-				if b.Len() > 0 {
-					b.WriteByte('.')
-				}
-				b.WriteString(s)
-			case int:
-				fmt.Fprintf(&b, "[%d]", s)
-			}
-		}
-		return static && providerSets(cfg, b.String())
+		// providerComputed names are identifiers, which Path.String writes as unknownPaths does.
+		return static && providerSets(cfg, path[len(p.path):].String())
 	}
 	return false
 }
@@ -306,21 +293,19 @@ func rootByOmission(c *Change, addr string) []Flag {
 		for _, k := range []string{"init_container", "container"} {
 			list, _ := p.spec[k].([]any)
 			for i, ctr := range list {
-				if userOf(p.spec, ctr) != nil {
+				if _, set := userOf(p.spec, ctr); set {
 					continue
 				}
 				path := append(Path(slices.Clip(p.path)), k, i)
-				var before any
+				b := val{}
 				if bp, ok := configAt(c.Before, p.path); ok {
 					if bc, ok := configAt(bp, []any{k, i}); ok {
-						if before = userOf(bp, bc); before == nil {
+						u, set := userOf(bp, bc)
+						if !set {
 							continue // it ran as its image's user before too
 						}
+						b = val{v: u, present: true}
 					}
-				}
-				b := val{}
-				if before != nil {
-					b = val{v: before, present: true}
 				}
 				out = append(out, Flag{Rule: "run_as_root", Address: addr, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
 					After: "(no user)", Why: "no security_context gives the container a user: it runs as its image's user, root in most images", path: path})
@@ -330,22 +315,20 @@ func rootByOmission(c *Change, addr string) []Flag {
 	return out
 }
 
-// userOf is the run_as_user a container runs with, from its own security_context or else its pod's; nil
-// when neither sets one (null counts as set: the provider applies it as 0, which the attribute rule flags).
-func userOf(spec, container any) any {
+// userOf is the run_as_user a container runs with, from its own security_context or else its pod's; set is
+// false when neither has one (null counts as set: the provider applies it as 0, which the attribute rule
+// flags).
+func userOf(spec, container any) (user any, set bool) {
 	for _, v := range []any{container, spec} {
 		if sc, ok := configAt(v, []any{"security_context", 0}); ok {
 			if m, ok := sc.(map[string]any); ok {
 				if u, set := m["run_as_user"]; set {
-					if u == nil {
-						return "null"
-					}
-					return u
+					return u, true
 				}
 			}
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // executableMode is true for a file mode (provider 1.13.4 writes them as octal strings, "0644") with an
