@@ -37,6 +37,13 @@ const (
 	FieldJobsDeleted = "jobs_deleted"
 )
 
+// FieldJobsCreateFailed, in a failed call's tool.result, lists the sandbox Jobs whose create failed: the API
+// server refused to store them, or never answered (the MCP server then deletes such a Job should it have been
+// stored after all). The webhook may have admitted the Job, and recorded its anchor, before the API server
+// refused it (a ResourceQuota, a replica killed while it recorded the anchor): the anchor of such a Job is
+// settled by this line instead of a sandbox.started.
+const FieldJobsCreateFailed = "jobs_create_failed"
+
 // AnchorGrace is how long after an anchored call's deadline its chain may still be unfinished: the
 // server collects the result, deletes the Job and writes the last events after the sandbox ends.
 const AnchorGrace = 5 * time.Minute
@@ -125,14 +132,16 @@ type AnchorCheck struct {
 
 // callLines are the lines of one anchored request.
 type callLines struct {
-	requests  []int
-	started   []startedLine
-	results   []int
-	abandoned []abandonedLine
+	requests []int
+	started  []startedLine
+	results  []int
+	// abandoned are the tool.results with which recovery closed the call, with the Jobs it deleted;
+	// createFailed those of a call that ended because the create of these Jobs failed.
+	abandoned, createFailed []closingLine
 }
 
-// abandonedLine is a tool.result with which recovery closed the call, and the Jobs it deleted.
-type abandonedLine struct {
+// closingLine is a tool.result that closed the call, and the Jobs it names as never run by it.
+type closingLine struct {
 	line int
 	jobs []string
 }
@@ -178,16 +187,34 @@ func (c *AnchorCheck) Add(rec Record) {
 	case EventToolResult:
 		cl.results = append(cl.results, n)
 		if ab, _ := rec.Fields[FieldAbandoned].(bool); ab {
-			var jobs []string
-			list, _ := rec.Fields[FieldJobsDeleted].([]any)
-			for _, j := range list {
-				if s, ok := j.(string); ok {
-					jobs = append(jobs, s)
-				}
-			}
-			cl.abandoned = append(cl.abandoned, abandonedLine{line: n, jobs: jobs})
+			cl.abandoned = append(cl.abandoned, closingLine{line: n, jobs: jobsIn(rec, FieldJobsDeleted)})
+		}
+		if jobs := jobsIn(rec, FieldJobsCreateFailed); len(jobs) > 0 {
+			cl.createFailed = append(cl.createFailed, closingLine{line: n, jobs: jobs})
 		}
 	}
+}
+
+// closedNaming is the first of lines after line h that names job; 0 if none does.
+func closedNaming(lines []closingLine, h int, job string) int {
+	for _, l := range lines {
+		if l.line > h && slices.Contains(l.jobs, job) {
+			return l.line
+		}
+	}
+	return 0
+}
+
+// jobsIn is the list of Job names in field of rec.
+func jobsIn(rec Record, field string) []string {
+	var jobs []string
+	list, _ := rec.Fields[field].([]any)
+	for _, j := range list {
+		if s, ok := j.(string); ok {
+			jobs = append(jobs, s)
+		}
+	}
+	return jobs
 }
 
 // Report judges every anchor against the lines added so far, at time now.
@@ -309,14 +336,19 @@ func (c *AnchorCheck) judgeRun(a Anchor, res AnchorResult, h int, running bool) 
 	}
 	if started == 0 {
 		// A server killed between the Job's admission and its sandbox.started line: the next server found
-		// the Job in the cluster, deleted it and closed the call.
-		for _, ab := range cl.abandoned {
-			if ab.line > h && slices.Contains(ab.jobs, a.Job) {
-				res.Status = AnchorOK
-				res.Reason = fmt.Sprintf("head at line %d; the server died before recording its sandbox, and the next one deleted Job %s and closed the call at line %d",
-					h, a.Job, ab.line)
-				return res
-			}
+		// the Job in the cluster, deleted it and closed the call. Or the API server refused the Job after the
+		// webhook had admitted and anchored it, and the call ended.
+		if line := closedNaming(cl.abandoned, h, a.Job); line > 0 {
+			res.Status = AnchorOK
+			res.Reason = fmt.Sprintf("head at line %d; the server died before recording its sandbox, and the next one deleted Job %s and closed the call at line %d",
+				h, a.Job, line)
+			return res
+		}
+		if line := closedNaming(cl.createFailed, h, a.Job); line > 0 {
+			res.Status = AnchorOK
+			res.Reason = fmt.Sprintf("head at line %d; the create of Job %s failed after its admission (the API server did not store it, or never answered), and the call ended at line %d",
+				h, a.Job, line)
+			return res
 		}
 		if running {
 			return inProgress("head at line %d, no sandbox.started of Job %s yet", h, a.Job)

@@ -87,6 +87,17 @@ func anchoredCallRecovered(t *testing.T, l *Log, clock *anchorClock, id string, 
 	return a
 }
 
+// anchoredCallCreateFailed writes a call whose Job the webhook admitted and anchored, and whose create the API
+// server then refused: the call ends with a tool.result naming failedJob as a Job whose create failed.
+func anchoredCallCreateFailed(t *testing.T, l *Log, clock *anchorClock, id, failedJob string) Anchor {
+	t.Helper()
+	write := callWriter(t, l, id)
+	head := admitCall(t, l, write, demoRequest, allowed)
+	a := Anchor{Name: "anchor-" + id, RequestID: id, Head: head, Tool: "kubectl_get", Job: "as-kubectl-get-" + id, Admitted: clock.now(), Deadline: time.Minute}
+	write(EventToolResult, map[string]any{"is_error": true, "kind": "failed", FieldJobsCreateFailed: []string{failedJob}})
+	return a
+}
+
 // rechain makes lines a valid chain again after they were edited or some were deleted, as an attacker
 // who knows the format would: every seq, prev and hash recomputed.
 func rechain(t *testing.T, lines [][]byte) [][]byte {
@@ -202,6 +213,13 @@ func TestVerifyAnchors(t *testing.T) {
 	recovered := readLines(t, path)
 	recovered = recovered[:len(recovered)-1]
 
+	// h's Job was admitted and anchored, and the API server refused to store it (a ResourceQuota, a webhook
+	// replica killed as it answered): the call ended naming it. i's call names another Job so.
+	h := anchoredCallCreateFailed(t, l, clock, "req-hhhhhhhhhhhh", "as-kubectl-get-req-hhhhhhhhhhhh")
+	i := anchoredCallCreateFailed(t, l, clock, "req-iiiiiiiiiiii", "as-other")
+	createFailed := readLines(t, path)
+	createFailed = createFailed[:len(createFailed)-1]
+
 	// A rotated log: a new file, begun after a, b and c were admitted, with one call e.
 	l2, rotated := openAnchored(t, clock, t.TempDir(), "audit.jsonl")
 	e := anchoredCall(t, l2, clock, "req-eeeeeeeeeeee", true)
@@ -266,6 +284,11 @@ func TestVerifyAnchors(t *testing.T) {
 		{name: "server died before sandbox.started, the call closed by recovery", lines: recovered, anchors: []Anchor{f, g}, now: later,
 			want:   want{f.RequestID: AnchorOK, g.RequestID: AnchorFailed},
 			reason: map[string]string{f.RequestID: "closed the call", g.RequestID: "no sandbox.started"}},
+		{name: "the create failed after the webhook anchored the Job", lines: createFailed, anchors: []Anchor{h, i}, now: later,
+			want:   want{h.RequestID: AnchorOK, i.RequestID: AnchorFailed},
+			reason: map[string]string{h.RequestID: "the create of Job as-kubectl-get-req-hhhhhhhhhhhh failed", i.RequestID: "no sandbox.started"}},
+		{name: "the create failed, the call just ended", lines: createFailed, anchors: []Anchor{h}, now: h.Admitted.Add(time.Second),
+			want: want{h.RequestID: AnchorOK}},
 		{name: "empty log", lines: nil, anchors: []Anchor{a}, now: later, want: want{a.RequestID: AnchorBeforeLog}},
 		{name: "no anchors", lines: log, now: later, want: want{}},
 	}

@@ -77,6 +77,27 @@ func ApprovalsUnused(err error) bool {
 	return errors.Is(err, ErrNotSent) || errors.Is(err, ErrRefusedBeforeCheck)
 }
 
+// CreateError is the error of a run whose Job could not be created: the API server refused it, or never
+// answered (the runner then deletes the Job should the API server have stored it after all). The webhook may
+// have admitted the Job, and recorded its audit anchor, before the API server refused it; the call's
+// tool.result names the Job (audit.FieldJobsCreateFailed), which settles that anchor.
+type CreateError struct {
+	Job string
+	Err error
+}
+
+func (e *CreateError) Error() string { return e.Err.Error() }
+func (e *CreateError) Unwrap() error { return e.Err }
+
+// FailedCreate returns the Job whose create failed with err (CreateError), if it did.
+func FailedCreate(err error) (job string, ok bool) {
+	var ce *CreateError
+	if errors.As(err, &ce) {
+		return ce.Job, true
+	}
+	return "", false
+}
+
 // Result is what a finished run produced.
 type Result struct {
 	JobName string
@@ -198,7 +219,7 @@ func (r *Runner) Run(ctx context.Context, job *batchv1.Job, progress func(Stage)
 	created, err := r.createJob(ctx, job)
 	res.Timings.Admission = time.Since(start)
 	if err != nil {
-		return nil, err
+		return nil, &CreateError{Job: job.Name, Err: err}
 	}
 	progress(StageAdmitted)
 	defer func() {

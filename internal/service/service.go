@@ -125,6 +125,9 @@ type call struct {
 	// grant is the approval request whose grants the call consumed (empty: none); they are given back when
 	// the call ends with its Job never sent (giveBack).
 	grant string
+	// createFailed is the Job whose create failed when the call's run did (sandbox.FailedCreate): the webhook
+	// may have anchored it, so the call's tool.result names it (audit.FieldJobsCreateFailed).
+	createFailed string
 }
 
 func (s *Service) begin(ctx context.Context, tool string, params map[string]any, progress Progress) (*call, error) {
@@ -174,7 +177,11 @@ func (c *call) fail(kind Kind, err error) error {
 	if kind == KindDenied || kind == KindInvalid {
 		c.audit(audit.EventGuardrailDecision, map[string]any{"decision": "deny", "reason": msg})
 	}
-	c.audit(audit.EventToolResult, map[string]any{"is_error": true, "kind": string(kind), "reason": msg})
+	fields := map[string]any{"is_error": true, "kind": string(kind), "reason": msg}
+	if c.createFailed != "" {
+		fields[audit.FieldJobsCreateFailed] = []string{c.createFailed}
+	}
+	c.audit(audit.EventToolResult, fields)
 	return &Error{Kind: kind, RequestID: c.id, Message: msg, Err: err}
 }
 
@@ -252,6 +259,7 @@ func (c *call) run(ctx context.Context, inv *policy.Invocation, tokens []string)
 	// A cancelled call, or one that failed before its Job existed, leaves no workspace it created behind.
 	c.releaseWorkspace(c.ws, err != nil && (res == nil || errors.Is(err, context.Canceled)))
 	if err != nil {
+		c.createFailed, _ = sandbox.FailedCreate(err)
 		if errors.Is(err, context.Canceled) {
 			if errors.Is(err, sandbox.ErrNotSent) {
 				return nil, c.fail(KindFailed, fmt.Errorf("the call was cancelled before its sandbox Job was created (%w)", sandbox.ErrNotSent))

@@ -486,6 +486,45 @@ func TestApprovalOfACallNeverSentIsGivenBack(t *testing.T) {
 	}
 }
 
+// TestCreateFailedIsNamedInTheResult: a call whose Job create failed (the webhook may have admitted and
+// anchored it before the API server refused it) names the Job in its tool.result, which settles the anchor
+// (audit.FieldJobsCreateFailed); a call whose Job was created and then failed names none.
+func TestCreateFailedIsNamedInTheResult(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  func(job *batchv1.Job) error
+		want bool
+	}{
+		{"the create refused", func(job *batchv1.Job) error {
+			return &sandbox.CreateError{Job: job.Name, Err: fmt.Errorf("%w: exceeded quota", sandbox.ErrDenied)}
+		}, true},
+		{"the sandbox failed", func(*batchv1.Job) error { return fmt.Errorf("%w: exit 1", sandbox.ErrSandboxFailed) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			var name string
+			f.run.afterSlot = func(_ context.Context, job *batchv1.Job) (*sandbox.Result, error) {
+				name = job.Name
+				return nil, tc.err(job)
+			}
+			_, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("got %v", err)
+			}
+			recs, err := audit.ReadFile(f.log, audit.Filter{RequestID: se.RequestID})
+			if err != nil || len(recs) == 0 {
+				t.Fatal(err)
+			}
+			last := recs[len(recs)-1]
+			got, named := last.Fields[audit.FieldJobsCreateFailed]
+			if last.Event != audit.EventToolResult || named != tc.want || (tc.want && fmt.Sprint(got) != "["+name+"]") {
+				t.Errorf("last line %s %v; want a tool.result naming the Job: %v", last.Event, last.Fields, tc.want)
+			}
+		})
+	}
+}
+
 func TestCancelledCall(t *testing.T) {
 	f := newFixture(t)
 	f.run.err = context.Canceled

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app"
@@ -20,6 +23,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
@@ -207,4 +211,52 @@ func readAuditLines(t *testing.T, path string) []string {
 	}
 	lines := strings.SplitAfter(string(b), "\n")
 	return lines[:len(lines)-1]
+}
+
+// TestCreateRefusedAfterItsAnchor: the API server refuses a call's Job after the webhook admitted it and
+// recorded its audit anchor — here a ResourceQuota, which the API server checks after every admission
+// webhook; in `make chaos` a webhook replica killed as it recorded the anchor. Before, the call ended with
+// its anchor naming a Job that never started: `audit verify --against-cluster` reported it in progress,
+// then FAIL once its deadline passed. Now the MCP server's tool.result names the Job whose create failed,
+// which settles the anchor: the real service, runner, webhook, API server and verifier.
+func TestCreateRefusedAfterItsAnchor(t *testing.T) {
+	env := startWebhookEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, ns := env.api.Clientset, env.corpus.Namespace()
+	q, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-jobs"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/jobs.batch": resource.MustParse("0")}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No quota controller runs here: its status is written as the controller writes it.
+	q.Status.Hard, q.Status.Used = q.Spec.Hard, corev1.ResourceList{"count/jobs.batch": resource.MustParse("0")}
+	if _, err := cs.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	log, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	s := &service.Service{Policy: env.corpus.Policy, Audit: log, Runner: sandbox.NewRunner(env.corpus.MCP, ns, 1), Instance: "srv-it"}
+	_, err = s.Call(ctx, "k8s_get_pod_status", corpus.PodParams(), nil)
+	var se *service.Error
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "exceeded quota") {
+		t.Fatalf("the call with no Job allowed by the quota: %v; want it refused by the quota", err)
+	}
+	t.Logf("the call: %v", err)
+	anchors, err := ledger.ListAnchors(ctx, newClient(t, env.api.Config), ledgerNamespace)
+	if err != nil || len(anchors) != 1 || anchors[0].RequestID != se.RequestID {
+		t.Fatalf("anchors %+v, %v; want the call's, recorded before the quota refused its Job: the test proves nothing", anchors, err)
+	}
+	if _, err := cs.BatchV1().Jobs(ns).Get(ctx, anchors[0].Job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the anchored Job %s: %v; want it never stored", anchors[0].Job, err)
+	}
+	code, out, errOut := verifyAgainst(t, ctx, env.api.KubeconfigPath, path)
+	if code != 0 || errOut != "" || !strings.Contains(out, ": 1 match, 0 do not, 0 in progress") {
+		t.Fatalf("audit verify --against-cluster: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
 }

@@ -46,7 +46,9 @@ whoever controls the MCP server's host, which the threat model does not trust. W
 the log is also held against the anchors the admission webhook recorded in the cluster, one per call it
 admitted: the call's request ID and the head of the audit chain the MCP server sent with its Job. For
 every anchor the log must have a line whose hash is that head, the call's tool.request at or before it,
-and the call's sandbox.started and tool.result after it. Each anchor the log fails is one FAIL line,
+and the call's sandbox.started and tool.result after it (or a tool.result that names the anchored Job as
+one whose create failed: the API server refused it after the webhook had anchored it, or never answered,
+as when a webhook replica is killed while it admits the Job). Each anchor the log fails is one FAIL line,
 and the command exits 4. A warm claim that was admitted and anchored but never stored (the webhook's
 warm pool saw its Pod stay unclaimed, or go to another call, and marked the anchor void) is one VOID
 line: its warm Job never served the call, which the log must still have, closed, around the head; the
