@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -113,10 +114,11 @@ type Agent struct {
 	cred *Credential
 	// tokenExpiry is when the Vault token ends; Vault then revokes the lease by itself.
 	tokenExpiry time.Time
-	// scrubber removes the issued token and the Pod's login token by value from events (invariant 6:
-	// scrubbed by the exact bytes issued, not only by pattern). Nil (patterns only) before Issue.
+	// scrubber removes the values the agent holds by value from events and errors (invariant 6: scrubbed by
+	// the exact bytes issued, not only by pattern). Nil (patterns only) before Issue read the login token.
 	scrubber *scrub.Scrubber
-	// secrets are the values the agent holds: the credential's token and the Pod's login token.
+	// secrets are the values the agent holds, as Issue comes to hold them: the Pod's login token, the Vault
+	// token the login returned, the credential's token.
 	secrets [][]byte
 }
 
@@ -185,7 +187,9 @@ func (a *Agent) waitDone(ctx context.Context) {
 // ReportResult emits the tool's result file as a tool.result event. The tool has exited (the kubelet
 // stops the sidecar only then). The result is parsed as one JSON object and scrubbed — its text fields by
 // the patterns and by the exact values of the credential this agent issued, its binary fields (a saved
-// plan) refused if they hold one of those values — so nothing the tool wrote carries the credential out.
+// plan) refused if they hold one of those values or their encodings, in their bytes or, for a zip archive
+// (a saved plan is one, its entries compressed), in any entry unpacked — so nothing the tool wrote carries
+// the credential out.
 func (a *Agent) ReportResult() {
 	if a.cfg.ResultFile == "" {
 		return
@@ -224,7 +228,7 @@ func (a *Agent) ReportResult() {
 	clean := make(map[string]any, len(result))
 	for k, v := range result {
 		if s, ok := v.(string); ok && resultBinaryFields[k] {
-			if sc.String(s) != s || a.holdsSecret(s) {
+			if sc.String(s) != s || a.holdsSecret(sc, s) {
 				fail("the tool's result holds the credential")
 				return
 			}
@@ -266,18 +270,71 @@ func withoutBinary(m map[string]any) map[string]any {
 	return out
 }
 
-// holdsSecret reports whether a binary field, decoded, holds one of the issued values.
-func (a *Agent) holdsSecret(b64 string) bool {
+// maxUnpackedBytes bounds how much the agent unpacks of a binary field that is a zip archive (a saved plan)
+// to look inside its entries, which it reads in small pieces (its memory limit is small): far more than the
+// plan of a MaxResultBytes result unpacks to, far less than a zip bomb makes.
+const maxUnpackedBytes = 128 << 20
+
+// holdsSecret reports whether a binary field, decoded, holds one of the issued values (or one of their
+// encodings). A saved plan is a zip archive whose entries Terraform compresses (Deflate), so the issued
+// token would not appear among its bytes: the entries are unpacked and searched too. A field that is not
+// base64, or an archive whose entries cannot all be read or that unpacks to more than maxUnpackedBytes,
+// counts as holding one: what the agent cannot look inside, it does not let out.
+func (a *Agent) holdsSecret(sc *scrub.Scrubber, b64 string) bool {
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return false
+		// Not base64 (whole): its readers would decode what they can of it — the part before a stray '=',
+		// say — which is no text the agent can scrub; and a binary field that does not decode is useless.
+		return true
+	}
+	if sc.Holds(raw) {
+		return true
 	}
 	for _, v := range a.secrets {
 		if len(v) > 0 && bytes.Contains(raw, v) {
 			return true
 		}
 	}
+	zr, err := zip.NewReader(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		// Not an archive: its bytes, searched above, are all there is.
+		return false
+	}
+	budget := &countingReader{left: maxUnpackedBytes}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			return true
+		}
+		budget.r = rc
+		held, err := sc.HoldsIn(budget)
+		rc.Close()
+		if held || err != nil {
+			return true
+		}
+	}
 	return false
+}
+
+// errTooLarge: an archive unpacks to more than maxUnpackedBytes.
+var errTooLarge = errors.New("the archive unpacks to too many bytes")
+
+// countingReader reads from r until left bytes have been read in all, then fails with errTooLarge.
+type countingReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // Issue logs in, mints the credential and writes the kubeconfig atomically, then emits credential.issued.
@@ -293,6 +350,7 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 	if len(jwt) == 0 {
 		return nil, fmt.Errorf("read service-account token: %s is empty", c.TokenFile)
 	}
+	a.remember(jwt)
 	ca, err := os.ReadFile(c.APICAFile)
 	if err != nil {
 		return nil, fmt.Errorf("read API server CA: %w", err)
@@ -311,6 +369,8 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vault login as role %s failed: %w", c.AuthRole, err)
 	}
+	// From here on Vault may echo the token it gave the agent in any error: scrub it by value too.
+	a.remember([]byte(a.client.token()))
 	cred, err := a.mintAndWrite(ctx, deadline, ca)
 	if err != nil {
 		// Revoking the token revokes whatever lease it may already hold.
@@ -321,11 +381,10 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 		}
 		return nil, err
 	}
+	a.remember([]byte(cred.Token))
 	a.mu.Lock()
 	a.cred = cred
 	a.tokenExpiry = loggedIn.Add(tokenTTL)
-	a.scrubber = exactScrubber([]byte(cred.Token), jwt)
-	a.secrets = [][]byte{[]byte(cred.Token), jwt}
 	a.mu.Unlock()
 	a.emit(EventIssued, map[string]any{
 		"lease_id":        cred.LeaseID,
@@ -441,13 +500,25 @@ func (a *Agent) writeEvent(ev any) {
 	_, _ = a.cfg.Events.Write(append(line, '\n'))
 }
 
-// Scrubber returns what the agent scrubs its events with: the patterns, and, once a credential was
-// issued, the issued token and the Pod's login token by value. Callers printing the agent's errors use
-// it too. It is safe to call at any time.
+// Scrubber returns what the agent scrubs its events with: the patterns, and by value every secret the agent
+// has come to hold — the Pod's login token once read, the Vault token once logged in, the issued credential's
+// token once minted. Callers printing the agent's errors use it too. It is safe to call at any time.
 func (a *Agent) Scrubber() *scrub.Scrubber {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.scrubber
+}
+
+// remember adds values to those the agent scrubs by value.
+func (a *Agent) remember(values ...[]byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, v := range values {
+		if len(v) > 0 {
+			a.secrets = append(a.secrets, v)
+		}
+	}
+	a.scrubber = exactScrubber(a.secrets...)
 }
 
 // exactScrubber returns a Scrubber for those of the values that can be scrubbed by value (scrub.New

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -414,4 +416,145 @@ func TestAgentEventsScrubTheIssuedTokenByValue(t *testing.T) {
 		t.Errorf("events contain the issued token: %s", events.String())
 	}
 	assertNoSecrets(t, "events", events.String())
+}
+
+// zipPlan is a saved plan as Terraform writes it, a zip archive of these entries stored with method, in
+// base64 as the tool's result carries it.
+func zipPlan(t *testing.T, method uint16, entries map[string]string) string {
+	t.Helper()
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	for name, body := range entries {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(zbuf.Bytes())
+}
+
+// reportPlan has an agent that issued its credential report a tool result whose saved plan is plan, and
+// returns the event it reported last.
+func reportPlan(t *testing.T, plan string) map[string]any {
+	t.Helper()
+	_, srv := newFakeVault(t)
+	cfg, events := agentFixture(t, srv.URL)
+	cfg.ResultFile = filepath.Join(t.TempDir(), "result.json")
+	result, _ := json.Marshal(map[string]any{"plan_id": "abc", "plan": plan})
+	if err := os.WriteFile(cfg.ResultFile, result, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := mustAgent(t, cfg)
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.ReportResult()
+	evs := eventLines(t, events)
+	return evs[len(evs)-1]
+}
+
+// TestAgentRefusesAPlanHoldingTheCredentialCompressed writes a tool result whose saved plan — a zip archive
+// with Deflate entries, as Terraform writes it — holds the issued token in one of its entries. The bytes
+// of the archive do not contain the token (it is compressed), but whoever unpacks the plan (the MCP
+// server, the approver, terraform show) reads it: the agent must look inside the archive's entries.
+func TestAgentRefusesAPlanHoldingTheCredentialCompressed(t *testing.T) {
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		t.Run(fmt.Sprint("method ", method), func(t *testing.T) {
+			last := reportPlan(t, zipPlan(t, method, map[string]string{
+				"tfplan":  "planned values: \x12\x08 " + strings.Repeat("padding ", 32),
+				"tfstate": `{"version":4,"resources":[{"instances":[{"attributes":{"data":{"k":"` + secretToken + `"}}}]}]}`,
+			}))
+			if last["event"] != EventToolResult || last["result"] != nil || last["error"] != "the tool's result holds the credential" {
+				t.Errorf("a plan holding the issued token (zip method %d) was reported: %v", method, last)
+			}
+		})
+	}
+}
+
+// TestAgentReportsACleanCompressedPlan: a saved plan without the credential passes unchanged, and one that
+// unpacks to more than the agent looks through is refused rather than let out unread.
+func TestAgentReportsACleanCompressedPlan(t *testing.T) {
+	zipOf := func(body []byte) string { return zipPlan(t, zip.Deflate, map[string]string{"tfplan": string(body)}) }
+	real, err := os.ReadFile("../internal/tfcheck/testdata/plans/runner-backend.tfplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, clean := range []string{zipOf(bytes.Repeat([]byte(`{"attributes":{"data":{"k":"value"}}} `), 20000)), base64.StdEncoding.EncodeToString(real)} {
+		ev := reportPlan(t, clean)
+		if r, ok := ev["result"].(map[string]any); !ok || r["plan"] != clean {
+			t.Errorf("a clean plan was not reported unchanged: %.300v", ev)
+		}
+	}
+	// Base64 that does not decode whole: a reader decodes the archive before the stray padding and finds the
+	// token, which the agent, failing to decode, never looked for.
+	if ev := reportPlan(t, zipPlan(t, zip.Deflate, map[string]string{"tfstate": secretToken})+"=AAAA"); ev["result"] != nil || ev["error"] != "the tool's result holds the credential" {
+		t.Errorf("a binary field that is not base64 was reported: %.300v", ev)
+	}
+	bomb := zipOf(make([]byte, maxUnpackedBytes+1))
+	if ev := reportPlan(t, bomb); ev["result"] != nil || ev["error"] != "the tool's result holds the credential" {
+		t.Errorf("a plan unpacking to more than %d bytes was reported: %.300v", maxUnpackedBytes, ev)
+	}
+}
+
+// TestAgentScrubsItsVaultTokenByValue gives the agent a Vault token with no shape any pattern knows, and has
+// Vault echo it: in the error of a failed mint (which the agent prints as its last line, and the kubelet makes
+// the termination message the MCP server reads) and of a failed revocation (an event). Only scrubbing by the
+// exact value the agent was issued keeps it out.
+func TestAgentScrubsItsVaultTokenByValue(t *testing.T) {
+	const opaqueVault = "opaqueVaultTok3n7Kq2ZxV9mWb4Tn8"
+	fv, srv := newFakeVault(t)
+	fv.login = func(w http.ResponseWriter, _ map[string]any) {
+		vaultReply(w, 200, map[string]any{"auth": map[string]any{"client_token": opaqueVault, "lease_duration": 600}})
+	}
+	var fail bool
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/auth/k8s-auth/login":
+			fv.login(w, nil)
+		case r.URL.Path == "/v1/k8s-creds/creds/agent-sandbox-pod-reader" && fail:
+			vaultReply(w, 400, map[string]any{"errors": []string{"token " + r.Header.Get("X-Vault-Token") + " may not mint here"}})
+		case r.URL.Path == "/v1/k8s-creds/creds/agent-sandbox-pod-reader":
+			fv.creds(w, map[string]any{"kubernetes_namespace": "team-a"})
+		case r.URL.Path == "/v1/auth/token/revoke-self" && fail:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			vaultReply(w, 500, map[string]any{"errors": []string{"cannot revoke " + r.Header.Get("X-Vault-Token")}})
+		}
+	})
+
+	// A failed mint: the error the agent prints.
+	fail = true
+	cfg, _ := agentFixture(t, srv.URL)
+	a := mustAgent(t, cfg)
+	_, err := a.Issue(context.Background())
+	if err == nil {
+		t.Fatal("Issue succeeded against a Vault that refuses the mint")
+	}
+	if got := a.Scrubber().String(err.Error()); strings.Contains(got, opaqueVault) || !strings.Contains(err.Error(), opaqueVault) {
+		t.Errorf("the mint error, scrubbed as the agent prints it, holds the Vault token: %s", got)
+	}
+
+	// A failed revocation: the event.
+	fail = false
+	cfg, events := agentFixture(t, srv.URL)
+	a = mustAgent(t, cfg)
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	err = a.Revoke(context.Background())
+	if err == nil {
+		t.Fatal("Revoke succeeded against a failing Vault")
+	}
+	if strings.Contains(events.String(), opaqueVault) {
+		t.Errorf("events hold the agent's Vault token: %s", events.String())
+	}
+	if got := a.Scrubber().String(err.Error()); strings.Contains(got, opaqueVault) {
+		t.Errorf("the revoke error, scrubbed as the agent prints it, holds the Vault token: %s", got)
+	}
 }

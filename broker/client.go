@@ -93,6 +93,9 @@ func (c *Client) RevokeSelf(ctx context.Context) error {
 	return err
 }
 
+// token is the Vault token the client holds ("" before Login): the agent scrubs it by value, never shows it.
+func (c *Client) token() string { return c.vc.Token() }
+
 // forget drops the token without revoking it; its leases then end with their TTL.
 func (c *Client) forget() { c.vc.ClearToken() }
 

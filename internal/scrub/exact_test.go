@@ -1,6 +1,7 @@
 package scrub
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // issuedToken stands for the credential a sandbox was issued. It has no shape a pattern knows, so only
@@ -153,5 +155,35 @@ func TestExactLongestFormFirst(t *testing.T) {
 	s := mustNew(t, "abcdefgh", "abcdefghijkl")
 	if got := s.String("x abcdefghijkl y abcdefgh z"); got != "x <redacted:secret> y <redacted:secret> z" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// HoldsIn finds a value and its encodings wherever the reader's pieces cut them, and only those.
+func TestHoldsIn(t *testing.T) {
+	secret := "tok-3f9a8b7c6d5e4f3a2b1c"
+	s, err := New([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int{0, 1, holdsChunk - 10, holdsChunk - 1, holdsChunk, 3*holdsChunk + 7} {
+		for _, form := range []string{secret, base64.StdEncoding.EncodeToString([]byte(secret))} {
+			data := append(bytes.Repeat([]byte{0}, at), form...)
+			data = append(data, bytes.Repeat([]byte{1}, 100)...)
+			got, err := s.HoldsIn(iotest.OneByteReader(bytes.NewReader(data)))
+			if err != nil || !got {
+				t.Errorf("value %q at %d byte by byte: %v, %v", form[:6], at, got, err)
+			}
+			got, err = s.HoldsIn(bytes.NewReader(data))
+			if err != nil || !got {
+				t.Errorf("value %q at %d: %v, %v", form[:6], at, got, err)
+			}
+		}
+	}
+	if got, err := s.HoldsIn(bytes.NewReader(bytes.Repeat([]byte("tok-3f9a8b7c"), 20000))); got || err != nil {
+		t.Errorf("a prefix of the value was found: %v, %v", got, err)
+	}
+	var none *Scrubber
+	if got, err := none.HoldsIn(strings.NewReader(secret)); got || err != nil {
+		t.Errorf("nil Scrubber: %v, %v", got, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -128,6 +129,43 @@ func (s *Scrubber) value(v any, depth int) any {
 		return s.viaJSON(v, depth)
 	default:
 		return fmt.Sprintf(unencodableFormat, v)
+	}
+}
+
+// Holds reports whether b contains one of the Scrubber's exact values or one of their encodings (see New).
+// It applies no pattern: it is for binary data (a saved plan, an archive's entries), which patterns would
+// misread. The nil Scrubber holds no value and reports false.
+func (s *Scrubber) Holds(b []byte) bool { return s.containsSecret(string(b)) }
+
+// holdsChunk is how much HoldsIn reads at a time.
+const holdsChunk = 64 << 10
+
+// HoldsIn is Holds for everything r yields, read in bounded pieces (a value cut between two pieces is still
+// found), so that the memory it takes does not grow with the data. It reads r to its end unless it finds a
+// value first; a read error is returned.
+func (s *Scrubber) HoldsIn(r io.Reader) (bool, error) {
+	if s == nil || len(s.forms) == 0 {
+		_, err := io.Copy(io.Discard, r)
+		return false, err
+	}
+	keep := len(s.forms[0]) - 1 // the longest form (forms are sorted longest first), less one byte
+	buf := make([]byte, 0, keep+holdsChunk)
+	piece := make([]byte, holdsChunk)
+	for {
+		n, err := r.Read(piece)
+		buf = append(buf, piece[:n]...)
+		if s.containsSecret(string(buf)) {
+			return true, nil
+		}
+		if len(buf) > keep {
+			buf = append(buf[:0], buf[len(buf)-keep:]...)
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
 	}
 }
 
