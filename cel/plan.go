@@ -30,6 +30,9 @@ const (
 	VarBeforeContainers = "beforeContainers"
 	// VarPodUnknowns lists the paths of the values inside those pod specs that are known only after apply.
 	VarPodUnknowns = "podUnknowns"
+	// VarLongValues lists the paths of the strings the change sets that are too long for the approval screen
+	// to show whole (plandiff.MaxStringBytes).
+	VarLongValues = "longValues"
 )
 
 // PlanProgram is a compiled set of plan rules. It is immutable and safe for concurrent use.
@@ -83,6 +86,7 @@ func (p *PlanProgram) Evaluate(ctx context.Context, in plandiff.RuleView) []Viol
 		VarPlanContainers:   types.NewDynamicList(p.adapter, orEmptyList(in.Containers)),
 		VarBeforeContainers: types.NewDynamicList(p.adapter, orEmptyList(in.BeforeContainers)),
 		VarPodUnknowns:      types.NewDynamicList(p.adapter, orEmptyList(in.PodUnknowns)),
+		VarLongValues:       types.NewDynamicList(p.adapter, orEmptyList(in.LongValues)),
 	}
 	act, err := interpreter.NewActivation(vars)
 	if err != nil {
@@ -133,6 +137,7 @@ func newPlanEnv() (*celgo.Env, error) {
 		celgo.Variable(VarPlanContainers, dynList),
 		celgo.Variable(VarBeforeContainers, dynList),
 		celgo.Variable(VarPodUnknowns, dynList),
+		celgo.Variable(VarLongValues, dynList),
 	}
 	return celgo.NewEnv(append(opts, libraries()...)...)
 }

@@ -37,8 +37,9 @@ func (r *Report) writeFlags(w *bufio.Writer) {
 	if len(r.Flags) == 0 {
 		fmt.Fprintln(w, "Risk flags: none. Checked: deletions, replacements, RBAC and Ingress resources; privileged, host")
 		fmt.Fprintln(w, "  namespaces, host paths and ports, root, capabilities, service-account tokens and names, Secrets in")
-		fmt.Fprintln(w, "  env or volumes, images, commands and args, executable volume files, probe and hook hosts, security")
-		fmt.Fprintln(w, "  profiles, pod labels and annotations known only after apply, exposed Services, look-alike names.")
+		fmt.Fprintln(w, "  env or volumes, images, commands and args, executable volume files, mount paths, probe and hook hosts, security")
+		fmt.Fprintln(w, "  profiles, pod labels and annotations known only after apply, exposed Services, look-alike names,")
+		fmt.Fprintln(w, "  values too long to show whole, ConfigMap data binary or known only after apply.")
 		return
 	}
 	var names []string

@@ -1,6 +1,7 @@
 package plandiff
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +81,8 @@ var rules = []rule{
 	{id: "pod_metadata", key: "", prefix: true, under: "labels", why: "a label (the Services and policies that select the pod)", unknownOnly: true},
 	{id: "executable_volume", key: "default_mode", why: "makes the volume's files executable: new code in the workload, which its programs can run (a web server's CGI)", risky: executableMode},
 	{id: "executable_volume", key: "mode", under: "items", why: "makes the file executable: new code in the workload, which its programs can run (a web server's CGI)", risky: executableMode},
+	{id: "volume_mount", key: "mount_path", under: "volume_mount", why: "puts a volume's files at this path of the container: its programs may read them as configuration or run them (a web server's httpd.conf, a script)", risky: always},
+	{id: "volume_mount", key: "sub_path", under: "volume_mount", why: "puts one file of a volume at the mount path: its programs may read it as configuration or run it", risky: nonEmpty},
 	{id: "probe_host", key: "host", under: "http_get", why: "the kubelet makes this request from the node's network, to any address", risky: nonEmpty},
 	{id: "probe_host", key: "host", under: "tcp_socket", why: "the kubelet connects from the node's network, to any address", risky: nonEmpty},
 	{id: "secret_env", key: "secret_key_ref", why: "puts a Secret's value into an environment variable", risky: nonEmpty},
@@ -87,6 +90,11 @@ var rules = []rule{
 	{id: "secret_volume", key: "secret", under: "volume", why: "mounts a Secret into the pod", risky: nonEmpty},
 	{id: "service_exposed", key: "type", under: "spec", resource: "kubernetes_service", why: "exposes the Service outside the cluster", risky: oneOf("LoadBalancer", "NodePort")},
 	{id: "external_ips", key: "external_ips", why: "the Service accepts traffic for these external addresses", risky: nonEmpty},
+	{id: "unknown_config", key: "data", resource: "kubernetes_config_map", why: "the ConfigMap's files (a script a workload runs): this screen cannot show what they will hold", unknownOnly: true},
+	{id: "unknown_config", key: "binary_data", resource: "kubernetes_config_map", why: "the ConfigMap's files (a script a workload runs): this screen cannot show what they will hold", unknownOnly: true},
+	{id: "unknown_config", key: "", prefix: true, under: "data", resource: "kubernetes_config_map", why: "a file of the ConfigMap (a script a workload runs): this screen cannot show what it will hold", unknownOnly: true},
+	{id: "unknown_config", key: "", prefix: true, under: "binary_data", resource: "kubernetes_config_map", why: "a file of the ConfigMap (a script a workload runs): this screen cannot show what it will hold", unknownOnly: true},
+	{id: "binary_data", key: "binary_data", resource: "kubernetes_config_map", why: "files given as base64: this screen shows them encoded, not what they hold (a script a workload runs)", risky: nonEmpty},
 	{id: "look_alike", key: "name", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
 	{id: "look_alike", key: "namespace", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
 	{id: "look_alike", key: "generate_name", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
@@ -110,7 +118,7 @@ var severity = []string{
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips",
-	"hidden", "image", "command", "args", "executable_volume",
+	"hidden", "cut", "unknown_config", "binary_data", "image", "command", "args", "executable_volume", "volume_mount",
 	"look_alike",
 }
 
@@ -170,7 +178,27 @@ func flagsOf(c *Change, before, after val) []Flag {
 	}
 	f := &flagger{change: c, address: addr}
 	f.walk(nil, before, after)
-	return append(append(out, rootByOmission(c, addr)...), f.out...)
+	return append(append(append(out, rootByOmission(c, addr)...), f.out...), cutValues(c, addr)...)
+}
+
+// cutValues flags every string the change sets that is longer than the screen shows (MaxStringBytes): what
+// is cut is not on the screen, and on an update a change past the cut shows before and after alike. A
+// sensitive one is not: the screen shows none of it, and flags it as hidden.
+func cutValues(c *Change, addr string) []Flag {
+	var out []Flag
+	for _, path := range LongStrings(c) {
+		a := root(c.After, c.AfterSensitive, c.AfterUnknown).at(path)
+		if a.sensitive() {
+			continue
+		}
+		b := root(c.Before, c.BeforeSensitive, nil).at(path)
+		s, _ := a.v.(string)
+		out = append(out, Flag{Rule: "cut", Address: addr, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
+			After: show(a, maxFlagStringBytes, maxFlagValueBytes),
+			Why:   fmt.Sprintf("%d bytes: this screen shows only the first %d, the rest (which may be what changes) is not shown", len(s), MaxStringBytes),
+			path:  path})
+	}
+	return out
 }
 
 type flagger struct {

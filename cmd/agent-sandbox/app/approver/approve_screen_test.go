@@ -98,7 +98,7 @@ func TestApproveShowsTheIncidentRiskFirst(t *testing.T) {
 	pod := "spec[0].template[0].spec[0]."
 	for _, want := range []string{
 		"WHAT THE PLAN DOES",
-		"!! RISK FLAGS (6): PRIVILEGED, HOST_PATH, ALLOW_PRIVILEGE_ESCALATION, RUN_AS_ROOT, RUN_AS_NON_ROOT_OFF, COMMAND",
+		"!! RISK FLAGS (7): PRIVILEGED, HOST_PATH, ALLOW_PRIVILEGE_ESCALATION, RUN_AS_ROOT, RUN_AS_NON_ROOT_OFF, COMMAND, VOLUME_MOUNT",
 		"!! RISK PRIVILEGED  kubernetes_deployment.web  " + pod + "container[0].security_context[0].privileged: false -> true",
 		"!! RISK HOST_PATH  kubernetes_deployment.web  " + pod + `volume[1].host_path: (none) -> [{path = "/var/lib/kubelet", type = "Directory"}]`,
 		"!! RISK RUN_AS_ROOT  kubernetes_deployment.web  " + pod + "container[0].security_context[0].run_as_user: 65532 -> 0",
@@ -245,7 +245,7 @@ func TestApprovalsShowVerifiedPlan(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if v := doc.VerifiedPlan; doc.ID != r.ID || !v.Verified || v.Summary.Change != 1 || len(v.Flags) != 6 || v.Flags[0].Rule != "privileged" ||
+	if v := doc.VerifiedPlan; doc.ID != r.ID || !v.Verified || v.Summary.Change != 1 || len(v.Flags) != 7 || v.Flags[0].Rule != "privileged" ||
 		v.Flags[0].Before != "false" || v.Flags[0].After != "true" || len(v.Resources) != 1 || len(v.Resources[0].Attributes) != len(vp.diff.Resources[0].Attributes) {
 		t.Errorf("show -o json: %+v", doc)
 	}
