@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -513,7 +514,12 @@ func (c *checker) jsonExpr(v *jvalue, mode exprMode, sc scope) {
 // template checks a JSON string as the template Terraform parses it as.
 func (c *checker) template(s string, pos hcl.Pos, mode exprMode, sc scope) {
 	if !bytes.Contains([]byte(s), []byte("${")) && !bytes.Contains([]byte(s), []byte("%{")) {
-		return // no interpolation and no directive: a literal string
+		// No interpolation and no directive: a literal string. Terraform parses it as a template
+		// all the same, one literal part a line, in time that grows with the square of the lines.
+		if strings.Count(s, "\n") >= maxTemplateParts {
+			c.refuse(pos, "a string of more than %d lines: the parser's work grows with the square of that", maxTemplateParts)
+		}
+		return
 	}
 	if p, why, ok := nativeNesting([]byte(s), true, pos); !ok {
 		c.refuse(p, "%s", why)

@@ -13,8 +13,10 @@ import (
 //   - runs of unary operators (!!!!x), each of which the parser nests in the next.
 //
 // It also bounds the conditional operators and full splats of the file: the parser nests
-// a ? b : c ? d : ... one level per operator, and x[*][*]... one level per splat. It returns the position of the first offending token, and false, when src
-// would nest deeper than MaxDepth.
+// a ? b : c ? d : ... one level per operator, and x[*][*]... one level per splat; and the parts of
+// each string, heredoc and template (maxTemplateParts), which the parser melds in quadratic time.
+// It returns the position of the first offending token, and false, when src would nest deeper than
+// MaxDepth or exceed those bounds.
 func nativeNesting(src []byte, template bool, start hcl.Pos) (hcl.Pos, string, bool) {
 	if off, ok := rawBrackets(src); !ok {
 		return hcl.Pos{Line: start.Line, Column: start.Column, Byte: start.Byte + off}, "nested more than 64 deep (brackets, braces, strings, templates or operators)", false
@@ -28,7 +30,30 @@ func nativeNesting(src []byte, template bool, start hcl.Pos) (hcl.Pos, string, b
 	depth, directives, unary, chained := 0, 0, 0, 0
 	afterControl := false
 	prev := hclsyntax.TokenNil
+	// parts counts the parts of each open template (a quoted string, a heredoc, or src itself in
+	// template mode): its literal pieces (each heredoc line, each $${ or %%{ escape) and its ${ and %{
+	// sequences. The parser melds consecutive literal pieces by deleting one slice element at a time,
+	// so one template costs it the square of its parts.
+	var parts []int
+	if template {
+		parts = append(parts, 0)
+	}
 	for _, t := range toks {
+		switch t.Type {
+		case hclsyntax.TokenOQuote, hclsyntax.TokenOHeredoc:
+			parts = append(parts, 0)
+		case hclsyntax.TokenCQuote, hclsyntax.TokenCHeredoc:
+			if len(parts) > 0 {
+				parts = parts[:len(parts)-1]
+			}
+		case hclsyntax.TokenStringLit, hclsyntax.TokenQuotedLit, hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+			if len(parts) > 0 {
+				parts[len(parts)-1]++
+				if parts[len(parts)-1] > maxTemplateParts {
+					return t.Range.Start, "a string or heredoc of more than 20000 parts (lines, escapes, ${ and %{ sequences): the parser's work grows with the square of that", false
+				}
+			}
+		}
 		switch t.Type {
 		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
 			hclsyntax.TokenOQuote, hclsyntax.TokenOHeredoc,

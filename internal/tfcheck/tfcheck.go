@@ -28,6 +28,11 @@ const (
 	// maxChained bounds the conditional operators and full splats of one file: the parser nests
 	// each one in the previous one without brackets.
 	maxChained = 4096
+	// maxTemplateParts bounds the parts of one string, heredoc or JSON template: literal pieces
+	// (a heredoc has one a line) and ${ and %{ sequences. hclsyntax melds consecutive literal pieces in
+	// time that grows with the square of the parts, and Terraform parses with the same code: a
+	// 600 KB heredoc took 80 s to check, and as long again for each time Terraform parses it.
+	maxTemplateParts = 20000
 	// maxExprDepth bounds the depth of an expression tree. Binary operators and index chains make
 	// deep trees without brackets; the checker's own walk stops here.
 	maxExprDepth = 256

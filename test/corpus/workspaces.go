@@ -97,7 +97,7 @@ var LiveWorkspaceSample = []string{
 	"output-file-kubeconfig", "filebase64", "templatefile", "data-kubernetes-secret",
 	"resource-kubernetes-secret", "resource-csr", "resource-service-account",
 	// size and depth
-	"huge-file", "deep-nesting", "deep-nesting-json",
+	"huge-file", "deep-nesting", "deep-nesting-json", "huge-heredoc", "json-many-line-string",
 }
 
 // ForgedPlanApply attacks the apply path: a saved plan whose embedded configuration was swapped for one
