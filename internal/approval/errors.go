@@ -54,6 +54,12 @@ var (
 	// often they approve, so a request that needs two approvals needs two different approvers.
 	ErrAlreadyApproved = errors.New("this approver has already approved the request")
 
+	// ErrTampered: the approvals database contradicts itself: a request's stored params_hash is not the hash
+	// of its stored tool and parameters, or the parameters are not stored in canonical form. The MCP server
+	// owns that file, so it can write anything there; what the approver shows and what it signs must both
+	// follow from the parameters, never from a column next to them.
+	ErrTampered = errors.New("the approvals database was changed behind the store's back")
+
 	// ErrNoDatabase: OpenStore was told not to create the database (WithoutCreate) and there is none.
 	ErrNoDatabase = errors.New("approvals database does not exist")
 

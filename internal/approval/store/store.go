@@ -282,13 +282,46 @@ func (s *Store) scanRequest(row rowScanner, now time.Time) (*approval.Request, e
 	if r.Params, err = approval.DecodeCanonicalParams([]byte(params)); err != nil {
 		return nil, fmt.Errorf("request %s: %w", r.ID, err)
 	}
+	// The database is the MCP server's file. What a request shows (its parameters) and what an approval of
+	// it signs (its params hash) must be one thing: the hash is recomputed from the parameters, and the
+	// parameters must be stored exactly as CreateRequest stores them.
+	if err := checkStoredParams(&r, params); err != nil {
+		return nil, fmt.Errorf("request %s: %w", r.ID, err)
+	}
 	if err := json.Unmarshal([]byte(signals), &r.Signals); err != nil {
 		return nil, fmt.Errorf("request %s: signals: %w", r.ID, err)
 	}
 	r.CreatedAt, r.ExpiresAt = fromNanos(created), fromNanos(expires)
 	r.DecidedAt, r.TokenExpiry, r.ConsumedAt = fromNanos(decided), fromNanos(tokenExpiry), fromNanos(consumedAtInt)
 	r.Status = effective(approval.Status(status), expires, tokenExpiry, now)
+	// The schema's constraints bind only those who keep them, and the file is the MCP server's.
+	if !approval.ValidRequestID(r.ID) {
+		return nil, fmt.Errorf("%w: a request ID %q is not of the form req-…", approval.ErrTampered, r.ID)
+	}
+	if _, err := approval.ParseStatus(string(r.Status)); err != nil {
+		return nil, fmt.Errorf("request %s: %w: %w", r.ID, approval.ErrTampered, err)
+	}
 	return &r, nil
+}
+
+// checkStoredParams checks that the stored params column is the canonical encoding of the parameters read
+// from it, and the stored params_hash the hash of the stored tool and those parameters.
+func checkStoredParams(r *approval.Request, stored string) error {
+	canon, err := approval.CanonicalParams(r.Params)
+	if err != nil {
+		return fmt.Errorf("%w: %w", approval.ErrTampered, err)
+	}
+	if string(canon) != stored {
+		return fmt.Errorf("%w: the stored parameters are not in canonical form", approval.ErrTampered)
+	}
+	hash, err := approval.ParamsHash(r.Tool, r.Params)
+	if err != nil {
+		return fmt.Errorf("%w: %w", approval.ErrTampered, err)
+	}
+	if hash != r.ParamsHash {
+		return fmt.Errorf("%w: the stored params hash is not the hash of the stored tool and parameters: %w", approval.ErrTampered, approval.ErrParamsMismatch)
+	}
+	return nil
 }
 
 // effective computes the status a request has at now (see effectiveStatus).

@@ -72,12 +72,12 @@ func shortParams(r *approval.Request) string {
 func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("Request", r.ID)
+	row("Request", safeLine(r.ID))
 	// What the approval binds is shown escaped to ASCII, look-alike characters named: "dеmo" with a
 	// Cyrillic е is not the namespace demo.
 	row("Tool", screen.ASCII(r.Tool))
 	row("Target namespace", screen.ASCII(r.Namespace))
-	row("Status", string(r.Status))
+	row("Status", safeLine(string(r.Status)))
 	row("Created", formatTime(r.CreatedAt))
 	if r.Status == approval.StatusPending {
 		row("Expires", fmt.Sprintf("%s (in %s)", formatTime(r.ExpiresAt), r.ExpiresAt.Sub(now).Round(time.Minute)))
@@ -110,7 +110,7 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 	case r.TokenID != "" && len(r.Grants) > 1:
 		row("Grant expires", formatTime(r.TokenExpiry)+" (with the first of its tokens)")
 	case r.TokenID != "":
-		row("Token ID", r.TokenID)
+		row("Token ID", safeLine(r.TokenID))
 		row("Token expires", formatTime(r.TokenExpiry))
 	}
 	if !r.ConsumedAt.IsZero() {
@@ -334,7 +334,7 @@ func (o *approvalsListOptions) Run(ctx context.Context, streams cli.IO) error {
 		if r.Approvals() > 0 {
 			approvers = safeLine(strings.Join(r.Approvers(), ","))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, safeLine(r.Tool), r.Status, r.Progress(), approvers,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safeLine(r.ID), safeLine(r.Tool), safeLine(string(r.Status)), r.Progress(), approvers,
 			formatTime(r.CreatedAt), formatTime(expiryOf(r)), safeLine(r.Namespace), shortParams(r))
 	}
 	return tw.Flush()
@@ -495,10 +495,13 @@ come with verified_plan: {verified, error, description_mismatch, signals, summar
 }
 
 // ExitCode is the exit code of the approver commands' own errors: no such request, and no approvals
-// database, are "not found" (3). cli.Main asks it after its own errors.
+// database, are "not found" (3); a request the database contradicts itself about is "tampered" (4). cli.Main asks it after its own errors.
 func ExitCode(err error) (int, bool) {
 	if errors.Is(err, approval.ErrNotFound) || errors.Is(err, approval.ErrNoDatabase) {
 		return cli.ExitNotFound, true
+	}
+	if errors.Is(err, approval.ErrTampered) {
+		return cli.ExitTampered, true
 	}
 	return 0, false
 }

@@ -131,7 +131,7 @@ func (o *approveOptions) Run(ctx context.Context, streams cli.IO, tty *os.File) 
 	if err != nil {
 		return fmt.Errorf("not approved: %w; %s is still pending", err, req.ID)
 	}
-	if err := o.grant(ctx, out, store, req.ID, key); err != nil {
+	if err := o.grant(ctx, out, store, req, key); err != nil {
 		return err
 	}
 	return printProgress(ctx, out, store, req.ID)
@@ -195,16 +195,33 @@ func (o *approveOptions) raiseRequired(ctx context.Context, store *approvalstore
 	return nil
 }
 
-// grant signs an approval of request id with key and stores it. The request is read again first: others
-// may have approved while this one was being read, and one approver counts once.
-func (o *approveOptions) grant(ctx context.Context, out io.Writer, store *approvalstore.Store, id string, key *approval.PrivateKey) error {
-	req, err := store.Get(ctx, id)
+// grant signs an approval of shown, the request as the screen showed it, with key and stores it. The request
+// is read again first: others may have approved while this one was being read, and one approver counts
+// once. What is signed is what was shown: the database is the MCP server's, and a request whose tool,
+// parameters, namespace or plan changed behind the screen is refused (ErrTampered), never signed as it
+// reads now.
+func (o *approveOptions) grant(ctx context.Context, out io.Writer, store *approvalstore.Store, shown *approval.Request, key *approval.PrivateKey) error {
+	req, err := store.Get(ctx, shown.ID)
 	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
+	}
+	if what := changedBinding(shown, req); what != "" {
+		return fmt.Errorf("not approved: %w: the request's %s changed while you read it; %s is still pending, and was not what you were shown",
+			approval.ErrTampered, what, shown.ID)
 	}
 	if req.HasApprover(key.KeyID()) {
 		return alreadyApproved(req, key.KeyID())
 	}
+	// What is signed is the hash of the parameters shown, computed here: never a hash the MCP server's
+	// database merely states (the store checks this on every read too).
+	if hash, err := approval.ParamsHash(shown.Tool, shown.Params); err != nil || hash != shown.ParamsHash {
+		return fmt.Errorf("not approved: %w: the request's params hash is not the hash of the parameters shown (%w)", approval.ErrTampered, approval.ErrParamsMismatch)
+	}
+	// Of the fresh read only the number of approvers counts, and only upwards: another approver may have
+	// raised it meanwhile.
+	signed := *shown
+	signed.ApprovalsRequired = max(shown.ApprovalsRequired, req.ApprovalsRequired)
+	req = &signed
 	claims, err := approval.NewClaims(req, key.KeyID(), o.Audience, o.now(), o.TTL)
 	if err != nil {
 		return fmt.Errorf("not approved: %w", err)
@@ -222,6 +239,26 @@ func (o *approveOptions) grant(ctx context.Context, out io.Writer, store *approv
 	}
 	fmt.Fprintf(out, "approved %s (token id %s, expires %s)\n", req.ID, claims.ID, formatTime(claims.Expiry))
 	return nil
+}
+
+// changedBinding names the first of the fields an approval binds (tool, parameters, target namespace, saved
+// plan) in which the request as read now differs from the request as shown, or returns "".
+func changedBinding(shown, now *approval.Request) string {
+	sc, err1 := approval.CanonicalParams(shown.Params)
+	nc, err2 := approval.CanonicalParams(now.Params)
+	switch {
+	case now.ID != shown.ID:
+		return "ID"
+	case now.Tool != shown.Tool:
+		return "tool"
+	case err1 != nil || err2 != nil || string(sc) != string(nc) || now.ParamsHash != shown.ParamsHash:
+		return "parameters"
+	case now.Namespace != shown.Namespace:
+		return "target namespace"
+	case now.PlanDigest != shown.PlanDigest:
+		return "saved plan"
+	}
+	return ""
 }
 
 // printProgress tells the approver where request id stands after their approval: complete, or how many
@@ -315,7 +352,9 @@ PLAN DOES:
 
 On a terminal the screen is paged: after each screenful (the terminal's height, else 40 lines) approve
 waits for Enter, and asks to confirm only after the last page. Nothing is left out. Approve refuses (exit
-4) when the request described the plan differently from what it does.
+4) when the request described the plan differently from what it does, when the request's params hash is
+not the hash of the parameters shown, and when the request's tool, parameters, namespace or plan changed
+in the approvals database while you read the screen: it signs only what it showed.
 
 Approve runs only with standard input on an interactive terminal. There is, by design, no flag, environment
 variable or other way to approve without one: approvals are made by a person, not by a program.
