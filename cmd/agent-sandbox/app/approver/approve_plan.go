@@ -39,6 +39,8 @@ type verifiedPlan struct {
 	// verdict is what the approver's policy's plan rules say of the plan: refused changes, and how many
 	// distinct approvers it needs.
 	verdict policy.PlanVerdict
+	// unjudged is set when no policy was at hand: no plan rule and no destructive signal was looked for.
+	unjudged bool
 }
 
 // planSource reads and describes the saved plan a request is bound to. planVerifier is the one used; tests
@@ -85,6 +87,7 @@ func newVerifiedPlan(ctx context.Context, planID string, changes toolrun.PlanCha
 	}
 	vp := &verifiedPlan{changes: changes, text: text, description: toolrun.DescribePlan(planID, changes.Summary, changes.Changes), diff: plandiff.Diff(p)}
 	vp.verdict = policy.PlanVerdict{Refusals: []policy.PlanRuleHit{}, Approvals: 1, ApprovalRules: []policy.PlanRuleHit{}}
+	vp.unjudged = pol == nil
 	if pol != nil {
 		vp.signals = pol.DetectSignals(text)
 		vp.verdict = pol.PlanRules.Evaluate(ctx, p)
@@ -133,9 +136,14 @@ func printVerified(w io.Writer, vp *verifiedPlan) {
 		}
 	}
 	_ = vp.diff.WriteFlags(w)
-	if len(vp.signals) == 0 {
+	switch {
+	case vp.unjudged:
+		fmt.Fprintln(w, "!! PLAN RULES NOT CHECKED: no copy of the policy was found (--policy, $AGENT_SANDBOX_POLICY), so neither its")
+		fmt.Fprintln(w, "!! plan rules nor its destructive signals were applied here. The apply sandbox still applies the cluster's,")
+		fmt.Fprintln(w, "!! and may refuse this plan or ask for more approvers: give --policy to see what it will decide.")
+	case len(vp.signals) == 0:
 		fmt.Fprintln(w, "  no destructive signal in the plan text")
-	} else {
+	default:
 		fmt.Fprintf(w, "  DESTRUCTIVE SIGNALS (%d):\n", len(vp.signals))
 		for _, m := range vp.signals {
 			fmt.Fprintf(w, "  !! %s: %s\n", safeLine(m.Name), safeLine(m.Line))
@@ -163,7 +171,11 @@ func verifiedJSON(vp *verifiedPlan, verr error, mismatch string) *verifiedPlanJS
 	if verr != nil {
 		return &verifiedPlanJSON{Error: verr.Error()}
 	}
-	return &verifiedPlanJSON{Verified: true, DescriptionMismatch: mismatch, Signals: vp.signals, PlanRules: &vp.verdict, Report: vp.diff}
+	out := &verifiedPlanJSON{Verified: true, DescriptionMismatch: mismatch, Signals: vp.signals, PlanRules: &vp.verdict, Report: vp.diff}
+	if vp.unjudged {
+		out.PlanRules = nil // no policy at hand: no rule was checked, which an empty verdict would hide
+	}
+	return out
 }
 
 // planFlags are the flags with which approve and approvals show reach a saved plan and describe it
@@ -176,27 +188,31 @@ type planFlags struct {
 	ProviderMirror   string
 
 	policy *policy.Compiled
+	// explicit reports whether the policy file was named (flag or environment), not left at its default.
+	explicit func() bool
 	// source, when set (by tests), replaces the planVerifier.
 	source planSource
 }
 
 func (f *planFlags) bind(cmd *cobra.Command) {
+	f.explicit = func() bool { return cmd.Flags().Changed("policy") || os.Getenv("AGENT_SANDBOX_POLICY") != "" }
 	cmd.Flags().StringVar(&f.PolicyFile, "policy", cli.EnvOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"),
-		"your copy of the policy: the sandbox namespace, the destructive signals, and for approve the cluster ID (when --audience is not given) and the token lifetime [$AGENT_SANDBOX_POLICY]")
+		"your copy of the policy: the plan rules, the sandbox namespace, the destructive signals, and for approve the cluster ID (when --audience is not given) and the token lifetime; a file you name must exist, and without one at the default path the screen says that no plan rule was checked [$AGENT_SANDBOX_POLICY]")
 	cmd.Flags().StringVar(&f.Kubeconfig, "kubeconfig", "", "your kubeconfig, to read the saved plan a Terraform request is bound to [$KUBECONFIG, else ~/.kube/config]")
 	cmd.Flags().StringVar(&f.SandboxNamespace, "sandbox-namespace", "", "where saved plans are stored (default: the --policy file's spec.sandbox.namespace, else agent-sandbox)")
 	cmd.Flags().StringVar(&f.Terraform, "terraform", "terraform", "the terraform binary that describes the saved plan")
 	cmd.Flags().StringVar(&f.ProviderMirror, "provider-mirror", "", "filesystem mirror of the kubernetes provider terraform reads the plan with [$AGENT_SANDBOX_TF_PROVIDER_MIRROR]")
 }
 
-// complete loads the policy file when there is one (a missing file is no error: the flag has a default)
+// complete loads the policy file when there is one (a missing file at the default path is no error: the
+// screen then says that no plan rule was checked; a file named by the flag or the environment must exist)
 // and fills the defaults that come from it and from the environment.
 func (f *planFlags) complete() error {
 	if f.PolicyFile != "" && f.policy == nil {
 		if p, err := policy.LoadFile(f.PolicyFile, policy.WithoutAdmissionRules()); err == nil {
 			f.policy = p
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
+		} else if !errors.Is(err, fs.ErrNotExist) || (f.explicit != nil && f.explicit()) {
+			return fmt.Errorf("your copy of the policy (--policy): %w", err)
 		}
 	}
 	if f.SandboxNamespace == "" && f.policy != nil {

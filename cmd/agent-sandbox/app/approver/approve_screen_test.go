@@ -110,7 +110,8 @@ func TestApproveShowsTheIncidentRiskFirst(t *testing.T) {
 	s.Send("\n")
 	s.Expect(`or "yes": `)
 	shown := s.Output()
-	order := []string{"APPROVAL REQUEST", "Plan digest", "WHAT THE PLAN DOES", "!! RISK PRIVILEGED", "no destructive signal",
+	// No copy of the policy here: the screen says that no plan rule or signal was checked.
+	order := []string{"APPROVAL REQUEST", "Plan digest", "WHAT THE PLAN DOES", "!! RISK PRIVILEGED", "!! PLAN RULES NOT CHECKED",
 		"0 to add, 1 to change, 0 to destroy", "!! update           kubernetes_deployment.web",
 		"!! ~ " + pod + "container[0].security_context[0].privileged: false -> true",
 		"!! + " + pod + `volume[1].host_path[0].path: (none) -> "/var/lib/kubelet"`, `or "yes": `}
@@ -394,5 +395,47 @@ func TestApproveRefusesWhatThePlanRulesRefuse(t *testing.T) {
 	}
 	if st := e.status(t, r.ID); st != approval.StatusPending {
 		t.Errorf("request is %s, want pending", st)
+	}
+}
+
+// TestApproverPolicyCopy: a policy file named by --policy must exist — it used to
+// be ignored, like the default path, and the plan then judged by no rule — and a screen made without any
+// copy of the policy says that its plan rules and destructive signals were not checked, in text and JSON.
+func TestApproverPolicyCopy(t *testing.T) {
+	e := newApprovalEnv(t)
+	r := e.createRequest(t, nil)
+	missing := filepath.Join(t.TempDir(), "policy.yaml")
+	s := startPTY(t, "approve", r.ID, "--db", e.db, "--key", e.keyPath, "--audience", approveAudience, "--policy", missing)
+	if code := s.Wait(); code == 0 || !strings.Contains(s.Output(), missing) || strings.Contains(s.Output(), "APPROVAL REQUEST") {
+		t.Errorf("approve --policy with a missing file: exit %d, %q; want it refused before the screen, naming the file", code, s.Output())
+	}
+
+	data, err := os.ReadFile("../../../../internal/plandiff/testdata/plan-incident.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := toolrun.ParsePlanJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := policy.LoadFile("../../../../policy/policy.yaml", policy.WithoutAdmissionRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pol := range []*policy.Compiled{nil, shipped} {
+		vp, err := newVerifiedPlan(context.Background(), testPlanID, changes, "", pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		printVerified(&text, vp)
+		js := verifiedJSON(vp, nil, "")
+		unchecked := strings.Contains(text.String(), "!! PLAN RULES NOT CHECKED")
+		if unchecked != (pol == nil) || (js.PlanRules == nil) != (pol == nil) {
+			t.Errorf("policy %v: the screen says not checked: %v, the JSON has plan_rules: %v", pol != nil, unchecked, js.PlanRules != nil)
+		}
+		if pol != nil && !strings.Contains(text.String(), "!! REFUSED BY THE POLICY'S PLAN RULES") {
+			t.Errorf("the incident judged by the shipped policy is not refused on the screen:\n%s", text.String())
+		}
 	}
 }
