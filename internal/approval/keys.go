@@ -292,9 +292,29 @@ func LoadKeySet(data []byte) (*KeySet, error) {
 		if _, dup := set.keys[id]; dup {
 			return nil, fmt.Errorf("JWK set key %d: duplicate kid %q", i, id)
 		}
+		if other := set.idOf(pub); other != "" {
+			return nil, fmt.Errorf("JWK set key %d: %w", i, sameKeyTwice(id, other))
+		}
 		set.keys[id] = pub
 	}
 	return set, nil
+}
+
+// idOf returns the key ID under which the set holds pub, or "".
+func (s *KeySet) idOf(pub ed25519.PublicKey) string {
+	for id, have := range s.keys {
+		if have.Equal(pub) {
+			return id
+		}
+	}
+	return ""
+}
+
+// sameKeyTwice is the error of a key set that would hold one public key under two key IDs. Distinct
+// approvers are told apart by key ID, so such a set would let one person count as two for a plan that needs
+// two approvers.
+func sameKeyTwice(id, other string) error {
+	return fmt.Errorf("key ID %q is the public key of key ID %q again: one key is one approver, so it may be trusted under one key ID only", id, other)
 }
 
 func parsePublicJWK(data []byte) (string, ed25519.PublicKey, error) {
@@ -383,6 +403,9 @@ func (s *KeySet) Merge(other *KeySet) error {
 	for id, pub := range other.keys {
 		if have, ok := s.keys[id]; ok && !have.Equal(pub) {
 			return fmt.Errorf("key ID %q names two different keys", id)
+		}
+		if have := s.idOf(pub); have != "" && have != id {
+			return sameKeyTwice(id, have)
 		}
 	}
 	if s.keys == nil {

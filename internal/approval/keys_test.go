@@ -193,6 +193,13 @@ func TestKeySetJSON(t *testing.T) {
 	if err := viaMerge.Merge(mustKey(t, "bob").KeySet()); err == nil {
 		t.Error("Merge accepted a second key under an existing ID")
 	}
+	// One key under a second ID would make one person two distinct approvers of a two-person plan.
+	if err := viaMerge.Merge(&KeySet{keys: map[string]ed25519.PublicKey{"alice-2": alice.Public()}}); err == nil {
+		t.Error("Merge accepted alice's key again under another ID")
+	}
+	if err := viaMerge.Merge(alice.KeySet()); err != nil {
+		t.Errorf("Merge of the very same key and ID: %v", err)
+	}
 }
 
 func TestKeySetWritePublicFile(t *testing.T) {
@@ -240,6 +247,7 @@ func TestLoadKeySetRejects(t *testing.T) {
 		{"missing kid", set(jwk(alice.Public(), "", "EdDSA", "sig"))},
 		{"bad kid", set(jwk(alice.Public(), "a b", "EdDSA", "sig"))},
 		{"duplicate kid", set(good, jwk(mustKey(t, "x").Public(), "alice", "EdDSA", "sig"))},
+		{"one key under two kids", set(good, jwk(alice.Public(), "alice-laptop", "EdDSA", "sig"))},
 		{"encryption use", set(jwk(alice.Public(), "alice", "EdDSA", "enc"))},
 		{"other alg", set(jwk(alice.Public(), "alice", "ES256", "sig"))},
 		{"short x", set(`{"kty":"OKP","crv":"Ed25519","x":"AAAA","kid":"alice"}`)},
