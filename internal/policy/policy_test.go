@@ -95,6 +95,39 @@ func TestLoadErrorsHavePaths(t *testing.T) {
 	}
 }
 
+// TestToolServiceAccountsAreTheirOwn: two tools under one ServiceAccount were accepted (found in review,
+// 2026-12-06); Vault's login role binds a tool by its ServiceAccount, so a read tool's Pod could log in as
+// terraform_apply and mint its credential without an approval.
+func TestToolServiceAccountsAreTheirOwn(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		data string
+		want []string
+	}{
+		{"shared by a read tool and terraform_apply", strings.Replace(strings.Replace(string(mutateDefault(t, "", "")),
+			"    tier: read\n", "    tier: read\n    serviceAccount: shared-tool\n", 1),
+			"    tier: apply\n", "    tier: apply\n    serviceAccount: shared-tool\n", 1),
+			[]string{"spec.tools[2].serviceAccount", "tool k8s_get_pod_status runs as this ServiceAccount too"}},
+		{"a tool's default name taken by another", string(mutateDefault(t, "    tier: read\n", "    tier: read\n    serviceAccount: tool-terraform-apply\n")),
+			[]string{"spec.tools[2].serviceAccount", "tool k8s_get_pod_status runs as this ServiceAccount too"}},
+		{"the namespace's default", string(mutateDefault(t, "    tier: read\n", "    tier: read\n    serviceAccount: default\n")),
+			[]string{"spec.tools[0].serviceAccount", "default ServiceAccount"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load([]byte(tt.data))
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Load: got %v, want *policy.Error", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
 func TestLoadReportsEveryProblem(t *testing.T) {
 	data := mutateDefault(t, "    tier: read\n    scope: pod-reader\n", "    tier: root\n    scope: nope\n")
 	_, err := Load(data)

@@ -178,7 +178,8 @@ type Tool struct {
 	// always targets Namespaces[0], which must then be the only entry.
 	NamespaceParameter string `json:"namespaceParameter,omitempty"`
 	// ServiceAccount is the sandbox-namespace ServiceAccount the tool's Pod runs as; Vault's login role
-	// is bound to it. Default: "tool-" + the name with '_' replaced by '-'.
+	// is bound to it, so no two tools share one, and none is the namespace's "default". Default: "tool-" +
+	// the name with '_' replaced by '-'.
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// Image runs the tool.
 	Image string `json:"image"`

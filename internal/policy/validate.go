@@ -69,6 +69,7 @@ func (p *Policy) Validate() field.ErrorList {
 	if len(s.Tools) == 0 {
 		errs = append(errs, field.Required(spec.Child("tools"), "declare at least one tool (the policy is default-deny)"))
 	}
+	accounts := map[string]string{} // ServiceAccount -> the first tool that runs as it
 	for i := range s.Tools {
 		t := &s.Tools[i]
 		fp := spec.Child("tools").Index(i)
@@ -76,6 +77,19 @@ func (p *Policy) Validate() field.ErrorList {
 			errs = append(errs, field.Duplicate(fp.Child("name"), t.Name))
 		}
 		tools.Insert(t.Name)
+		// Vault's login role, and the webhook's TokenRequest check, know a tool by its ServiceAccount: two
+		// tools under one would let the Pods of one log in as the other (a read tool's Pod minting an
+		// approval-gated tool's credential). The namespace's default ServiceAccount is anybody's.
+		switch other, taken := accounts[t.ServiceAccount]; {
+		case taken:
+			errs = append(errs, field.Invalid(fp.Child("serviceAccount"), t.ServiceAccount,
+				"tool "+other+" runs as this ServiceAccount too; each tool needs its own (Vault's login role binds a tool's credential to its ServiceAccount)"))
+		case t.ServiceAccount == "default":
+			errs = append(errs, field.Invalid(fp.Child("serviceAccount"), t.ServiceAccount,
+				"the namespace's default ServiceAccount is not a tool's own; leave serviceAccount out for tool-<name>"))
+		default:
+			accounts[t.ServiceAccount] = t.Name
+		}
 		errs = append(errs, t.validate(fp, s, scopes)...)
 	}
 
