@@ -150,6 +150,15 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 				"token_no_default_policy": true,
 				"token_ttl":               ttl,
 				"token_max_ttl":           ttl,
+				// Vault keeps a field a write leaves out, so those that would widen the role are written
+				// empty: a namespace selector (ORed with the namespaces above), a period or explicit max
+				// TTL (a token renewable past ten minutes), CIDRs and a use count. compareObject refuses
+				// any other field that is set (unmanagedField).
+				"bound_service_account_namespace_selector": "",
+				"token_period":           0,
+				"token_explicit_max_ttl": 0,
+				"token_bound_cidrs":      []string{},
+				"token_num_uses":         0,
 			}})
 	}
 	for i := range p.Spec.Scopes {
@@ -172,9 +181,11 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 				"generated_role_rules":          "",
 				"service_account_name":          "",
 				"allowed_kubernetes_namespaces": namespaces,
-				"token_default_ttl":             ttl,
-				"token_max_ttl":                 ttl,
-				"name_template":                 nameTemplate(s),
+				// ORed with the namespaces above: written empty, as Vault keeps what a write leaves out.
+				"allowed_kubernetes_namespace_selector": "",
+				"token_default_ttl":                     ttl,
+				"token_max_ttl":                         ttl,
+				"name_template":                         nameTemplate(s),
 				"extra_labels": map[string]string{
 					"app.kubernetes.io/managed-by": "vault",
 					LabelScope:                     s.Name,

@@ -93,6 +93,12 @@ func TestDesiredAuthRole(t *testing.T) {
 		"token_no_default_policy":          true,
 		"token_ttl":                        int64(900),
 		"token_max_ttl":                    int64(900),
+		// Written empty so that a write clears them (Vault keeps what a write leaves out).
+		"bound_service_account_namespace_selector": "",
+		"token_period":           0,
+		"token_explicit_max_ttl": 0,
+		"token_bound_cidrs":      []string{},
+		"token_num_uses":         0,
 	}
 	for k, v := range want {
 		if !sameValue(v, r.data[k]) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -153,6 +154,10 @@ func compareObject(o *vaultObject, cur *vaultState) (Action, string, error) {
 		// Somebody else's policy under our name: overwriting it would change what their tokens may do.
 		return "", "", fmt.Errorf("%s %s exists and was not created by agent-sandbox (its text does not start with %s); rename or delete it, agent-sandbox will not overwrite it: %w", o.kind, o.name, managedPolicyHeader, ErrNotManaged)
 	}
+	if k, ok := unmanagedField(o, got); ok {
+		return "", "", fmt.Errorf("%s %s has %s = %v, a field agent-sandbox does not write and which may widen who can log in or what a credential allows; clear it in Vault (vault write %s %s=<empty>) and run configure again: %w",
+			o.kind, o.name, k, got[k], o.path, k, ErrNotManaged)
+	}
 	for k, want := range o.data {
 		if slices.Contains(o.secret, k) {
 			continue
@@ -165,6 +170,42 @@ func compareObject(o *vaultObject, cur *vaultState) (Action, string, error) {
 		return ActionUpdate, "", nil
 	}
 	return "", "", nil
+}
+
+// deprecatedMirrors are the fields a Vault role returns under their pre-1.2 names, beside the token_* field
+// they mirror.
+var deprecatedMirrors = map[string]string{
+	"policies": "token_policies", "ttl": "token_ttl", "max_ttl": "token_max_ttl", "period": "token_period",
+	"num_uses": "token_num_uses", "bound_cidrs": "token_bound_cidrs",
+}
+
+// unmanagedField returns a field of a role as Vault holds it (got) that o does not write and that is set: a
+// field somebody added by hand, or one a later Vault release introduced, which may widen who can log in
+// (a namespace selector) or what a credential allows. Roles are compared as allowlists: a set field
+// agent-sandbox does not know is refused, never ignored, because an update would keep it.
+func unmanagedField(o *vaultObject, got map[string]any) (string, bool) {
+	if o.kind != kindAuthRole && o.kind != kindSecretsRole {
+		return "", false
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ours := o.data[k]; ours || isUnset(got[k]) || (k == "name" && got[k] == o.name) {
+			continue // the secrets engine returns the role's own name
+		}
+		if m, ok := deprecatedMirrors[k]; ok && sameValue(got[k], got[m]) {
+			continue
+		}
+		return k, true
+	}
+	return "", false
+}
+
+// isUnset reports whether a value Vault returned is empty: null, "", 0, false, or an empty list or map.
+func isUnset(v any) bool {
+	switch n := normalize(v); n {
+	case nil, "", "0", "false":
+		return true
+	}
+	return false
 }
 
 // mountDescription is the description of the auth ("auth/x") or secrets ("x") mount.

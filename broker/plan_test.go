@@ -147,6 +147,50 @@ func TestPlanVaultChanges(t *testing.T) {
 	}
 }
 
+// TestPlanVaultWideningFields: fields configure does not write used to be compared with nothing, so a
+// namespace selector or a token period put on a role by hand read as "unchanged" (found in review,
+// 2026-12-06). Those it knows it writes empty, and so updates; one it does not know stops the plan.
+func TestPlanVaultWideningFields(t *testing.T) {
+	desired := testDesired(testPolicy(t))
+	for _, tt := range []struct {
+		name        string
+		kind        vaultKind
+		role, field string
+		value       any
+		want        string // the plan's one step, or the error
+	}{
+		{"auth namespace selector", kindAuthRole, "agent-sandbox-get-pods", "bound_service_account_namespace_selector", `{"matchLabels":{}}`, "updated auth role agent-sandbox-get-pods"},
+		{"auth token period", kindAuthRole, "agent-sandbox-get-pods", "token_period", json.Number("86400"), "updated auth role agent-sandbox-get-pods"},
+		{"auth explicit max TTL", kindAuthRole, "agent-sandbox-get-pods", "token_explicit_max_ttl", json.Number("86400"), "updated auth role agent-sandbox-get-pods"},
+		{"secrets namespace selector", kindSecretsRole, "agent-sandbox-pod-reader", "allowed_kubernetes_namespace_selector", `{"matchLabels":{}}`, "updated secrets role agent-sandbox-pod-reader"},
+		{"a field configure does not know", kindAuthRole, "agent-sandbox-get-pods", "bound_service_account_everything", true, "has bound_service_account_everything = true"},
+		{"a deprecated mirror of another value", kindAuthRole, "agent-sandbox-get-pods", "policies", []any{"default"}, "has policies = [default]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := stateOf(desired)
+			st.objects[objectKey(tt.kind, tt.role)][tt.field] = tt.value
+			steps, _, err := planVault(desired, st)
+			switch {
+			case err != nil:
+				if !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrNotManaged) {
+					t.Errorf("error %v, want one with %q (ErrNotManaged)", err, tt.want)
+				}
+			case !slices.Equal(lines(steps), []string{tt.want}):
+				t.Errorf("plan %q, want %q", lines(steps), tt.want)
+			}
+		})
+	}
+	// Fields Vault returns empty, and the deprecated names of the fields it writes, are no change.
+	st := stateOf(desired)
+	role := st.objects[objectKey(kindAuthRole, "agent-sandbox-get-pods")]
+	role["bound_service_account_namespace_selector"], role["token_bound_cidrs"], role["policies"] = "", []any{}, role["token_policies"]
+	role["some_future_field"] = json.Number("0")
+	st.objects[objectKey(kindSecretsRole, "agent-sandbox-pod-reader")]["name"] = "agent-sandbox-pod-reader" // the engine returns it
+	if steps, _, err := planVault(desired, st); err != nil || len(steps) != 0 {
+		t.Errorf("empty fields: plan %q, %v", lines(steps), err)
+	}
+}
+
 func TestPlanVaultConfigWithoutRecordedToken(t *testing.T) {
 	desired := testDesired(testPolicy(t))
 	st := stateOf(desired)

@@ -145,6 +145,7 @@ func TestBroker(t *testing.T) {
 	}
 	t.Run("ConfigureAgainChangesNothing", e.testConfigureIdempotent)
 	t.Run("ConfigureConvertsAGeneratedRulesRole", e.testConfigureConverts)
+	t.Run("ConfigureClearsWideningFields", e.testConfigureClearsWidening)
 	t.Run("MintUseRevoke", e.testMintUseRevoke)
 	t.Run("VaultItselfRefuses", e.testVaultRefuses)
 	t.Run("ExpiryWithoutRevoke", e.testExpiry)
@@ -292,6 +293,43 @@ func (e *brokerEnv) testConfigureConverts(t *testing.T) {
 	d := e.vaultGet(t, path).Data()
 	if d["kubernetes_role_name"] != "agent-sandbox-scope-pod-reader" || d["generated_role_rules"] != "" || d["kubernetes_role_type"] != "ClusterRole" {
 		t.Errorf("converted role: %v", d)
+	}
+}
+
+// testConfigureClearsWidening: a namespace selector (ORed with the bound namespaces), a token period and an
+// explicit max TTL put on the roles by hand survived configure, which compared only the fields it writes
+// and reported "unchanged" (found in review, 2026-12-06); Vault keeps a field a write leaves out. Now it
+// writes them empty, so they are seen and cleared.
+func (e *brokerEnv) testConfigureClearsWidening(t *testing.T) {
+	auth := "auth/agent-sandbox-jwt/role/agent-sandbox-terraform-apply"
+	secrets := "agent-sandbox-kubernetes/roles/agent-sandbox-pod-reader"
+	for path, fields := range map[string]map[string]any{
+		auth:    {"bound_service_account_namespace_selector": `{"matchLabels":{}}`, "token_period": 86400, "token_explicit_max_ttl": 86400},
+		secrets: {"allowed_kubernetes_namespace_selector": `{"matchLabels":{}}`},
+	} {
+		// A write changes the fields it names and keeps the others.
+		if r, err := e.vault.Request(context.Background(), "POST", path, e.vault.RootToken, fields); err != nil || r.Status/100 != 2 {
+			t.Fatalf("widen %s: %v %+v", path, err, r)
+		}
+		for k, v := range fields {
+			if got := e.vaultGet(t, path).Data()[k]; fmt.Sprint(got) != fmt.Sprint(v) {
+				t.Fatalf("Vault did not keep %s = %v on %s (reads %v): the case proves nothing", k, v, path, got)
+			}
+		}
+	}
+	code, lines, _ := e.configure(t, e.policyFile)
+	if code != 0 || !slices.Contains(lines, "updated auth role agent-sandbox-terraform-apply") || !slices.Contains(lines, "updated secrets role agent-sandbox-pod-reader") {
+		t.Errorf("configure over the widened roles: exit %d %q", code, lines)
+	}
+	d := e.vaultGet(t, auth).Data()
+	if d["bound_service_account_namespace_selector"] != "" || fmt.Sprint(d["token_period"]) != "0" || fmt.Sprint(d["token_explicit_max_ttl"]) != "0" {
+		t.Errorf("auth role after configure: %v", d)
+	}
+	if d := e.vaultGet(t, secrets).Data(); d["allowed_kubernetes_namespace_selector"] != "" {
+		t.Errorf("secrets role after configure: %v", d)
+	}
+	if code, lines, _ := e.configure(t, e.policyFile); code != 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "unchanged: ") {
+		t.Errorf("configure again: exit %d %q", code, lines)
 	}
 }
 

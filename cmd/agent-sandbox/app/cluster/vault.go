@@ -89,7 +89,10 @@ Kubernetes auth method's config and roles.
 The Vault token is read from --vault-token-file, else from $VAULT_TOKEN; it needs rights to enable mounts
 and write policies (an admin or root token). ACL policies named agent-sandbox-* that configure did not
 write are never overwritten or deleted: configure stops with an error naming one it would have to
-overwrite. --dry-run prints the same lines prefixed "would" and changes nothing, neither in the cluster
+overwrite. Roles are compared field by field as allowlists: fields that would widen a role (a namespace
+selector, a token period or explicit max TTL, CIDRs, a use count) are written empty, so one set by hand is
+cleared ("updated auth role ..."), and any other field set on a role that configure does not write stops it
+with an error naming the field. --dry-run prints the same lines prefixed "would" and changes nothing, neither in the cluster
 nor in Vault.
 
 Pod Security: the sandbox protects the node from the tool; Pod Security protects it from what the tool
