@@ -28,6 +28,8 @@ const (
 	VarPlanContainers = "containers"
 	// VarBeforeContainers lists the same of the change's before value.
 	VarBeforeContainers = "beforeContainers"
+	// VarBeforePodSpecs lists the pod specs of the change's before value.
+	VarBeforePodSpecs = "beforePodSpecs"
 	// VarPodUnknowns lists the paths of the values inside those pod specs that are known only after apply.
 	VarPodUnknowns = "podUnknowns"
 	// VarLongValues lists the paths of the strings the change sets that are too long for the approval screen
@@ -85,6 +87,7 @@ func (p *PlanProgram) Evaluate(ctx context.Context, in plandiff.RuleView) []Viol
 		VarPlanPodMetadata:  types.NewDynamicList(p.adapter, orEmptyList(in.PodMetadata)),
 		VarPlanContainers:   types.NewDynamicList(p.adapter, orEmptyList(in.Containers)),
 		VarBeforeContainers: types.NewDynamicList(p.adapter, orEmptyList(in.BeforeContainers)),
+		VarBeforePodSpecs:   types.NewDynamicList(p.adapter, orEmptyList(in.BeforePodSpecs)),
 		VarPodUnknowns:      types.NewDynamicList(p.adapter, orEmptyList(in.PodUnknowns)),
 		VarLongValues:       types.NewDynamicList(p.adapter, orEmptyList(in.LongValues)),
 	}
@@ -136,6 +139,7 @@ func newPlanEnv() (*celgo.Env, error) {
 		celgo.Variable(VarPlanPodMetadata, dynList),
 		celgo.Variable(VarPlanContainers, dynList),
 		celgo.Variable(VarBeforeContainers, dynList),
+		celgo.Variable(VarBeforePodSpecs, dynList),
 		celgo.Variable(VarPodUnknowns, dynList),
 		celgo.Variable(VarLongValues, dynList),
 	}

@@ -83,6 +83,8 @@ var rules = []rule{
 	{id: "executable_volume", key: "mode", under: "items", why: "makes the file executable: new code in the workload, which its programs can run (a web server's CGI)", risky: executableMode},
 	{id: "volume_mount", key: "mount_path", under: "volume_mount", why: "puts a volume's files at this path of the container: its programs may read them as configuration or run them (a web server's httpd.conf, a script)", risky: always},
 	{id: "volume_mount", key: "sub_path", under: "volume_mount", why: "puts one file of a volume at the mount path: its programs may read it as configuration or run it", risky: nonEmpty},
+	{id: "volume_source", key: "name", under: "config_map", why: "the volume's files come from this ConfigMap: what they hold is on this screen only where this plan creates or changes that ConfigMap", risky: nonEmpty},
+	{id: "volume_source", key: "items", under: "config_map", why: "puts the ConfigMap's keys at these file paths of the volume: another key may now be read as another file (a web server's httpd.conf)", risky: nonEmpty},
 	{id: "probe_host", key: "host", under: "http_get", why: "the kubelet makes this request from the node's network, to any address", risky: nonEmpty},
 	{id: "probe_host", key: "host", under: "tcp_socket", why: "the kubelet connects from the node's network, to any address", risky: nonEmpty},
 	{id: "secret_env", key: "secret_key_ref", why: "puts a Secret's value into an environment variable", risky: nonEmpty},
@@ -118,7 +120,7 @@ var severity = []string{
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips",
-	"hidden", "cut", "unknown_config", "binary_data", "image", "command", "args", "executable_volume", "volume_mount",
+	"hidden", "cut", "unknown_config", "binary_data", "image", "command", "args", "executable_volume", "volume_mount", "volume_source",
 	"look_alike",
 }
 

@@ -56,6 +56,17 @@ func TestRiskFlags(t *testing.T) {
 			},
 		},
 		{
+			// Found in review (2026-12-06): the mount and the command stay; the volume behind the mount now
+			// reads a ConfigMap this plan neither creates nor shows.
+			name: "volume behind an unchanged mount swapped to another ConfigMap",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+podJSON(`"container":[{"volume_mount":[{"name":"v","mount_path":"/tmp"}]}],"volume":[{"name":"v","empty_dir":[{"medium":"Memory"}]}]`)+
+					`,"after":`+podJSON(`"container":[{"volume_mount":[{"name":"v","mount_path":"/tmp"}]}],"volume":[{"name":"v","config_map":[{"name":"left-earlier","default_mode":"0644"}]}]`))},
+			want: []string{
+				"volume_source " + dep + " " + podPathPrefix + `volume[0].config_map[0].name: (none) -> "left-earlier"`,
+			},
+		},
+		{
 			name: "found in review: each was neither refused nor flagged",
 			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
 				`"before":`+podJSON(`"security_context":[{"run_as_user":65532}],"container":[{"security_context":[{"run_as_user":65532}],"liveness_probe":[]}],"volume":[{"name":"v","config_map":[{"default_mode":"0644"}]}]`)+
@@ -75,6 +86,7 @@ func TestRiskFlags(t *testing.T) {
 				"pod_metadata kubernetes_deployment.hidden spec[0].template[0].metadata: (none) -> (known after apply) (known only after apply)",
 				"executable_volume " + dep + " " + podPathPrefix + `volume[0].config_map[0].default_mode: "0644" -> "0755"`,
 				"executable_volume " + dep + " " + podPathPrefix + `volume[0].config_map[0].items[0].mode: (none) -> "0700"`,
+				"volume_source " + dep + " " + podPathPrefix + `volume[0].config_map[0].items: (none) -> [{key = "x", mode = "0700"}]`,
 			},
 		},
 		{

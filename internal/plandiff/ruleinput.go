@@ -31,6 +31,8 @@ type RuleView struct {
 	// Before.
 	Containers       []any
 	BeforeContainers []any
+	// BeforePodSpecs are the pod specs in Before, found as PodSpecs are.
+	BeforePodSpecs []any
 	// PodUnknowns are the paths, inside the pod specs of After and their metadata, of every value known only
 	// after apply (a whole pod spec hidden behind one: "(pod spec)"; a whole metadata block: "(pod
 	// metadata)"), but for those the provider computes because the configuration leaves them unset
@@ -93,8 +95,9 @@ func View(c *Change) RuleView {
 	for _, p := range LongStrings(c) {
 		v.LongValues = append(v.LongValues, p.String())
 	}
-	v.BeforeContainers = []any{}
+	v.BeforeContainers, v.BeforePodSpecs = []any{}, []any{}
 	for _, p := range beforePods {
+		v.BeforePodSpecs = append(v.BeforePodSpecs, p.spec)
 		v.BeforeContainers = append(v.BeforeContainers, p.containers()...)
 	}
 	return v

@@ -118,11 +118,11 @@ func TestShippedPlanRules(t *testing.T) {
 			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
 			v["empty_dir"] = []any{}
 			v["host_path"] = []any{map[string]any{"path": "/var/lib/kubelet", "type": ""}}
-		}, []string{"plan-allowed-volumes", "plan-no-host-path"}},
+		}, []string{"plan-allowed-volumes", "plan-mounts-pinned", "plan-no-host-path"}},
 		{"secret volume", func(d map[string]any) {
 			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
 			v["secret"] = []any{map[string]any{"secret_name": "admin"}}
-		}, []string{"plan-allowed-volumes"}},
+		}, []string{"plan-allowed-volumes", "plan-mounts-pinned"}},
 		{"host port", func(d map[string]any) {
 			container(after(d))["port"].([]any)[0].(map[string]any)["host_port"] = 8080
 		}, []string{"plan-no-host-ports"}},
@@ -194,12 +194,12 @@ func TestShippedPlanRules(t *testing.T) {
 		{"executable config map volume", func(d map[string]any) {
 			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "cgi",
 				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0755", "items": []any{}}}})
-		}, []string{"plan-no-executable-volumes"}},
+		}, []string{"plan-mounts-pinned", "plan-no-executable-volumes"}},
 		{"executable config map item", func(d map[string]any) {
 			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "cgi",
 				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0644",
 					"items": []any{map[string]any{"key": "x", "path": "x", "mode": "0700"}}}}})
-		}, []string{"plan-no-executable-volumes"}},
+		}, []string{"plan-mounts-pinned", "plan-no-executable-volumes"}},
 		// busybox httpd reads <home>/httpd.conf and runs a served *.sh through /bin/sh, execute bit or not.
 		{"ConfigMap files mounted into the web root (httpd.conf with a script interpreter)", func(d map[string]any) {
 			c := container(after(d))
@@ -209,6 +209,17 @@ func TestShippedPlanRules(t *testing.T) {
 			}
 			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "site",
 				"config_map": []any{map[string]any{"name": "site", "default_mode": "0644"}}})
+		}, []string{"plan-mounts-pinned"}},
+		// Found in review (2026-12-06): the mount stays, what it mounts changes. An earlier plan left a
+		// ConfigMap whose content this plan does not show; the volume behind an unchanged mount now reads it.
+		{"volume behind an unchanged mount swapped to a ConfigMap", func(d map[string]any) {
+			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
+			v["empty_dir"] = []any{}
+			v["config_map"] = []any{map[string]any{"name": "left-by-an-earlier-plan", "default_mode": "0644"}}
+		}, []string{"plan-mounts-pinned"}},
+		{"volume's medium changed", func(d map[string]any) {
+			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
+			v["empty_dir"] = []any{map[string]any{"medium": "", "size_limit": "10Gi"}}
 		}, []string{"plan-mounts-pinned"}},
 		{"exec probe added", func(d map[string]any) {
 			container(after(d))["liveness_probe"] = []any{map[string]any{"exec": []any{map[string]any{
