@@ -132,34 +132,7 @@ func desiredVault(p *policy.Policy, in vaultDesired) []vaultObject {
 		s := findScope(p, t.Scope)
 		ttl := credentialTTL(s)
 		objs = append(objs, vaultObject{kind: kindAuthRole, name: t.VaultAuthRole(), path: "auth/" + authMount + "/role/" + t.VaultAuthRole(),
-			data: map[string]any{
-				// Only a token of this tool's ServiceAccount in the sandbox namespace, for the Vault
-				// audience, that the API server still authenticates: for the kubelet's projected token,
-				// only while its sandbox Pod exists (see authMountType for what is no longer checked here
-				// and what covers it). The token lives ten minutes (Kubernetes' minimum).
-				"bound_service_account_names":      []string{t.ServiceAccount},
-				"bound_service_account_namespaces": []string{p.Spec.Sandbox.Namespace},
-				"audience":                         ca.VaultAudience,
-				// One entity per ServiceAccount UID: a ServiceAccount deleted and made again under the
-				// same name is a new identity.
-				"alias_name_source": "serviceaccount_uid",
-				"token_policies":    []string{t.VaultPolicy()},
-				// A service token, so that revoke-self also revokes the leases it created; no default
-				// policy, so the token can do exactly what its own policy says.
-				"token_type":              "service",
-				"token_no_default_policy": true,
-				"token_ttl":               ttl,
-				"token_max_ttl":           ttl,
-				// Vault keeps a field a write leaves out, so those that would widen the role are written
-				// empty: a namespace selector (ORed with the namespaces above), a period or explicit max
-				// TTL (a token renewable past ten minutes), CIDRs and a use count. compareObject refuses
-				// any other field that is set (unmanagedField).
-				"bound_service_account_namespace_selector": "",
-				"token_period":           0,
-				"token_explicit_max_ttl": 0,
-				"token_bound_cidrs":      []string{},
-				"token_num_uses":         0,
-			}})
+			data: authRoleData(t, p.Spec.Sandbox.Namespace, ca.VaultAudience, ttl)})
 	}
 	for i := range p.Spec.Scopes {
 		s := &p.Spec.Scopes[i]
@@ -336,4 +309,36 @@ func recordedFingerprint(description string) string {
 		return ""
 	}
 	return strings.TrimSuffix(description[i+len(fingerprintMarker):], ")")
+}
+
+// authRoleData is the Kubernetes auth method's login role of tool t.
+func authRoleData(t *policy.Tool, sandboxNamespace, audience string, ttl int64) map[string]any {
+	return map[string]any{
+		// Only a token of this tool's ServiceAccount in the sandbox namespace, for the Vault
+		// audience, that the API server still authenticates: for the kubelet's projected token,
+		// only while its sandbox Pod exists (see authMountType for what is no longer checked here
+		// and what covers it). The token lives ten minutes (Kubernetes' minimum).
+		"bound_service_account_names":      []string{t.ServiceAccount},
+		"bound_service_account_namespaces": []string{sandboxNamespace},
+		"audience":                         audience,
+		// One entity per ServiceAccount UID: a ServiceAccount deleted and made again under the
+		// same name is a new identity.
+		"alias_name_source": "serviceaccount_uid",
+		"token_policies":    []string{t.VaultPolicy()},
+		// A service token, so that revoke-self also revokes the leases it created; no default
+		// policy, so the token can do exactly what its own policy says.
+		"token_type":              "service",
+		"token_no_default_policy": true,
+		"token_ttl":               ttl,
+		"token_max_ttl":           ttl,
+		// Vault keeps a field a write leaves out, so those that would widen the role are written
+		// empty: a namespace selector (ORed with the namespaces above), a period or explicit max
+		// TTL (a token renewable past ten minutes), CIDRs and a use count. compareObject refuses
+		// any other field that is set (unmanagedField).
+		"bound_service_account_namespace_selector": "",
+		"token_period":           0,
+		"token_explicit_max_ttl": 0,
+		"token_bound_cidrs":      []string{},
+		"token_num_uses":         0,
+	}
 }
