@@ -28,8 +28,10 @@ const (
 	VarPlanContainers = "containers"
 	// VarBeforeContainers lists the same of the change's before value.
 	VarBeforeContainers = "beforeContainers"
-	// VarBeforePodSpecs lists the pod specs of the change's before value.
-	VarBeforePodSpecs = "beforePodSpecs"
+	// VarVolumes lists the volumes of the pod specs, without their empty values; VarBeforeVolumes the same
+	// of the change's before value.
+	VarVolumes       = "volumes"
+	VarBeforeVolumes = "beforeVolumes"
 	// VarPodUnknowns lists the paths of the values inside those pod specs that are known only after apply.
 	VarPodUnknowns = "podUnknowns"
 	// VarLongValues lists the paths of the strings the change sets that are too long for the approval screen
@@ -87,7 +89,8 @@ func (p *PlanProgram) Evaluate(ctx context.Context, in plandiff.RuleView) []Viol
 		VarPlanPodMetadata:  types.NewDynamicList(p.adapter, orEmptyList(in.PodMetadata)),
 		VarPlanContainers:   types.NewDynamicList(p.adapter, orEmptyList(in.Containers)),
 		VarBeforeContainers: types.NewDynamicList(p.adapter, orEmptyList(in.BeforeContainers)),
-		VarBeforePodSpecs:   types.NewDynamicList(p.adapter, orEmptyList(in.BeforePodSpecs)),
+		VarVolumes:          types.NewDynamicList(p.adapter, orEmptyList(in.Volumes)),
+		VarBeforeVolumes:    types.NewDynamicList(p.adapter, orEmptyList(in.BeforeVolumes)),
 		VarPodUnknowns:      types.NewDynamicList(p.adapter, orEmptyList(in.PodUnknowns)),
 		VarLongValues:       types.NewDynamicList(p.adapter, orEmptyList(in.LongValues)),
 	}
@@ -139,7 +142,8 @@ func newPlanEnv() (*celgo.Env, error) {
 		celgo.Variable(VarPlanPodMetadata, dynList),
 		celgo.Variable(VarPlanContainers, dynList),
 		celgo.Variable(VarBeforeContainers, dynList),
-		celgo.Variable(VarBeforePodSpecs, dynList),
+		celgo.Variable(VarVolumes, dynList),
+		celgo.Variable(VarBeforeVolumes, dynList),
 		celgo.Variable(VarPodUnknowns, dynList),
 		celgo.Variable(VarLongValues, dynList),
 	}

@@ -1,6 +1,7 @@
 package plandiff
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"sort"
@@ -31,8 +32,12 @@ type RuleView struct {
 	// Before.
 	Containers       []any
 	BeforeContainers []any
-	// BeforePodSpecs are the pod specs in Before, found as PodSpecs are.
-	BeforePodSpecs []any
+	// Volumes are the volume entries of PodSpecs, BeforeVolumes the same in Before, each without its empty
+	// values ("", false, 0, [] and {}, at any depth): the provider writes an attribute the configuration
+	// leaves unset as its zero value in the state and as null in a plan's after, so that only a value that
+	// means something compares.
+	Volumes       []any
+	BeforeVolumes []any
 	// PodUnknowns are the paths, inside the pod specs of After and their metadata, of every value known only
 	// after apply (a whole pod spec hidden behind one: "(pod spec)"; a whole metadata block: "(pod
 	// metadata)"), but for those the provider computes because the configuration leaves them unset
@@ -95,11 +100,11 @@ func View(c *Change) RuleView {
 	for _, p := range LongStrings(c) {
 		v.LongValues = append(v.LongValues, p.String())
 	}
-	v.BeforeContainers, v.BeforePodSpecs = []any{}, []any{}
+	v.BeforeContainers = []any{}
 	for _, p := range beforePods {
-		v.BeforePodSpecs = append(v.BeforePodSpecs, p.spec)
 		v.BeforeContainers = append(v.BeforeContainers, p.containers()...)
 	}
+	v.Volumes, v.BeforeVolumes = volumesOf(afterPods), volumesOf(beforePods)
 	return v
 }
 
@@ -328,6 +333,70 @@ func (p pod) containers() []any {
 		}
 	}
 	return out
+}
+
+// volumesOf lists the volume entries of pods without their empty values (RuleView.Volumes). A pod spec whose
+// volumes are known only after apply contributes Unknown.
+func volumesOf(pods []pod) []any {
+	out := []any{}
+	for _, p := range pods {
+		switch l := p.spec["volume"].(type) {
+		case []any:
+			for _, v := range l {
+				out = append(out, withoutEmpty(v))
+			}
+		case string:
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// withoutEmpty copies v without the map entries whose value is empty ("", false, 0, [] or {}, once
+// emptied itself). List elements are kept, emptied or not: their positions mean something.
+func withoutEmpty(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if e = withoutEmpty(e); !isEmptyValue(e) {
+				out[k] = e
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = withoutEmpty(e)
+		}
+		return out
+	}
+	return v
+}
+
+func isEmptyValue(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case json.Number:
+		f, err := x.Float64()
+		return err == nil && f == 0
+	case float64:
+		return x == 0
+	case int:
+		return x == 0
+	case int64:
+		return x == 0
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
 }
 
 // poisoned stands for a pod spec whose contents are known only after apply.

@@ -217,6 +217,16 @@ func TestShippedPlanRules(t *testing.T) {
 			v["empty_dir"] = []any{}
 			v["config_map"] = []any{map[string]any{"name": "left-by-an-earlier-plan", "default_mode": "0644"}}
 		}, []string{"plan-mounts-pinned"}},
+		// The provider writes an unset attribute as its zero value in the state and as null in a planned
+		// after: the same volume, not a changed one.
+		{"volume unchanged, its unset attributes zero before and null after", func(d map[string]any) {
+			b := podSpec(change(d)["before"])["volume"].([]any)[0].(map[string]any)
+			b["empty_dir"] = []any{}
+			b["config_map"] = []any{map[string]any{"name": "site", "default_mode": "0644", "items": []any{}, "optional": false}}
+			a := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
+			a["empty_dir"] = []any{}
+			a["config_map"] = []any{map[string]any{"name": "site", "default_mode": "0644", "items": nil, "optional": nil}}
+		}, nil},
 		{"volume's medium changed", func(d map[string]any) {
 			v := podSpec(after(d))["volume"].([]any)[0].(map[string]any)
 			v["empty_dir"] = []any{map[string]any{"medium": "", "size_limit": "10Gi"}}
