@@ -56,7 +56,7 @@ var (
 	// refused its input: no credential was issued.
 	ErrInputRefused = errors.New("the sandbox refused the tool's input before any credential was issued")
 	// ErrQuotaConflict means the API server refused an object of the call, admitted otherwise, on a
-	// ResourceQuota update conflict, and went on refusing it (retryOnQuotaConflict): the cluster was busy
+	// ResourceQuota update conflict, and went on refusing it (RetryOnQuotaConflict): the cluster was busy
 	// with other calls; nothing was wrong with this one.
 	ErrQuotaConflict = errors.New("the API server refused the call's object on a ResourceQuota update conflict (many calls at once)")
 	// ErrNotSent means the call ended before its Job or claim was sent to the cluster (cancelled while it
@@ -555,12 +555,12 @@ const (
 // quotaConflictRetries is how many times a create refused on a ResourceQuota update conflict is tried again.
 const quotaConflictRetries = 3
 
-// retryOnQuotaConflict runs create, and runs it again, a few times, while the API server refuses it on a
+// RetryOnQuotaConflict runs create, and runs it again, a few times, while the API server refuses it on a
 // ResourceQuota update conflict. Its ResourceQuota admission, which runs after every webhook, updates the
 // sandbox namespace's quota status for each object created there; under a burst of calls its own retries can
 // all lose the race, and the create fails with a Conflict on the resourcequotas object although nothing was
 // wrong with the object. Only a create that may simply be repeated goes through here.
-func retryOnQuotaConflict(ctx context.Context, create func() error) error {
+func RetryOnQuotaConflict(ctx context.Context, create func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := create()
 		if err == nil || !QuotaConflict(err) || attempt > quotaConflictRetries {
@@ -585,7 +585,7 @@ func QuotaConflict(err error) bool {
 	return d != nil && d.Kind == "resourcequotas"
 }
 
-// createJob creates job, again after a ResourceQuota update conflict (retryOnQuotaConflict) unless the Job
+// createJob creates job, again after a ResourceQuota update conflict (RetryOnQuotaConflict) unless the Job
 // carries approvals: the webhook consumed them when it admitted the refused create (an approval admits
 // exactly one Job), so a second create would be refused as a replay, and the caller is told instead to ask
 // for a new approval.
@@ -601,7 +601,7 @@ func (r *Runner) createJob(ctx context.Context, job *batchv1.Job) (created *batc
 				ErrQuotaConflict, oneline.Fold(scrub.String(err.Error())))
 		}
 	} else {
-		err = retryOnQuotaConflict(ctx, create)
+		err = RetryOnQuotaConflict(ctx, create)
 	}
 	if err == nil {
 		return created, nil

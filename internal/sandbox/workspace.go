@@ -54,7 +54,7 @@ func (w *Workspaces) EnsureWorkspace(ctx context.Context, name string, files map
 		Data:       files,
 		Immutable:  ptr.To(true),
 	}
-	err := retryOnQuotaConflict(ctx, func() error {
+	err := RetryOnQuotaConflict(ctx, func() error {
 		_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	})
@@ -89,7 +89,7 @@ func (w *Workspaces) EnsurePlan(ctx context.Context, planID string, plan []byte)
 		BinaryData: map[string][]byte{PlanKey: plan},
 		Immutable:  ptr.To(true),
 	}
-	err := retryOnQuotaConflict(ctx, func() error {
+	err := RetryOnQuotaConflict(ctx, func() error {
 		_, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -224,13 +225,12 @@ func (r *HarmfulRun) atApply(ctx context.Context, c HarmfulPlan, plan []byte, be
 	}
 	defer r.deleteConfigMap(contract.PlanConfigMapPrefix + id)
 	params := map[string]any{"workspace": r.Workspace, "plan_id": id}
-	tokens := r.approvals(c, params)
 	// TODO(two-person rule): a Job carries one approval token today (sandbox.JobSpec.ApprovalToken). Once it
 	// can carry several, attach all of tokens here. The corpus then also wants: two tokens signed by the same
 	// key refused (one person is one approver), and, as the positive control of destroy-service, two distinct
 	// trusted keys getting past the check — which destroys the demo Service, so it belongs to a test that
 	// re-applies the demo afterwards, not to this corpus.
-	job := r.Job("terraform_apply", params, tokens[0])
+	job := func() *batchv1.Job { return r.Job("terraform_apply", params, r.approvals(c, params)[0]) }
 	var rule string
 	match := func(msg string) bool {
 		var ok bool

@@ -70,13 +70,14 @@ func (e *Env) maliciousWorkspace(ctx context.Context, c tfcheck.Case) InputOutco
 		Data:       files,
 		Immutable:  ptr.To(true),
 	}
-	if _, err := e.MCP.CoreV1().ConfigMaps(e.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.createConfigMap(ctx, cm); err != nil {
 		o.Refused, o.Stage, o.Detail = true, StagePublish, firstLine(err.Error())
 		return o
 	}
 	defer e.deleteConfigMap(name)
-	job := e.Job("terraform_plan", map[string]any{"workspace": "k8s-demo", "source": name}, "")
-	return e.refusedByCheck(ctx, o, job, c.Reason)
+	return e.refusedByCheck(ctx, o, func() *batchv1.Job {
+		return e.Job("terraform_plan", map[string]any{"workspace": "k8s-demo", "source": name}, "")
+	}, c.Reason)
 }
 
 // LiveWorkspaceSample names the malicious workspaces `make verify` submits to the live cluster by default:
@@ -119,8 +120,9 @@ func (e *Env) ForgedPlanApply(ctx context.Context, savedPlan []byte) InputOutcom
 	}
 	defer e.deleteConfigMap(contract.PlanConfigMapPrefix + id)
 	params := map[string]any{"workspace": "k8s-demo", "plan_id": id}
-	job := e.Job("terraform_apply", params, e.Token(e.Approver, "terraform_apply", params, nil))
-	return e.refusedByCheck(ctx, o, job, forgedReason)
+	return e.refusedByCheck(ctx, o, func() *batchv1.Job {
+		return e.Job("terraform_apply", params, e.Token(e.Approver, "terraform_apply", params, nil))
+	}, forgedReason)
 }
 
 // publishPlan stores a saved plan as the MCP server does, with its identity: the immutable ConfigMap
@@ -133,10 +135,24 @@ func (e *Env) publishPlan(ctx context.Context, plan []byte) (string, error) {
 		BinaryData: map[string][]byte{sandbox.PlanKey: plan},
 		Immutable:  ptr.To(true),
 	}
-	if _, err := e.MCP.CoreV1().ConfigMaps(e.Namespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.createConfigMap(ctx, cm); err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// createConfigMap creates cm in the sandbox namespace as the MCP server, as the MCP server does: again after
+// a ResourceQuota update conflict (sandbox.RetryOnQuotaConflict), which says nothing of the object. One that
+// exists already is no error (the names are content addresses).
+func (e *Env) createConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+	err := sandbox.RetryOnQuotaConflict(ctx, func() error {
+		_, err := e.MCP.CoreV1().ConfigMaps(e.Namespace()).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // forgedConfig is the issue's apply-time attack: harmless in the plan, a nested terraform at apply.
@@ -156,19 +172,25 @@ output "x" { value = "hello" }
 // forgedReason is part of the check's refusal of forgedConfig.
 const forgedReason = "dynamic block in provider"
 
-// refusedByCheck creates job as the MCP server and waits for its Pod's check container to refuse it with
-// reason in its message (any reason when reason is ""); a refusal of the Job itself by admission counts too.
-func (e *Env) refusedByCheck(ctx context.Context, o InputOutcome, job *batchv1.Job, reason string) InputOutcome {
+// refusedByCheck creates the Job job renders as the MCP server and waits for its Pod's check container to
+// refuse it with reason in its message (any reason when reason is ""); a refusal of the Job itself by
+// admission counts too.
+func (e *Env) refusedByCheck(ctx context.Context, o InputOutcome, job func() *batchv1.Job, reason string) InputOutcome {
 	return e.awaitRefusal(ctx, o, job, fmt.Sprintf("%q", reason), func(string) bool { return true },
 		func(msg string) bool { return reason == "" || strings.Contains(msg, reason) })
 }
 
-// awaitRefusal creates job as the MCP server and waits for a verdict: refused when admission refuses the
-// Job with a message admission accepts, or when the Pod's check container fails with a message check
-// accepts, while neither the credential agent nor the tool ever started. want describes the expected
-// reason, for the detail of a refusal for another.
-func (e *Env) awaitRefusal(ctx context.Context, o InputOutcome, job *batchv1.Job, want string, admission, check func(msg string) bool) InputOutcome {
-	created, err := e.createJobAs(ctx, e.MCP, job, false)
+// awaitRefusal creates the Job job renders as the MCP server and waits for a verdict: refused when admission
+// refuses the Job with a message admission accepts, or when the Pod's check container fails with a message
+// check accepts, while neither the credential agent nor the tool ever started. want describes the expected
+// reason, for the detail of a refusal for another. A create the API server refuses on a ResourceQuota update
+// conflict, after admission, is made again with a Job job renders anew: its approvals were consumed.
+func (e *Env) awaitRefusal(ctx context.Context, o InputOutcome, job func() *batchv1.Job, want string, admission, check func(msg string) bool) InputOutcome {
+	var created *batchv1.Job
+	err := sandbox.RetryOnQuotaConflict(ctx, func() (err error) {
+		created, err = e.createJobAs(ctx, e.MCP, job(), false)
+		return err
+	})
 	if err != nil {
 		switch {
 		case (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && admission(err.Error()):
