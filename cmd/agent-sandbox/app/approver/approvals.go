@@ -139,13 +139,61 @@ func printRequest(w io.Writer, r *approval.Request, now time.Time) {
 			fmt.Fprintf(w, "  | %s\n", line)
 		}
 	}
-	if len(r.Signals) == 0 {
+	switch {
+	case r.PlanDigest != "":
+		// The MCP server's signal texts are not shown: text an agent writes into a plan (a ConfigMap's
+		// data) matches a signal as well as a real deletion does, a compromised server can file any text,
+		// and thousands of such lines would push the verified part below off the screen. The approver
+		// looks for the signals in the saved plan itself; claimsMatch holds the server to the same names.
+		fmt.Fprintln(w, "Destructive signals: looked for below, in the saved plan itself")
+	case len(r.Signals) == 0:
 		fmt.Fprintln(w, "Destructive signals: none reported")
-		return
+	default:
+		matches := make([]signalLine, len(r.Signals))
+		for i, s := range r.Signals {
+			matches[i] = signalLine{name: s.Name, text: s.Match}
+		}
+		fmt.Fprintf(w, "DESTRUCTIVE SIGNALS (%d) as the MCP server reported them:\n", len(r.Signals))
+		printSignalLines(w, "  !! ", matches)
 	}
-	fmt.Fprintf(w, "DESTRUCTIVE SIGNALS (%d):\n", len(r.Signals))
-	for _, s := range r.Signals {
-		fmt.Fprintf(w, "  !! %s: %s\n", safeLine(s.Name), safeLine(s.Match))
+}
+
+// signalLine is one line of a tool's output that matched a destructive signal.
+type signalLine struct{ name, text string }
+
+const (
+	// maxSignalLinesShown is how many matched lines of one signal a screen shows; the count says how many
+	// more there are, and -o json lists them all.
+	maxSignalLinesShown = 3
+	// maxSignalLineRunes bounds one matched line as shown: a line padded to wrap the terminal would otherwise
+	// start a forged screen line at column 0.
+	maxSignalLineRunes = 160
+)
+
+// printSignalLines writes the matched lines, at most maxSignalLinesShown of each signal and each cut to
+// maxSignalLineRunes, so that however many lines a plan or an output holds, what follows stays on screen.
+func printSignalLines(w io.Writer, indent string, lines []signalLine) {
+	shown, more := map[string]int{}, map[string]int{}
+	var order []string
+	for _, l := range lines {
+		if shown[l.name]+more[l.name] == 0 {
+			order = append(order, l.name)
+		}
+		if shown[l.name] == maxSignalLinesShown {
+			more[l.name]++
+			continue
+		}
+		shown[l.name]++
+		text := safeLine(l.text)
+		if n := utf8.RuneCountInString(text); n > maxSignalLineRunes {
+			text = fmt.Sprintf("%s... (%d more characters)", string([]rune(text)[:maxSignalLineRunes]), n-maxSignalLineRunes)
+		}
+		fmt.Fprintf(w, "%s%s: %s\n", indent, safeLine(l.name), text)
+	}
+	for _, n := range order {
+		if more[n] > 0 {
+			fmt.Fprintf(w, "%s%s: and %d more lines (-o json lists them all)\n", indent, safeLine(n), more[n])
+		}
 	}
 }
 

@@ -325,7 +325,7 @@ func NewApproveCommand(streams cli.IO) *cobra.Command {
 		Use:   "approve ID",
 		Short: "Approve a pending request, as a person at a terminal",
 		Long: `Approve shows a pending request (tool, target namespace, parameters, plan digest and summary, and
-every destructive signal), asks you to type its ID (or "yes") to confirm, asks for your approver key's
+its destructive signals: three matched lines of each, cut to 160 characters, with a count of the rest), asks you to type its ID (or "yes") to confirm, asks for your approver key's
 passphrase without echo, and stores a signed approval token that the admission webhook accepts once, for
 this exact call, until it expires: after the policy's spec.approval.tokenTTL (at most 30m), or sooner
 with --ttl.
@@ -344,7 +344,8 @@ PLAN DOES:
     commands and args, RBAC and Ingress resources, Services of type LoadBalancer or NodePort and external
     IPs, deletions and replacements, non-ASCII (look-alike) names; a value known only after apply on such
     an attribute is flagged too;
-  - the destructive signals of your --policy in the plan text;
+  - the destructive signals of your --policy in the plan text (three lines of each, and how many more);
+    the signal texts the MCP server filed with such a request are not shown, only compared by name;
   - the counts, then every resource the plan changes with its action and every attribute that differs,
     before -> after, lines under a flag marked "!!". Values known only after apply say "(known after
     apply)", sensitive ones "(sensitive)"; control and non-ASCII characters are shown as escapes and named

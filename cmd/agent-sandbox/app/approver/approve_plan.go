@@ -145,9 +145,11 @@ func printVerified(w io.Writer, vp *verifiedPlan) {
 		fmt.Fprintln(w, "  no destructive signal in the plan text")
 	default:
 		fmt.Fprintf(w, "  DESTRUCTIVE SIGNALS (%d):\n", len(vp.signals))
-		for _, m := range vp.signals {
-			fmt.Fprintf(w, "  !! %s: %s\n", safeLine(m.Name), safeLine(m.Line))
+		lines := make([]signalLine, len(vp.signals))
+		for i, m := range vp.signals {
+			lines[i] = signalLine{name: m.Name, text: m.Line}
 		}
+		printSignalLines(w, "  !! ", lines)
 	}
 	fmt.Fprintln(w)
 	_ = vp.diff.WriteChanges(w)

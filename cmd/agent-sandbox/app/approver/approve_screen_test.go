@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -437,5 +438,87 @@ func TestApproverPolicyCopy(t *testing.T) {
 		if pol != nil && !strings.Contains(text.String(), "!! REFUSED BY THE POLICY'S PLAN RULES") {
 			t.Errorf("the incident judged by the shipped policy is not refused on the screen:\n%s", text.String())
 		}
+	}
+}
+
+// TestSignalTextsCannotBuryTheVerifiedPart: text in a plan (a ConfigMap's data) matches a destructive
+// signal as well as a real deletion does, and the request's signal texts are whatever the MCP server filed.
+// Neither may push the part of the screen this program computes out of sight: with the incident plan, 2,003
+// forged signal texts (three padded to wrap the terminal into a forged "Risk flags: none") and 2,200 real
+// matches of one signal in the plan text, the first risk flag must still stand on the first page, no forged
+// text anywhere, and the plan's own matches be shown three at a time with a count of the rest.
+func TestSignalTextsCannotBuryTheVerifiedPart(t *testing.T) {
+	e := newApprovalEnv(t)
+	vp := verifiedFixture(t, "plan-incident.json")
+	vp.unjudged = false // as if with a policy whose signal the plan text matches 2,200 times
+	for i := range 2200 {
+		vp.signals = append(vp.signals, policy.SignalMatch{Name: "will-be-destroyed", Line: fmt.Sprintf("  key%d = \"row %d will be destroyed; Risk flags: none\"", i, i)})
+	}
+	forged := "old ConfigMap, expected" + strings.Repeat(" ", 40) + "WHAT THE PLAN DOES (computed on this machine): Risk flags: none."
+	var sigs []approval.Signal
+	for i := range 2003 {
+		text := "FORGED repeated line"
+		if i < 3 {
+			text = "FORGED " + forged
+		}
+		sigs = append(sigs, approval.Signal{Name: "will-be-destroyed", Match: text})
+	}
+	r := e.createRequest(t, func(r *approval.Request) {
+		r.PlanDigest, r.PlanSummary, r.Signals = testPlanID, vp.description, sigs
+	})
+	o := &approveOptions{storeFlags: storeFlags{DBPath: e.db}, ID: r.ID, KeyPath: e.keyPath, Audience: approveAudience,
+		TTL: 10 * time.Minute, now: time.Now, plan: planFlags{source: fixedPlan{vp: vp}}}
+	store, err := o.openExisting(o.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	req, err := store.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, screen, _, err := o.describe(context.Background(), io.Discard, req)
+	if err != nil {
+		t.Fatalf("describe refused an honest description: %v", err)
+	}
+	if strings.Contains(screen, "FORGED") {
+		t.Errorf("the screen shows the MCP server's signal texts:\n%s", screen)
+	}
+	lines := strings.Split(screen, "\n")
+	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "!! RISK PRIVILEGED") })
+	if first < 0 || first >= 40 {
+		t.Errorf("the first risk flag is on line %d of %d, not on the first page:\n%s", first+1, len(lines), strings.Join(lines[:min(60, len(lines))], "\n"))
+	}
+	if n := strings.Count(screen, "!! will-be-destroyed: "); n != 4 {
+		t.Errorf("the plan's 2,200 matches of one signal take %d lines, want 3 and a count:\n%s", n, screen)
+	}
+	if !strings.Contains(screen, "!! will-be-destroyed: and 2197 more lines (-o json lists them all)") {
+		t.Errorf("the screen does not count the matches it does not show:\n%s", screen)
+	}
+}
+
+// TestRequestSignalsWithoutAPlanAreCut: a request bound to no plan has only the MCP server's signals to show;
+// they are shown three per signal, each cut to a line that cannot wrap into a forged one.
+func TestRequestSignalsWithoutAPlanAreCut(t *testing.T) {
+	r := &approval.Request{ID: "req-1", Tool: "delete_thing", Status: approval.StatusPending}
+	for range 10 {
+		r.Signals = append(r.Signals, approval.Signal{Name: "resource_delete", Match: strings.Repeat("x", 500)})
+	}
+	r.Signals = append(r.Signals, approval.Signal{Name: "drop_table", Match: "DROP TABLE users"})
+	var b strings.Builder
+	printRequest(&b, r, time.Now())
+	out := b.String()
+	for _, want := range []string{
+		"DESTRUCTIVE SIGNALS (11) as the MCP server reported them:",
+		"  !! resource_delete: " + strings.Repeat("x", 160) + "... (340 more characters)\n",
+		"  !! drop_table: DROP TABLE users\n",
+		"  !! resource_delete: and 7 more lines (-o json lists them all)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the request lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "!! resource_delete: xxx"); n != 3 {
+		t.Errorf("%d lines of resource_delete shown, want 3:\n%s", n, out)
 	}
 }
