@@ -166,6 +166,7 @@ func TestApprovalTwoPersonPod(t *testing.T) {
 	f := newTwoPersonFixture(t)
 	j := asServer(t, f.applyJob(t, f.approval(t, f.key, 2), f.approval(t, f.second, 2)))
 	f.c.Cluster = &fakeCluster{jobs: []*batchv1.Job{j}}
+	f.c.Pods = admittedJobs(t, j)
 	r := Request{Operation: "CREATE", User: DefaultJobControllerUsers[0], Namespace: j.Namespace}
 	if _, err := f.c.CheckPod(context.Background(), r, obj(t, podOf(t, j)), nil); err != nil {
 		t.Fatalf("the Pod of a two-approval Job: %v", err)

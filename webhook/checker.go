@@ -41,10 +41,14 @@ type Cluster interface {
 	GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 }
 
-// PodLedger records that a Job has had its one Pod. Like the approval ledger it lives in the API server
-// (ledger.ConfigMapLedger) and is shared by every webhook replica, so two Pods for one Job cannot both be
-// admitted.
+// PodLedger records the Jobs the webhook admitted and that a Job has had its one Pod. Like the approval
+// ledger it lives in the API server (ledger.ConfigMapLedger) and is shared by every webhook replica, so two
+// Pods for one Job cannot both be admitted, and a Job made while no webhook was registered gets no Pod.
 type PodLedger interface {
+	// RecordJob stores that the webhook admitted the Job with this UID.
+	RecordJob(ctx context.Context, job types.UID, expires time.Time) error
+	// JobRecorded reports whether RecordJob stored the Job with this UID.
+	JobRecorded(ctx context.Context, job types.UID) (bool, error)
 	// RecordPod stores that the Job with this UID has had a Pod, or returns ledger.ErrSecondPod.
 	RecordPod(ctx context.Context, job types.UID, expires time.Time) error
 	// PodRecorded reports whether RecordPod stored the Job with this UID: whether the webhook admitted a

@@ -22,6 +22,15 @@ func (failingPodLedger) RecordPod(context.Context, types.UID, time.Time) error {
 	return errors.New("the API server is unavailable")
 }
 
+func (failingPodLedger) RecordJob(context.Context, types.UID, time.Time) error {
+	return errors.New("the API server is unavailable")
+}
+
+// JobRecorded answers from what is already stored: reading works, writing does not.
+func (failingPodLedger) JobRecorded(context.Context, types.UID) (bool, error) {
+	return true, nil
+}
+
 func (failingPodLedger) PodRecorded(context.Context, types.UID) (bool, error) {
 	return false, errors.New("the API server is unavailable")
 }
@@ -50,6 +59,8 @@ func TestCheckPodRefusesOwnerAndLedger(t *testing.T) {
 		{"owner Job not named after its rendering", func(j *batchv1.Job) { j.Name = "as-other" }, nil, "owner-job"},
 		// No record, no Pod: a ledger that cannot record does not let a second Pod through.
 		{"Pod ledger unavailable", nil, failingPodLedger{}, "one-pod-per-job"},
+		// A Job made while no webhook was registered: exact, but its UID is not in the Pod ledger.
+		{"owner Job the webhook never admitted", nil, &memPodLedger{}, "owner-job"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := f.job(t, "k8s_get_pod_status", podParams(), "")
@@ -58,7 +69,7 @@ func TestCheckPodRefusesOwnerAndLedger(t *testing.T) {
 			}
 			j = asServer(t, j)
 			f.c.Cluster = &fakeCluster{jobs: []*batchv1.Job{j}}
-			f.c.Pods = &memPodLedger{}
+			f.c.Pods = admittedJobs(t, j)
 			if tc.ledger != nil {
 				f.c.Pods = tc.ledger
 			}
@@ -93,6 +104,7 @@ func TestCheckPodEvaluatesTheRules(t *testing.T) {
 	f := newFixture(t)
 	j := asServer(t, f.job(t, "k8s_get_pod_status", podParams(), ""))
 	f.c.Cluster = &fakeCluster{jobs: []*batchv1.Job{j}}
+	f.c.Pods = admittedJobs(t, j)
 	f.c.SetPolicy(policyWithRule(t, "deny-renderings", denyRenderings))
 	req := Request{Operation: "CREATE", User: DefaultJobControllerUsers[0], Namespace: j.Namespace}
 	if _, err := f.c.CheckPod(context.Background(), req, obj(t, podOf(t, j)), nil); ruleOf(err) != "deny-renderings" {

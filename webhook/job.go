@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-sandbox/agent-sandbox/cel"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
@@ -102,7 +104,7 @@ func (c *Checker) CheckJob(ctx context.Context, req Request, obj, old object) (*
 	if err := compareJob(obj, full); err != nil {
 		return nil, err
 	}
-	if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, jobName(want)); err != nil {
+	if err := c.admitCall(ctx, req, d, p, inv, token, requestID, head, jobName(want), obj.uid()); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -142,7 +144,7 @@ func pure(vs []cel.Violation) bool {
 // admitCall ends the admission of a call's Job that is exactly its rendering, on either path: it consumes
 // the approval of a tool that needs one, then records the call's audit anchor. Both are the last steps,
 // so a Job refused for anything else burns neither.
-func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *policy.Compiled, inv *policy.Invocation, token, requestID, head, job string) error {
+func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *policy.Compiled, inv *policy.Invocation, token, requestID, head, job, uid string) error {
 	if inv.Tool.RequiresApproval {
 		ids, warn, err := c.checkApproval(ctx, p, inv, token, req.DryRun)
 		if err != nil {
@@ -151,7 +153,32 @@ func (c *Checker) admitCall(ctx context.Context, req Request, d *Decision, p *po
 		d.ApprovalTokenIDs = ids
 		d.Warnings = append(d.Warnings, warn...)
 	}
-	return c.recordAnchor(ctx, req, inv.Tool, requestID, head, job, claimedPod{})
+	if err := c.recordAnchor(ctx, req, inv.Tool, requestID, head, job, claimedPod{}); err != nil {
+		return err
+	}
+	return c.recordJob(ctx, req, uid, inv.Tool.Deadline.Duration)
+}
+
+// recordJob records in the Pod ledger that the webhook admitted the Job of req, unless the request is a
+// dry run, so that CheckPod admits a Pod only for a Job the webhook saw: a Job made while no webhook was
+// registered (an install's gap, a namespace label removed and put back) can be the exact rendering of a
+// call carrying an approval nobody signed, and its Pod, made once the webhook is back, that Job's exact Pod.
+// deadline is how long after its admission the Job may still get its Pod: its active deadline.
+func (c *Checker) recordJob(ctx context.Context, req Request, uid string, deadline time.Duration) error {
+	if req.DryRun {
+		return nil
+	}
+	if c.Pods == nil {
+		return deny(rules.OnePodPerJob, "the webhook has no Pod ledger, so it cannot record that it admitted this Job")
+	}
+	if uid == "" {
+		return deny(rules.OnePodPerJob, "the Job has no UID; the API server gives a new Job one before validating admission")
+	}
+	// The margin covers the Job controller's retries and clocks that differ.
+	if err := c.Pods.RecordJob(ctx, types.UID(uid), c.now().Add(deadline+podLedgerMargin)); err != nil {
+		return deny(rules.OnePodPerJob, "cannot record that the Job was admitted: %v", err)
+	}
+	return nil
 }
 
 func (c *Checker) evaluate(ctx context.Context, p *policy.Compiled, obj object, kind, op string) error {

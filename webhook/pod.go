@@ -59,6 +59,9 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 	if err := runnable(job); err != nil {
 		return nil, err
 	}
+	if err := c.jobAdmitted(ctx, job); err != nil {
+		return nil, err
+	}
 	want, tool, err := expectedOwner(p, job, c.claimKeys())
 	if err != nil {
 		return nil, err
@@ -89,6 +92,24 @@ func (c *Checker) CheckPod(ctx context.Context, req Request, obj, old object) (*
 		}
 	}
 	return &Decision{Tool: tool}, nil
+}
+
+// jobAdmitted checks that the webhook admitted job: its Pod ledger holds the Job's UID (recordJob). The Job
+// controller makes a Job's Pod whenever it can, also long after the Job was made: a Job made while no
+// webhook was registered, with an approval token nobody signed (its signature is checked only when the Job
+// is admitted), would otherwise get its exact Pod, and with it a credential, once the webhook is back.
+func (c *Checker) jobAdmitted(ctx context.Context, job *batchv1.Job) error {
+	if c.Pods == nil {
+		return nil // CheckPod refuses every Pod but a dry run's without a Pod ledger
+	}
+	ok, err := c.Pods.JobRecorded(ctx, job.UID)
+	switch {
+	case err != nil:
+		return deny(rules.OwnerJob, "cannot look up Job %s in the Pod ledger: %v", job.Name, err)
+	case !ok:
+		return deny(rules.OwnerJob, "the webhook never admitted Job %s (its Pod ledger has no entry for UID %s): it was made while no webhook was registered, and gets no Pod", job.Name, job.UID)
+	}
+	return nil
 }
 
 // expectedOwner renders what a Pod's owner Job must be: a call's Job from its declared tool and

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
@@ -87,6 +88,10 @@ func (c *Checker) checkWarmJob(ctx context.Context, p *policy.Compiled, req Requ
 		return nil, err
 	}
 	if err := exactJob(obj, want); err != nil {
+		return nil, err
+	}
+	// A warm Job waits, idle, up to its whole deadline before its claim's call runs.
+	if err := c.recordJob(ctx, req, obj.uid(), time.Duration(ptr.Deref(want.Spec.ActiveDeadlineSeconds, 0))*time.Second); err != nil {
 		return nil, err
 	}
 	return &Decision{Tool: t.Name}, nil

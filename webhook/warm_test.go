@@ -148,6 +148,7 @@ func newWarmFixture(t testing.TB) *warmFixture {
 	f.c.Identities.PoolUsers = []string{testPoolUser}
 	j := asServer(t, f.warmJob(t, warmTestTool, "w0123456789a"))
 	f.c.Cluster = &fakeCluster{jobs: []*batchv1.Job{j}}
+	f.c.Pods = admittedJobs(t, j)
 	w := &warmFixture{fixture: f, job: j, claims: &memClaimLedger{}}
 	f.c.Claims = w.claims
 	w.pod = runningPod(t, j, "a1b2c3d4-0000-4000-8000-000000000001")

@@ -175,7 +175,34 @@ func (l *memAnchorLedger) all() []audit.Anchor {
 }
 
 // memPodLedger is an in-memory Pod ledger for unit tests; the integration tests use ledger.ConfigMapLedger.
-type memPodLedger struct{ memOnce[types.UID] }
+type memPodLedger struct {
+	memOnce[types.UID]
+	jobs memOnce[types.UID]
+}
+
+// admittedJobs is a Pod ledger that holds jobs as admitted by the webhook (recordJob), as the Jobs a test
+// makes as the API server would have them (asServer) were, and no Pod yet.
+func admittedJobs(t testing.TB, jobs ...*batchv1.Job) *memPodLedger {
+	t.Helper()
+	l := &memPodLedger{}
+	for _, j := range jobs {
+		if err := l.RecordJob(context.Background(), j.UID, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func (l *memPodLedger) RecordJob(_ context.Context, job types.UID, _ time.Time) error {
+	_ = l.jobs.record(job, nil)
+	return nil
+}
+
+func (l *memPodLedger) JobRecorded(_ context.Context, job types.UID) (bool, error) {
+	l.jobs.mu.Lock()
+	defer l.jobs.mu.Unlock()
+	return l.jobs.seen[job], nil
+}
 
 func (l *memPodLedger) RecordPod(_ context.Context, job types.UID, _ time.Time) error {
 	return l.record(job, ledger.ErrSecondPod)
@@ -350,6 +377,31 @@ func TestCheckJobGood(t *testing.T) {
 		if d.Tool != tc.tool || len(d.Warnings) != 0 {
 			t.Errorf("decision %+v", d)
 		}
+	}
+}
+
+// TestCheckJobRecordsTheAdmission: an admitted Job's UID is in the Pod ledger (CheckPod admits a Pod only for
+// such a Job); a dry run, and a Job that is refused, record nothing.
+func TestCheckJobRecordsTheAdmission(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	recorded := func() bool {
+		ok, err := f.pods.JobRecorded(ctx, testJobUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if _, err := f.checkJob(t, f.job(t, "k8s_get_pod_status", podParams(), ""), Request{DryRun: true}); err != nil || recorded() {
+		t.Fatalf("dry run: %v, recorded %v; want admitted and not recorded", err, recorded())
+	}
+	bad := f.job(t, "k8s_get_pod_status", podParams(), "")
+	bad.Spec.Template.Spec.Containers[0].Image = "registry.invalid/other:1"
+	if _, err := f.checkJob(t, bad, Request{}); err == nil || recorded() {
+		t.Fatalf("refused Job: %v, recorded %v; want refused and not recorded", err, recorded())
+	}
+	if _, err := f.checkJob(t, f.job(t, "k8s_get_pod_status", podParams(), ""), Request{}); err != nil || !recorded() {
+		t.Fatalf("admitted Job: %v, recorded %v; want admitted and recorded", err, recorded())
 	}
 }
 
@@ -764,6 +816,8 @@ func TestCheckPod(t *testing.T) {
 	j := asServer(t, f.job(t, "k8s_get_pod_status", podParams(), ""))
 	cl := &fakeCluster{jobs: []*batchv1.Job{j}}
 	f.c.Cluster = cl
+	f.pods = admittedJobs(t, j)
+	f.c.Pods = f.pods
 	ctx := context.Background()
 	jc := Request{Operation: "CREATE", User: DefaultJobControllerUsers[0], Namespace: j.Namespace}
 	check := func(r Request, p *corev1.Pod) error {
@@ -780,7 +834,7 @@ func TestCheckPod(t *testing.T) {
 	// the ledger still holds only that first Pod.
 	for _, c := range cases.Pods() {
 		t.Run("corpus/"+c.Name, func(t *testing.T) {
-			f.pods = &memPodLedger{}
+			f.pods = admittedJobs(t, j)
 			f.c.Pods = f.pods
 			if err := f.pods.RecordPod(ctx, j.UID, time.Time{}); err != nil {
 				t.Fatal(err)
@@ -824,7 +878,7 @@ func TestCheckPod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f.pods = &memPodLedger{}
+			f.pods = admittedJobs(t, j)
 			f.c.Pods = f.pods
 			jj := j.DeepCopy()
 			if tt.job != nil {

@@ -114,6 +114,32 @@ func (l *ConfigMapLedger) PodRecorded(ctx context.Context, job types.UID) (bool,
 	return len(list.Items) > 0, nil
 }
 
+// RecordJob stores that the webhook admitted the Job with UID job. A second call for the same UID succeeds:
+// the UID is the API server's, and only a Job that was admitted has one to record.
+func (l *ConfigMapLedger) RecordJob(ctx context.Context, job types.UID, expires time.Time) error {
+	if !uidRE.MatchString(string(job)) {
+		return fmt.Errorf("job UID %q is not a UID", job)
+	}
+	if err := l.create(ctx, "job-"+string(job), expires); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("record the admission of Job %s in the ledger: %w", job, err)
+	}
+	return nil
+}
+
+// JobRecorded reports whether RecordJob stored job: whether the webhook admitted that Job. Like Seen, it
+// lists by name and asks the API server, never a cache.
+func (l *ConfigMapLedger) JobRecorded(ctx context.Context, job types.UID) (bool, error) {
+	if !uidRE.MatchString(string(job)) {
+		return false, fmt.Errorf("job UID %q is not a UID", job)
+	}
+	var list corev1.ConfigMapList
+	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace),
+		client.MatchingFields{"metadata.name": "job-" + string(job)}, client.Limit(1)); err != nil {
+		return false, fmt.Errorf("look up the admission of Job %s in the ledger: %w", job, err)
+	}
+	return len(list.Items) > 0, nil
+}
+
 // RecordClaim stores the request ID of an admitted claim, or returns ErrClaimReplayed.
 func (l *ConfigMapLedger) RecordClaim(ctx context.Context, requestID string, expires time.Time) error {
 	if !approval.ValidRequestID(requestID) {

@@ -67,3 +67,31 @@ func TestConfigMapLedgerPodRecorded(t *testing.T) {
 		t.Error("PodRecorded of a malformed UID succeeded")
 	}
 }
+
+// TestConfigMapLedgerJobRecorded: JobRecorded finds exactly the Jobs RecordJob stored, and recording one
+// twice is no error. (Against a real API server in test/integration's TestWebhookNoPodForAJobMadeInAGap.)
+func TestConfigMapLedgerJobRecorded(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).
+		WithIndex(&corev1.ConfigMap{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	l := &ConfigMapLedger{Client: c, Namespace: "agent-sandbox-system"}
+	ctx := context.Background()
+	const a, b = types.UID("0f6b8a4e-1c2d-4e5f-8a9b-00000000000a"), types.UID("0f6b8a4e-1c2d-4e5f-8a9b-00000000000b")
+	for range 2 {
+		if err := l.RecordJob(ctx, a, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := l.JobRecorded(ctx, a); err != nil || !ok {
+		t.Errorf("JobRecorded(recorded) = %v, %v; want true", ok, err)
+	}
+	if ok, err := l.JobRecorded(ctx, b); err != nil || ok {
+		t.Errorf("JobRecorded(other) = %v, %v; want false", ok, err)
+	}
+	// A Job's admission and its Pod are two entries: one does not stand for the other.
+	if ok, err := l.PodRecorded(ctx, a); err != nil || ok {
+		t.Errorf("PodRecorded of a Job only admitted = %v, %v; want false", ok, err)
+	}
+	if err := l.RecordJob(ctx, "../x", time.Now()); err == nil {
+		t.Error("RecordJob of a malformed UID succeeded")
+	}
+}

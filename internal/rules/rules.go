@@ -122,7 +122,7 @@ var All = []Rule{
 	{JobShape, "The Job's own spec (deadline, backoff, parallelism, …) equals what the policy renders.", 3, EnforcedWebhook},
 	{Immutable, "A sandbox Job or Pod does not change after admission; no finalizer is added.", 3, EnforcedWebhook},
 	{NoOrphans, "A sandbox Job is deleted with its Pod (propagationPolicy Background or Foreground), never orphaning it.", 3, EnforcedWebhook},
-	{OwnerJob, "A sandbox Pod's owner is a live, unsuspended, unfinished Job the policy renders.", 3, EnforcedWebhook},
+	{OwnerJob, "A sandbox Pod's owner is a live, unsuspended, unfinished Job the policy renders and the webhook admitted.", 3, EnforcedWebhook},
 	{OnePodPerJob, "One admitted Job runs one Pod, once, whoever asks for a second.", 3, EnforcedWebhook},
 	{PodBinding, "Only the scheduler binds sandbox Pods to nodes (pods/binding and the legacy bindings resource), and a Binding carries no labels or annotations (the API server would copy them onto the Pod) but the node's topology labels.", 3, EnforcedWebhook},
 	{PodStatus, "A sandbox Pod's status is written by its node's kubelet and the cluster's controllers only, never its metadata.", 3, EnforcedWebhook},
