@@ -23,7 +23,7 @@ import (
 var (
 	// ErrAdmitted: the API server accepted an unsafe Job in the sandbox namespace. The webhook is not
 	// guarding the namespace (its configuration does not select it, or it is not registered at all).
-	ErrAdmitted = errors.New("the API server admitted an unsafe Job")
+	ErrAdmitted = errors.New("the API server admitted an unsafe Job: the webhook does not guard the namespace (does it carry the label agent-sandbox.dev/sandbox=true? are the webhook configurations registered?)")
 	// ErrNotByWebhook: the Job was refused, but not by the webhook (RBAC, a quota, another admission
 	// plugin), so the refusal proves nothing about the webhook.
 	ErrNotByWebhook = errors.New("the Job was refused, but not by the agent-sandbox webhook")

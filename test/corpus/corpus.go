@@ -1,8 +1,9 @@
 // Package corpus is the adversarial admission corpus: one safe sandbox Job and, for every way to break the
 // invariants, one unsafe object or action, each submitted DIRECTLY to the API server (or to Vault) as
 // someone who bypasses the MCP server would — with the MCP server's own identity, as an ordinary `edit`
-// user of the sandbox namespace, as a cluster-wide administrator who is not the chart's identity, or
-// posing as the Job controller. The integration tests run it against a real kube-apiserver and Vault with
+// user of the sandbox namespace, as a cluster-wide administrator who is not the chart's identity (with what
+// admission can decide: its rights to remove the webhook itself are out of reach of any webhook, see
+// docs/admission.md), or posing as the Job controller. The integration tests run it against a real kube-apiserver and Vault with
 // the webhook registered; `make verify` runs the same corpus against the live cluster.
 //
 // The cases that are pure data — unsafe Jobs, Pods, approvals and changes to admitted objects — are declared

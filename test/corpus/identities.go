@@ -19,7 +19,12 @@ type Identities struct {
 	// Admin is the chart's own identity (system:masters): set-up and clean-up only.
 	Admin kubernetes.Interface
 	// Attacker holds every RBAC right in the cluster (cluster-admin through a ClusterRoleBinding) but is
-	// neither the chart's identity nor a controller: nothing stops it but the webhook.
+	// neither the chart's identity nor a controller: what it submits to the sandbox namespace is stopped by
+	// nothing but the webhook. It is not stopped from switching the webhook off: admission never sees a
+	// change to the webhook configurations, and whoever may impersonate the group system:masters or a node,
+	// or write the release namespace (the trusted approver keys), is as trusted as the chart's identity
+	// (docs/admission.md, "Who the webhook cannot stop"). The corpus attacks it with only what admission can
+	// decide.
 	Attacker kubernetes.Interface
 	// Edit is an ordinary user with the built-in edit role in the sandbox namespace.
 	Edit kubernetes.Interface
