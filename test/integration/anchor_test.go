@@ -48,7 +48,7 @@ func TestAuditAnchorsAgainstCluster(t *testing.T) {
 	}
 	direct := newClient(t, api.Config)
 	records := &ledger.ConfigMapLedger{Client: direct, Namespace: ledgerNamespace}
-	checker := &webhook.Checker{Anchors: records, AnchorRetention: time.Hour}
+	checker := &webhook.Checker{Anchors: records, Pods: records, AnchorRetention: time.Hour}
 	checker.SetPolicy(p)
 	const mcpUser = "system:serviceaccount:agent-sandbox:agent-sandbox-mcp"
 
