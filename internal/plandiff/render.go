@@ -36,10 +36,12 @@ func (r *Report) WriteChanges(w io.Writer) error {
 func (r *Report) writeFlags(w *bufio.Writer) {
 	if len(r.Flags) == 0 {
 		fmt.Fprintln(w, "Risk flags: none. Checked: deletions, replacements, RBAC and Ingress resources; privileged, host")
-		fmt.Fprintln(w, "  namespaces, host paths and ports, root, capabilities, service-account tokens and names, Secrets in")
-		fmt.Fprintln(w, "  env or volumes, images, commands and args, executable volume files, mount paths, probe and hook hosts, security")
-		fmt.Fprintln(w, "  profiles, pod labels and annotations known only after apply, exposed Services, look-alike names,")
-		fmt.Fprintln(w, "  values too long to show whole, ConfigMap data binary or known only after apply.")
+		fmt.Fprintln(w, "  namespaces, host paths and ports, root, capabilities added or not dropped, service-account tokens and")
+		fmt.Fprintln(w, "  names, Secrets in env or volumes, images, commands and args, executable volume files, mount paths, probe")
+		fmt.Fprintln(w, "  and hook hosts, security profiles, node placement and priority, DNS and hosts entries, shared process")
+		fmt.Fprintln(w, "  namespaces, Service selectors, pod labels changed or known only after apply, annotations known only after apply,")
+		fmt.Fprintln(w, "  exposed Services, look-alike names, values too long to show whole, ConfigMap data binary or known only after")
+		fmt.Fprintln(w, "  apply.")
 		return
 	}
 	var names []string

@@ -50,6 +50,9 @@ type rule struct {
 	// unknownOnly rules flag an attribute only when its value as a whole is known only after apply (a
 	// dynamic metadata block over a value computed at apply); risky is not asked.
 	unknownOnly bool
+	// updateOnly rules flag a known value only when the change updates the resource in place: on a create
+	// or a replacement every value is new, and the change is flagged or shown as such.
+	updateOnly bool
 }
 
 // rules are the attribute checks. The kubernetes provider (hashicorp/kubernetes v1.13.4) writes 0 for an
@@ -97,6 +100,17 @@ var rules = []rule{
 	{id: "unknown_config", key: "", prefix: true, under: "data", resource: "kubernetes_config_map", why: "a file of the ConfigMap (a script a workload runs): this screen cannot show what it will hold", unknownOnly: true},
 	{id: "unknown_config", key: "", prefix: true, under: "binary_data", resource: "kubernetes_config_map", why: "a file of the ConfigMap (a script a workload runs): this screen cannot show what it will hold", unknownOnly: true},
 	{id: "binary_data", key: "binary_data", resource: "kubernetes_config_map", why: "files given as base64: this screen shows them encoded, not what they hold (a script a workload runs)", risky: nonEmpty},
+	{id: "placement", key: "node_name", why: "binds the pod to this node, past the scheduler and the taints that keep workloads off a node (the control plane)", risky: nonEmpty},
+	{id: "placement", key: "toleration", why: "lets the pod run on nodes tainted to keep workloads off them (the control plane), or stay on a node being drained", risky: nonEmpty},
+	{id: "placement", key: "node_selector", why: "chooses the nodes the pod runs on (the control plane, the nodes of other tenants)", risky: nonEmpty},
+	{id: "placement", key: "affinity", why: "chooses the nodes the pod runs on, or the pods it runs beside", risky: nonEmpty},
+	{id: "placement", key: "priority_class_name", why: "a higher priority preempts other pods on a full node and is evicted last (system-node-critical is the kubelet's own)", risky: nonEmpty},
+	{id: "placement", key: "host_aliases", why: "adds lines to the pod's /etc/hosts: a name (the Vault server, the API server) resolves to another address", risky: nonEmpty},
+	{id: "placement", key: "dns_config", why: "the pod's DNS servers and search domains: a name (the Vault server, the API server) may resolve to another address", risky: nonEmpty},
+	{id: "placement", key: "dns_policy", why: "the pod leaves the cluster's DNS: its dns_config alone says what every name resolves to", risky: oneOf("None")},
+	{id: "placement", key: "share_process_namespace", why: "the pod's containers see and signal each other's processes and reach their files through /proc/<pid>/root", risky: isTrue},
+	{id: "selector", key: "selector", under: "spec", resource: "kubernetes_service", why: "the Service sends its traffic to the pods these labels select: another workload may now get it", risky: always},
+	{id: "selector", key: "labels", under: "template", why: "the pod's labels: the Services and network policies that select pods by label now select these, or no longer do", risky: always, valueOnly: true, updateOnly: true},
 	{id: "look_alike", key: "name", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
 	{id: "look_alike", key: "namespace", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
 	{id: "look_alike", key: "generate_name", why: "a name with non-ASCII characters can look like another", risky: nonASCIIString, valueOnly: true},
@@ -115,11 +129,11 @@ var resourceRules = map[string]struct{ id, why string }{
 // severity orders the flags on the screen, the worst first: what gives a workload the node, then what
 // destroys, then identities, credentials and RBAC, then exposure, then what code runs, then names.
 var severity = []string{
-	"privileged", "host_path", "host_pid", "host_network", "host_ipc", "capabilities_add", "allow_privilege_escalation",
-	"run_as_root", "run_as_non_root_off", "host_port", "probe_host", "sysctl", "selinux", "unconfined_profile", "pod_metadata",
+	"privileged", "host_path", "host_pid", "host_network", "host_ipc", "capabilities_add", "capabilities_drop", "allow_privilege_escalation",
+	"run_as_root", "run_as_non_root_off", "host_port", "probe_host", "sysctl", "selinux", "unconfined_profile", "placement", "pod_metadata",
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
-	"ingress", "service_exposed", "external_ips",
+	"ingress", "service_exposed", "external_ips", "selector",
 	"hidden", "cut", "unknown_config", "binary_data", "image", "command", "args", "executable_volume", "volume_mount", "volume_source",
 	"look_alike",
 }
@@ -180,7 +194,8 @@ func flagsOf(c *Change, before, after val) []Flag {
 	}
 	f := &flagger{change: c, address: addr}
 	f.walk(nil, before, after)
-	return append(append(append(out, rootByOmission(c, addr)...), f.out...), cutValues(c, addr)...)
+	out = append(append(out, rootByOmission(c, addr)...), capabilitiesKept(c, addr)...)
+	return append(append(out, f.out...), cutValues(c, addr)...)
 }
 
 // cutValues flags every string the change sets that is longer than the screen shows (MaxStringBytes): what
@@ -281,6 +296,7 @@ func (f *flagger) check(path Path, key string, b, a val) {
 				f.add(path, r.id, r.why, b, a, true)
 			}
 		case unknown && r.valueOnly:
+		case r.updateOnly && (!f.change.Has("update") || f.change.IsReplace()):
 		case unknown:
 			f.add(path, r.id, r.why, b, a, true)
 		case r.nullIsRisky && r.risky(a) && (nullAppears || !same(b, a)):
@@ -308,41 +324,82 @@ func always(val) bool    { return true }
 // isZeroOrNull: an attribute the plan sets to 0, or leaves null in a block it sets (the provider applies 0).
 func isZeroOrNull(a val) bool { return isZero(a) || (a.present && a.v == nil) }
 
+// containersOf calls fn for every container and init container of the change's pod specs (not those known
+// only after apply as a whole), with the same container of Before where Before has one at that path.
+func containersOf(c *Change, fn func(path Path, spec, ctr, beforeSpec, beforeCtr any, hasBefore bool)) {
+	var pods []pod
+	findPods(c.After, nil, &pods)
+	for _, p := range pods {
+		if p.poisoned {
+			continue
+		}
+		bp, hasPod := configAt(c.Before, p.path)
+		for _, k := range []string{"init_container", "container"} {
+			list, _ := p.spec[k].([]any)
+			for i, ctr := range list {
+				var bc any
+				hasBefore := false
+				if hasPod {
+					bc, hasBefore = configAt(bp, []any{k, i})
+				}
+				fn(append(Path(slices.Clip(p.path)), k, i), p.spec, ctr, bp, bc, hasBefore)
+			}
+		}
+	}
+}
+
 // rootByOmission flags every container of the change's pod specs to which no security_context gives a user
 // (neither its own run_as_user nor its pod's): it runs as its image's user, root in most images, and no
 // attribute says so, so no attribute rule can flag it. It is flagged where the plan makes it so: a new
 // container, or one that had a user before.
 func rootByOmission(c *Change, addr string) []Flag {
-	var pods []pod
-	findPods(c.After, nil, &pods)
 	var out []Flag
-	for _, p := range pods {
-		if p.poisoned {
-			continue
+	containersOf(c, func(path Path, spec, ctr, beforeSpec, beforeCtr any, hasBefore bool) {
+		if _, set := userOf(spec, ctr); set {
+			return
 		}
-		for _, k := range []string{"init_container", "container"} {
-			list, _ := p.spec[k].([]any)
-			for i, ctr := range list {
-				if _, set := userOf(p.spec, ctr); set {
-					continue
-				}
-				path := append(Path(slices.Clip(p.path)), k, i)
-				b := val{}
-				if bp, ok := configAt(c.Before, p.path); ok {
-					if bc, ok := configAt(bp, []any{k, i}); ok {
-						u, set := userOf(bp, bc)
-						if !set {
-							continue // it ran as its image's user before too
-						}
-						b = val{v: u, present: true}
-					}
-				}
-				out = append(out, Flag{Rule: "run_as_root", Address: addr, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
-					After: "(no user)", Why: "no security_context gives the container a user: it runs as its image's user, root in most images", path: path})
+		b := val{}
+		if hasBefore {
+			u, set := userOf(beforeSpec, beforeCtr)
+			if !set {
+				return // it ran as its image's user before too
 			}
+			b = val{v: u, present: true}
 		}
-	}
+		out = append(out, Flag{Rule: "run_as_root", Address: addr, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
+			After: "(no user)", Why: "no security_context gives the container a user: it runs as its image's user, root in most images", path: path})
+	})
 	return out
+}
+
+// capabilitiesKept flags every container whose security_context does not drop ALL capabilities where the
+// plan makes it so (a new container, or one that dropped ALL before): it keeps the runtime's default
+// capabilities, and a block or a list element left out is no attribute an attribute rule sees.
+func capabilitiesKept(c *Change, addr string) []Flag {
+	var out []Flag
+	containersOf(c, func(path Path, _, ctr, _, beforeCtr any, hasBefore bool) {
+		if dropsAll(ctr) || (hasBefore && !dropsAll(beforeCtr)) {
+			return
+		}
+		b := val{}
+		if hasBefore {
+			b = val{v: []any{"ALL"}, present: true}
+		}
+		after := "(ALL not dropped)"
+		if d, ok := configAt(ctr, []any{"security_context", 0, "capabilities", 0, "drop"}); ok {
+			after = show(val{v: d, present: true}, maxFlagStringBytes, maxFlagValueBytes)
+		}
+		out = append(out, Flag{Rule: "capabilities_drop", Address: addr, Path: path.String(), Before: show(b, maxFlagStringBytes, maxFlagValueBytes),
+			After: after, Why: "capabilities.drop does not hold \"ALL\": the container keeps the runtime's default capabilities (NET_RAW, CHOWN, DAC_OVERRIDE, SETUID, …)", path: path})
+	})
+	return out
+}
+
+// dropsAll reports whether a container's security_context drops ALL capabilities.
+func dropsAll(ctr any) bool {
+	d, _ := configAt(ctr, []any{"security_context", 0, "capabilities", 0, "drop"})
+	l, _ := d.([]any)
+	return slices.Contains(l, any("ALL"))
 }
 
 // userOf is the run_as_user a container runs with, from its own security_context or else its pod's; set is

@@ -77,6 +77,8 @@ func TestRiskFlags(t *testing.T) {
 				change("kubernetes_deployment.hidden", "kubernetes_deployment", `["create"]`,
 					`"before":null,"after":{"spec":[{"template":[{"spec":[{"container":[{"name":"c"}]}]}]}]},"after_unknown":{"spec":[{"template":[{"metadata":true}]}]}`)},
 			want: []string{
+				"capabilities_drop kubernetes_deployment.shadow " + podPathPrefix + "container[0]: (none) -> (ALL not dropped)",
+				"capabilities_drop kubernetes_deployment.hidden " + podPathPrefix + "container[0]: (none) -> (ALL not dropped)",
 				"run_as_root " + dep + " " + podPathPrefix + "container[0]: 65532 -> (no user)",
 				"run_as_root kubernetes_deployment.shadow " + podPathPrefix + "container[0]: (none) -> (no user)",
 				"run_as_root kubernetes_deployment.hidden " + podPathPrefix + "container[0]: (none) -> (no user)",
@@ -103,6 +105,7 @@ func TestRiskFlags(t *testing.T) {
 			want: []string{
 				"host_pid " + dep + " " + podPathPrefix + "host_pid: (none) -> true",
 				"capabilities_add " + dep + " " + podPathPrefix + `container[0].security_context[0].capabilities[0].add: (none) -> ["NET_ADMIN"]`,
+				"capabilities_drop " + dep + " " + podPathPrefix + "container[0]: (none) -> (ALL not dropped)",
 				"allow_privilege_escalation " + dep + " " + podPathPrefix + "container[0].security_context[0].allow_privilege_escalation: (none) -> true",
 				"run_as_root " + dep + " " + podPathPrefix + "container[0].security_context[0].run_as_user: (none) -> 0",
 				"host_port " + dep + " " + podPathPrefix + "container[0].port[0].host_port: (none) -> 8080",
@@ -226,6 +229,68 @@ func TestRiskFlags(t *testing.T) {
 			changes: []string{change("kubernetes_config_map.cgi", "kubernetes_config_map", `["create"]`,
 				`"before":null,"after":{"data":{"x":"#!/bin/sh"}},"after_sensitive":{"data":{"x":true}}`)},
 			want: []string{`hidden kubernetes_config_map.cgi data.x: (none) -> (sensitive)`},
+		},
+		{
+			// Found in review (2026-12-06): each passed with "Risk flags: none" (review case u2-web-placement).
+			name: "pod placement, priority, DNS and process namespace",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+podJSON(`"node_name":"","toleration":[],"node_selector":{},"affinity":[],"priority_class_name":"","host_aliases":[],"dns_config":[],"dns_policy":"ClusterFirst","share_process_namespace":false,"container":[{"name":"c"}]`)+
+					`,"after":`+podJSON(`"node_name":"cp-1","toleration":[{"operator":"Exists"}],"node_selector":{"node-role.kubernetes.io/control-plane":""},"affinity":[{"node_affinity":[{"required_during_scheduling_ignored_during_execution":[{"node_selector_term":[{"match_expressions":[{"key":"kubernetes.io/hostname","operator":"In","values":["cp-1"]}]}]}]}]}],"priority_class_name":"system-node-critical","host_aliases":[{"ip":"10.0.0.66","hostnames":["vault.vault.svc"]}],"dns_config":[{"nameservers":["10.0.0.66"]}],"dns_policy":"None","share_process_namespace":true,"container":[{"name":"c"}]`))},
+			want: []string{
+				"placement " + dep + " " + podPathPrefix + `affinity: [] -> [{node_affinity = [{required_during_scheduling_ignored_during_execution = [{node_selector_term = [{match_expressions = [{key = "kubernetes.io/hostname", operator = "In", values = ["cp-1"]}]}]}]}]}]`,
+				"placement " + dep + " " + podPathPrefix + `dns_config: [] -> [{nameservers = ["10.0.0.66"]}]`,
+				"placement " + dep + " " + podPathPrefix + `dns_policy: "ClusterFirst" -> "None"`,
+				"placement " + dep + " " + podPathPrefix + `host_aliases: [] -> [{hostnames = ["vault.vault.svc"], ip = "10.0.0.66"}]`,
+				"placement " + dep + " " + podPathPrefix + `node_name: "" -> "cp-1"`,
+				"placement " + dep + " " + podPathPrefix + `node_selector: {} -> {["node-role.kubernetes.io/control-plane"] = ""}`,
+				"placement " + dep + " " + podPathPrefix + `priority_class_name: "" -> "system-node-critical"`,
+				"placement " + dep + " " + podPathPrefix + `share_process_namespace: false -> true`,
+				"placement " + dep + " " + podPathPrefix + `toleration: [] -> [{operator = "Exists"}]`,
+			},
+		},
+		{
+			name: "an unchanged or harmless placement is not flagged",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+podJSON(`"node_name":"","toleration":[],"node_selector":{"pool":"web"},"dns_policy":"ClusterFirst","share_process_namespace":false,"container":[{"name":"c"}]`)+
+					`,"after":`+podJSON(`"node_name":null,"toleration":[],"node_selector":{"pool":"web"},"dns_policy":"Default","share_process_namespace":false,"container":[{"name":"c"}]`))},
+			want: nil,
+		},
+		{
+			// Found in review (2026-12-06): plan-no-added-capabilities looks only at add.
+			name: "capabilities no longer dropped, by an emptied list, a block left out, a container added",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+podJSON(`"container":[{"name":"a","security_context":[{"capabilities":[{"drop":["ALL"]}]}]},{"name":"b","security_context":[{"capabilities":[{"drop":["ALL"]}]}]},{"name":"c","security_context":[]}]`)+
+					`,"after":`+podJSON(`"init_container":[{"name":"i","security_context":[{"capabilities":[{"drop":["ALL"]}]}]}],"container":[{"name":"a","security_context":[{"capabilities":[{"drop":["NET_RAW"]}]}]},{"name":"b","security_context":[{"capabilities":[]}]},{"name":"c","security_context":[]},{"name":"d"}]`))},
+			want: []string{
+				"capabilities_drop " + dep + " " + podPathPrefix + `container[0]: ["ALL"] -> ["NET_RAW"]`,
+				"capabilities_drop " + dep + " " + podPathPrefix + `container[1]: ["ALL"] -> (ALL not dropped)`,
+				"capabilities_drop " + dep + " " + podPathPrefix + `container[3]: (none) -> (ALL not dropped)`,
+				"run_as_root " + dep + " " + podPathPrefix + `init_container[0]: (none) -> (no user)`,
+				"run_as_root " + dep + " " + podPathPrefix + `container[3]: (none) -> (no user)`,
+			},
+		},
+		{
+			// Found in review (2026-12-06): a Service's selector, or a pod's labels, redirect traffic (review case
+			// u1-service-selector). A pod template's labels on a create or a replacement are new with the rest.
+			name: "Service selector and pod template labels",
+			changes: []string{
+				change("kubernetes_service.web", "kubernetes_service", `["update"]`,
+					`"before":{"spec":[{"type":"ClusterIP","selector":{"app":"web"}}]},"after":{"spec":[{"type":"ClusterIP","selector":{"app":"shadow"}}]}`),
+				change("kubernetes_service.new", "kubernetes_service", `["create"]`,
+					`"before":null,"after":{"spec":[{"type":"ClusterIP","selector":{"app":"web"}}]}`),
+				change(dep, "kubernetes_deployment", `["update"]`,
+					`"before":{"spec":[{"template":[{"metadata":[{"labels":{"app":"web"}}],"spec":[{"container":[{"name":"c"}]}]}]}]}`+
+						`,"after":{"spec":[{"template":[{"metadata":[{"labels":{"app":"web","vault-client":"true"}}],"spec":[{"container":[{"name":"c"}]}]}]}]}`),
+				change("kubernetes_deployment.replaced", "kubernetes_deployment", `["delete","create"]`,
+					`"before":{"spec":[{"template":[{"metadata":[{"labels":{"track":"stable"}}],"spec":[{"container":[{"name":"c"}]}]}]}]}`+
+						`,"after":{"spec":[{"template":[{"metadata":[{"labels":{"track":"canary"}}],"spec":[{"container":[{"name":"c"}]}]}]}]}`),
+			},
+			want: []string{
+				"replace kubernetes_deployment.replaced : exists -> destroyed and created again",
+				`selector kubernetes_service.web spec[0].selector: {app = "web"} -> {app = "shadow"}`,
+				`selector kubernetes_service.new spec[0].selector: (none) -> {app = "web"}`,
+				"selector " + dep + " spec[0].template[0].metadata[0].labels: {app = \"web\"} -> {app = \"web\", vault-client = \"true\"}",
+			},
 		},
 	}
 	for _, tt := range tests {

@@ -167,11 +167,11 @@ func TestShippedPlanRules(t *testing.T) {
 			c["name"] = "init"
 			c["security_context"] = []any{map[string]any{"privileged": true, "run_as_user": 65532}}
 			podSpec(after(d))["init_container"] = []any{c}
-		}, []string{"plan-command-pinned", "plan-mounts-pinned", "plan-no-privileged"}},
+		}, []string{"plan-capabilities-dropped", "plan-command-pinned", "plan-mounts-pinned", "plan-no-privileged"}},
 		{"containers known only after apply", func(d map[string]any) {
 			delete(podSpec(after(d)), "container")
 			podSpec(change(d)["after_unknown"])["container"] = true
-		}, []string{"plan-allowed-images", "plan-command-pinned", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
+		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-pinned", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
 		{"RBAC", func(d map[string]any) {
 			rc := d["resource_changes"].([]any)[0].(map[string]any)
 			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
@@ -190,7 +190,7 @@ func TestShippedPlanRules(t *testing.T) {
 				delete(podSpec(v), "security_context")
 				delete(container(v), "security_context")
 			}
-		}, []string{"plan-no-root-user"}},
+		}, []string{"plan-capabilities-dropped", "plan-no-root-user"}},
 		{"executable config map volume", func(d map[string]any) {
 			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "cgi",
 				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0755", "items": []any{}}}})
@@ -261,7 +261,7 @@ func TestShippedPlanRules(t *testing.T) {
 			delete(podSpec(after(d)), "node_name")
 			podSpec(change(d)["after_unknown"])["node_name"] = true
 			delete(config(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["template"].([]any)[0].(map[string]any), "spec")
-		}, []string{"plan-pods-known-at-plan"}},
+		}, []string{"plan-no-node-placement", "plan-pods-known-at-plan"}},
 		{"pod template metadata known only after apply", func(d map[string]any) {
 			tmpl := after(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["template"].([]any)[0].(map[string]any)
 			delete(tmpl, "metadata")
@@ -280,6 +280,43 @@ func TestShippedPlanRules(t *testing.T) {
 			change(d)["after_sensitive"] = map[string]any{"spec": []any{map[string]any{"template": []any{map[string]any{
 				"metadata": []any{map[string]any{"annotations": true}}}}}}}
 		}, []string{"plan-pods-known-at-plan"}},
+		// Found in review (2026-12-06): pod placement and priority, and capabilities not dropped, passed every
+		// rule. The demo sets none of node_name, toleration and priority_class_name, and drops ALL.
+		{"node named", func(d map[string]any) {
+			podSpec(after(d))["node_name"] = "cp-1"
+			delete(podSpec(change(d)["after_unknown"]), "node_name") // set by the configuration, known at plan
+		}, []string{"plan-no-node-placement"}},
+		{"control-plane taint tolerated", func(d map[string]any) {
+			podSpec(after(d))["toleration"] = []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}}
+		}, []string{"plan-no-node-placement"}},
+		{"every taint tolerated", func(d map[string]any) {
+			podSpec(after(d))["toleration"] = []any{map[string]any{"operator": "Exists"}}
+		}, []string{"plan-no-node-placement"}},
+		{"toleration known only after apply", func(d map[string]any) {
+			podSpec(after(d))["toleration"] = nil
+			podSpec(change(d)["after_unknown"])["toleration"] = true
+		}, []string{"plan-no-node-placement", "plan-pods-known-at-plan"}},
+		{"priority class", func(d map[string]any) { podSpec(after(d))["priority_class_name"] = "system-node-critical" }, []string{"plan-no-node-placement"}},
+		// Flagged on the approval screen, not refused: without a toleration a node selector cannot reach a
+		// tainted node.
+		{"node selector", func(d map[string]any) {
+			podSpec(after(d))["node_selector"] = map[string]any{"node-role.kubernetes.io/control-plane": ""}
+		}, nil},
+		{"capabilities no longer dropped", func(d map[string]any) {
+			securityContext(after(d))["capabilities"].([]any)[0].(map[string]any)["drop"] = nil
+		}, []string{"plan-capabilities-dropped"}},
+		{"capabilities block left out", func(d map[string]any) {
+			securityContext(after(d))["capabilities"] = []any{}
+			securityContext(change(d)["after_unknown"])["capabilities"] = []any{}
+		}, []string{"plan-capabilities-dropped"}},
+		{"only NET_RAW dropped", func(d map[string]any) {
+			securityContext(after(d))["capabilities"].([]any)[0].(map[string]any)["drop"] = []any{"NET_RAW"}
+		}, []string{"plan-capabilities-dropped"}},
+		{"container security_context left out", func(d map[string]any) {
+			for _, v := range []any{after(d), change(d)["after_unknown"]} {
+				delete(container(v), "security_context")
+			}
+		}, []string{"plan-capabilities-dropped"}},
 		{"external IPs", func(d map[string]any) {
 			svc := d["resource_changes"].([]any)[1].(map[string]any)
 			ch := svc["change"].(map[string]any)
