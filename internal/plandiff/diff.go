@@ -62,6 +62,7 @@ type Attribute struct {
 // Diff computes the report of a plan: every change but no-ops, every differing attribute, every risk flag.
 func Diff(p *Plan) *Report {
 	r := &Report{Flags: []Flag{}, Resources: []Resource{}}
+	services := existingServices(p)
 	for i := range p.Changes {
 		c := &p.Changes[i]
 		if c.IsNoOp() {
@@ -82,7 +83,7 @@ func Diff(p *Plan) *Report {
 		before := root(c.Before, c.BeforeSensitive, nil)
 		after := root(c.After, c.AfterSensitive, c.AfterUnknown)
 		d.walk(nil, before, after)
-		flags := flagsOf(c, before, after)
+		flags := append(flagsOf(c, before, after), joinsServices(services, c, screen.ASCII(c.Address))...)
 		for k := range d.out {
 			for _, f := range flags {
 				if f.path != nil && d.out[k].path.hasPrefix(f.path) {

@@ -39,7 +39,8 @@ func (r *Report) writeFlags(w *bufio.Writer) {
 		fmt.Fprintln(w, "  namespaces, host paths and ports, root, capabilities added or not dropped, service-account tokens and")
 		fmt.Fprintln(w, "  names, Secrets in env or volumes, images, commands and args, executable volume files, mount paths, probe")
 		fmt.Fprintln(w, "  and hook hosts, security profiles, node placement and priority, DNS and hosts entries, shared process")
-		fmt.Fprintln(w, "  namespaces, Service selectors, pod labels changed or known only after apply, annotations known only after apply,")
+		fmt.Fprintln(w, "  namespaces, Service selectors, pods joining a Service of the workspace, pod labels changed or known only after")
+		fmt.Fprintln(w, "  apply, annotations known only after apply,")
 		fmt.Fprintln(w, "  exposed Services, look-alike names, values too long to show whole, ConfigMap data binary or known only after")
 		fmt.Fprintln(w, "  apply.")
 		return

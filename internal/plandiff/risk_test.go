@@ -292,6 +292,27 @@ func TestRiskFlags(t *testing.T) {
 				"selector " + dep + " spec[0].template[0].metadata[0].labels: {app = \"web\"} -> {app = \"web\", vault-client = \"true\"}",
 			},
 		},
+		{
+			// Found in review (2026-12-06): a new workload whose pods carry an existing Service's labels takes
+			// a share of its traffic, though the Service, unchanged, shows nothing. Not flagged: the same
+			// labels in another namespace, and the workload that served the Service before its replacement.
+			name: "new pods join an existing Service",
+			changes: []string{
+				change("kubernetes_service.web", "kubernetes_service", `["no-op"]`,
+					`"before":{"metadata":[{"namespace":"demo-app"}],"spec":[{"selector":{"app":"web"}}]},"after":{"metadata":[{"namespace":"demo-app"}],"spec":[{"selector":{"app":"web"}}]}`),
+				change("kubernetes_deployment.shadow", "kubernetes_deployment", `["create"]`,
+					`"before":null,"after":{"metadata":[{"namespace":"demo-app"}],"spec":[{"template":[{"metadata":[{"labels":{"app":"web","track":"x"}}],"spec":[{"container":[{"name":"c","security_context":[{"run_as_user":1,"capabilities":[{"drop":["ALL"]}]}]}]}]}]}]}`),
+				change("kubernetes_deployment.elsewhere", "kubernetes_deployment", `["create"]`,
+					`"before":null,"after":{"metadata":[{"namespace":"other"}],"spec":[{"template":[{"metadata":[{"labels":{"app":"web"}}],"spec":[{"container":[{"name":"c","security_context":[{"run_as_user":1,"capabilities":[{"drop":["ALL"]}]}]}]}]}]}]}`),
+				change(dep, "kubernetes_deployment", `["delete","create"]`,
+					`"before":{"metadata":[{"namespace":"demo-app"}],"spec":[{"template":[{"metadata":[{"labels":{"app":"web"}}],"spec":[{"container":[{"name":"c","security_context":[{"run_as_user":1,"capabilities":[{"drop":["ALL"]}]}]}]}]}]}]}`+
+						`,"after":{"metadata":[{"namespace":"demo-app"}],"spec":[{"template":[{"metadata":[{"labels":{"app":"web"}}],"spec":[{"container":[{"name":"c","security_context":[{"run_as_user":1,"capabilities":[{"drop":["ALL"]}]}]}]}]}]}]}`),
+			},
+			want: []string{
+				"replace " + dep + " : exists -> destroyed and created again",
+				"selector kubernetes_deployment.shadow spec[0].template[0].metadata[0].labels: (not selected) -> selected by kubernetes_service.web",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

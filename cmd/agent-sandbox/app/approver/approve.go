@@ -342,7 +342,9 @@ PLAN DOES:
     PID, IPC and ports, root (run_as_user 0, which the provider writes when it is left out, and
     run_as_non_root false), service-account tokens and names, Secrets into env or volumes, images,
     commands and args, RBAC and Ingress resources, Services of type LoadBalancer or NodePort and external
-    IPs, deletions and replacements, non-ASCII (look-alike) names; a value known only after apply on such
+    IPs, Service selectors, pod labels and new pods that an existing Service of the workspace selects,
+    node placement and priority, DNS and hosts entries, capabilities not dropped, deletions and
+    replacements, non-ASCII (look-alike) names; a value known only after apply on such
     an attribute is flagged too;
   - the destructive signals of your --policy in the plan text (three lines of each, and how many more);
     the signal texts the MCP server filed with such a request are not shown, only compared by name;
