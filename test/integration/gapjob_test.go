@@ -32,19 +32,7 @@ func TestWebhookNoPodForAJobMadeInAGap(t *testing.T) {
 	ns := env.corpus.Namespace()
 	admin := env.corpus.Admin
 
-	label := func(value string) {
-		patch := `{"metadata":{"labels":{"agent-sandbox.dev/sandbox":` + value + `}}}`
-		if _, err := admin.CoreV1().Namespaces().Patch(ctx, ns, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatalf("set the sandbox namespace's label to %s: %v", value, err)
-		}
-	}
-	label("null")
-	restored := false
-	defer func() {
-		if !restored {
-			label(`"true"`)
-		}
-	}()
+	restore := env.openGap(t)
 	q, err := admin.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "hold-pods"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -62,8 +50,7 @@ func TestWebhookNoPodForAJobMadeInAGap(t *testing.T) {
 	// The Job controller tries, and the quota refuses the Pod, while no webhook looks.
 	quotaRefused := waitForJobEvent(t, ctx, env, job.Name, "exceeded quota")
 	t.Logf("in the gap: %s", quotaRefused)
-	label(`"true"`)
-	restored = true
+	restore()
 	if err := admin.CoreV1().ResourceQuotas(ns).Delete(ctx, q.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete the quota once the webhook is back: %v", err)
 	}
