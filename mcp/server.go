@@ -59,14 +59,35 @@ func NewServer(svc Service, version string, log *slog.Logger) (*sdk.Server, erro
 		Name: service.ToolApprovalStatus, Title: "Approval status",
 		Description: "Read the state of an approval request (pending, granted, denied, consumed, expired). Read-only: it cannot approve.",
 		Annotations: &sdk.ToolAnnotations{Title: "Approval status", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f},
-	}, func(ctx context.Context, _ *sdk.CallToolRequest, in service.ApprovalStatusInput) (*sdk.CallToolResult, service.ApprovalStatusOutput, error) {
-		out, err := svc.ApprovalStatus(ctx, in)
+	}, func(ctx context.Context, req *sdk.CallToolRequest, in service.ApprovalStatusInput) (*sdk.CallToolResult, service.ApprovalStatusOutput, error) {
+		out, err := svc.ApprovalStatus(service.WithClient(ctx, clientID(req)), in)
 		if err != nil {
 			return nil, service.ApprovalStatusOutput{}, errors.New(errorText(err))
 		}
 		return nil, *out, nil
 	})
+	known := map[string]bool{service.ToolApprovalStatus: true}
+	for _, t := range tools {
+		known[t.Name] = true
+	}
+	s.AddReceivingMiddleware(auditUnknownTools(svc, known))
 	return s, nil
+}
+
+// auditUnknownTools records a call of a tool the server does not offer before the SDK refuses it (a protocol
+// error, as MCP asks): the service's one call path audits it as refused by the policy and charges the
+// client's budget, so an agent trying kubectl_exec or approve, once or a thousand times, is on record.
+func auditUnknownTools(svc Service, known map[string]bool) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if call, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && call.Params != nil && !known[call.Params.Name] {
+				var args map[string]any
+				_ = json.Unmarshal(call.Params.Arguments, &args) // not an object: the call is recorded without them
+				_, _ = svc.Call(service.WithClient(ctx, clientID(call)), call.Params.Name, args, nil)
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // annotations are the policy's hints in MCP's words.

@@ -13,6 +13,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
+	"github.com/agent-sandbox/agent-sandbox/internal/audit"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/service"
 	"github.com/agent-sandbox/agent-sandbox/internal/toolrun"
@@ -246,5 +248,68 @@ func TestDomainErrorsAreToolResults(t *testing.T) {
 	}
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "kubectl_exec", Arguments: map[string]any{}}); err == nil {
 		t.Fatal("an unknown tool must be a protocol error")
+	}
+}
+
+// TestEveryToolCallIsAudited: a call of a tool the server does not offer, and every approval_status, leave
+// their lines in the audit log through the real service, its audit log and approvals database. Found in
+// review (2026-12-06): the SDK refused an unknown tool before any handler ran, and approval_status wrote
+// nothing, so an agent could try kubectl_exec or read every request's state with nothing on record.
+func TestEveryToolCallIsAudited(t *testing.T) {
+	dir := t.TempDir()
+	p, err := policy.LoadFile("../policy/policy.yaml", policy.WithoutAdmissionRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := audit.Open(filepath.Join(dir, "audit.jsonl"), audit.WithSync(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	store, err := approvalstore.Open(filepath.Join(dir, "approvals.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cs := connect(t, &service.Service{Policy: p, Audit: log, Approvals: store}, nil)
+	ctx := context.Background()
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "kubectl_exec", Arguments: map[string]any{"namespace": "kube-system"}}); err == nil {
+		t.Fatal("an unknown tool must still be a protocol error")
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: service.ToolApprovalStatus, Arguments: map[string]any{"request_id": "req-aaaaaaaaaaaa"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("approval_status of a request that does not exist: %+v, %v", res, err)
+	}
+
+	if _, err := audit.VerifyFile(log.Path()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(log.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := audit.Read(f, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		line := r.Event + " " + r.Tool
+		if reason, _ := r.Fields["reason"].(string); reason != "" {
+			line += ": " + reason
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"tool.request kubectl_exec",
+		"guardrail.decision kubectl_exec: tool kubectl_exec is not allowed by the policy",
+		"tool.result kubectl_exec: tool kubectl_exec is not allowed by the policy",
+		"tool.request approval_status",
+		"guardrail.decision approval_status: no approval request req-aaaaaaaaaaaa",
+		"tool.result approval_status: no approval request req-aaaaaaaaaaaa",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	"github.com/agent-sandbox/agent-sandbox/internal/audit"
-	"github.com/agent-sandbox/agent-sandbox/internal/oneline"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/telemetry"
@@ -171,19 +170,26 @@ type ApprovalStatusOutput struct {
 
 // ApprovalStatus reports an approval request's state. It changes nothing.
 func (s *Service) ApprovalStatus(ctx context.Context, in ApprovalStatusInput) (*ApprovalStatusOutput, error) {
+	// A read of the approvals database is a call of its own in the audit log (tool.request, tool.result),
+	// charged to the client's budget like any other: what an agent asked about is on record too.
+	c, err := s.begin(ctx, ToolApprovalStatus, map[string]any{"request_id": in.RequestID}, nil)
+	if err != nil {
+		return nil, err
+	}
 	if !approval.ValidRequestID(in.RequestID) {
-		return nil, &Error{Kind: KindInvalid, Message: fmt.Sprintf("%q is not an approval request ID (req-…)", in.RequestID)}
+		return nil, c.fail(KindInvalid, fmt.Errorf("%q is not an approval request ID (req-…)", in.RequestID))
 	}
 	r, err := s.Approvals.Get(ctx, in.RequestID)
 	if errors.Is(err, approval.ErrNotFound) {
-		return nil, &Error{Kind: KindInvalid, Message: fmt.Sprintf("no approval request %s", in.RequestID), Err: err}
+		return nil, c.fail(KindInvalid, fmt.Errorf("no approval request %s", in.RequestID))
 	}
 	if err != nil {
-		return nil, &Error{Kind: KindFailed, Message: oneline.Fold(err.Error()), Err: err}
+		return nil, c.fail(KindFailed, err)
 	}
 	out := &ApprovalStatusOutput{RequestID: r.ID, Tool: r.Tool, Status: string(r.Status), Namespace: r.Namespace, PlanID: r.PlanDigest,
 		Approvals: r.Approvals(), ApprovalsRequired: r.ApprovalsRequired, Approvers: r.Approvers(),
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), ExpiresAt: r.ExpiresAt.UTC().Format(time.RFC3339), DecidedBy: r.Approver, Reason: r.Reason}
+	c.audit(audit.EventToolResult, map[string]any{"is_error": false, "approval_request": r.ID, "status": out.Status})
 	return out, nil
 }
 
