@@ -376,7 +376,7 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 		// Revoking the token revokes whatever lease it may already hold.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
 		defer rcancel()
-		if rerr := a.client.RevokeSelf(rctx); rerr != nil {
+		if rerr := a.revokeSelf(rctx); rerr != nil {
 			a.client.forget()
 		}
 		return nil, err
@@ -437,7 +437,7 @@ func (a *Agent) Revoke(ctx context.Context) error {
 		rmErr = nil
 	}
 	began := a.cfg.Now()
-	err := a.client.RevokeSelf(ctx)
+	err := a.revokeSelf(ctx)
 	// Vault refuses an expired token; its expiry already revoked the lease.
 	expired := errors.Is(err, ErrPermissionDenied) && !a.cfg.Now().Before(tokenExpiry)
 	if err != nil && !expired {
@@ -457,6 +457,17 @@ func (a *Agent) Revoke(ctx context.Context) error {
 	}
 	a.emit(EventRevoked, fields)
 	return removeErr(a.cfg.Out, rmErr)
+}
+
+// revokeSelf revokes the agent's Vault token, retrying transient failures (a standby answering 503 during a
+// leader election, a connection reset) until ctx's deadline, revokeTimeout when it has none: given up, the
+// credential stays valid until its lease's TTL, minutes after the Job ended.
+func (a *Agent) revokeSelf(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(revokeTimeout)
+	}
+	return retry(ctx, deadline, a.client.RevokeSelf)
 }
 
 func removeErr(path string, err error) error {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"testing"
 	"time"
@@ -556,5 +557,33 @@ func TestAgentScrubsItsVaultTokenByValue(t *testing.T) {
 	}
 	if got := a.Scrubber().String(err.Error()); strings.Contains(got, opaqueVault) {
 		t.Errorf("the revoke error, scrubbed as the agent prints it, holds the Vault token: %s", got)
+	}
+}
+
+// TestAgentRevokeRetriesTransientErrors: one 503 at revocation (a standby during a leader election) is
+// retried, and the lease is revoked. Found in review (2026-12-06): the agent tried once, forgot its token
+// and left the credential valid until its TTL.
+func TestAgentRevokeRetriesTransientErrors(t *testing.T) {
+	fv, srv := newFakeVault(t)
+	cfg, events := agentFixture(t, srv.URL)
+	a := mustAgent(t, cfg)
+	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inner := srv.Config.Handler
+	var calls atomic.Int32
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/auth/token/revoke-self" && calls.Add(1) == 1 {
+			vaultReply(w, 503, map[string]any{"errors": []string{"Vault is sealed"}})
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	if err := a.Revoke(context.Background()); err != nil {
+		t.Fatalf("revoke after one 503: %v", err)
+	}
+	evs := eventLines(t, events)
+	if last := evs[len(evs)-1]; last["event"] != EventRevoked || calls.Load() != 2 || len(fv.revoked) != 1 {
+		t.Errorf("revoke-self calls %d, revocations %d, last event %v; want 2, 1, %s", calls.Load(), len(fv.revoked), last["event"], EventRevoked)
 	}
 }
