@@ -127,6 +127,15 @@ func (o *credAgentOptions) Run(ctx context.Context) error {
 	if o.ClaimFile != "" {
 		return o.runWarm(ctx)
 	}
+	// A native sidecar that is killed (OOM, a crash) is restarted with the same volumes. The token of the
+	// credential it issued died with it, so nobody could revoke that credential; a second one would be
+	// a second live credential for one call. The first start leaves a marker; a restart issues nothing.
+	marker := filepath.Join(filepath.Dir(o.Agent.Out), issuedMarker)
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return o.fail(nil, fmt.Errorf("this Pod's credential agent started before (it was restarted): it issues no second credential; the first one's lease ends with its TTL (%v)", err))
+	}
+	f.Close()
 	agent, err := broker.NewAgent(o.config())
 	if err != nil {
 		return o.fail(nil, err)
@@ -218,6 +227,10 @@ const EventCredentialFailed = "credential.failed"
 // claimedMarker, in the agent's own memory volume, records that this Pod's claim was served: a restarted
 // sidecar must never issue a second credential for the same claim.
 const claimedMarker = ".claimed"
+
+// issuedMarker, in the same volume, records that a cold Pod's agent started issuing: a restarted sidecar
+// issues nothing.
+const issuedMarker = ".issued"
 
 // runWarm serves a warm Pod's one claim: wait for it, issue its credential, revoke when the tool is done.
 func (o *credAgentOptions) runWarm(ctx context.Context) error {

@@ -137,3 +137,28 @@ func TestWaitClaim(t *testing.T) {
 		t.Error("an incomplete claim was accepted")
 	}
 }
+
+// TestCredAgentRestartIssuesNothing: a cold Pod's credential agent that the kubelet restarts (a native
+// sidecar, killed by OOM or a crash) finds the marker its first start left in the credential volume and
+// issues nothing: the first credential's Vault token died with the first process, so a second credential
+// would be a second live one nobody revokes. Found in review (2026-12-06): the restart logged in and minted
+// again. Here the first start fails to reach Vault, after leaving its marker.
+func TestCredAgentRestartIssuesNothing(t *testing.T) {
+	dir := t.TempDir()
+	ca, token := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+	for _, f := range []string{ca, token} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"cred-agent", "--vault-addr", "http://127.0.0.1:1", "--auth-role", "r", "--secrets-role", "s", "--namespace", "n",
+		"--api-server", "https://x", "--api-ca-file", ca, "--token-file", token, "--out", filepath.Join(dir, "kc"), "--login-timeout", "1s"}
+	code, _, stderr := testMain.Capture(args...)
+	if code != 1 || !strings.Contains(stderr, "vault login") {
+		t.Fatalf("first start: code %d, stderr %q; want a failed login", code, stderr)
+	}
+	code, _, stderr = testMain.Capture(args...)
+	if code != 1 || !strings.Contains(stderr, "it issues no second credential") || strings.Contains(stderr, "vault login") {
+		t.Fatalf("restart: code %d, stderr %q; want it to refuse before any login", code, stderr)
+	}
+}
