@@ -120,6 +120,24 @@ type Agent struct {
 	// secrets are the values the agent holds, as Issue comes to hold them: the Pod's login token, the Vault
 	// token the login returned, the credential's token.
 	secrets [][]byte
+	// loggedIn is set once Vault gave the agent a token and cleared once that token is revoked: while it is
+	// set, a credential of this agent may be valid.
+	loggedIn bool
+}
+
+// MayHoldCredential reports whether a Vault token of this agent, and so a credential it minted, may still be
+// valid: it logged in and has not revoked the token since. A restarted agent may issue only when its
+// predecessor's answer was false.
+func (a *Agent) MayHoldCredential() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.loggedIn
+}
+
+func (a *Agent) setLoggedIn(v bool) {
+	a.mu.Lock()
+	a.loggedIn = v
+	a.mu.Unlock()
 }
 
 // NewAgent checks the configuration and prepares the Vault client; it makes no request.
@@ -369,6 +387,7 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vault login as role %s failed: %w", c.AuthRole, err)
 	}
+	a.setLoggedIn(true)
 	// From here on Vault may echo the token it gave the agent in any error: scrub it by value too.
 	a.remember([]byte(a.client.token()))
 	cred, err := a.mintAndWrite(ctx, deadline, ca)
@@ -378,6 +397,8 @@ func (a *Agent) Issue(ctx context.Context) (*Credential, error) {
 		defer rcancel()
 		if rerr := a.revokeSelf(rctx); rerr != nil {
 			a.client.forget()
+		} else {
+			a.setLoggedIn(false)
 		}
 		return nil, err
 	}
@@ -450,6 +471,7 @@ func (a *Agent) Revoke(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("vault revoke failed (the lease ends with its TTL at %s): %w",
 			cred.ExpiresAt().UTC().Format(time.RFC3339), err), removeErr(a.cfg.Out, rmErr))
 	}
+	a.setLoggedIn(false)
 	fields := map[string]any{"lease_id": cred.LeaseID, "service_account": cred.ServiceAccount,
 		"took_ms": a.cfg.Now().Sub(began).Milliseconds()}
 	if expired {

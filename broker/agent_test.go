@@ -14,8 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -585,5 +585,33 @@ func TestAgentRevokeRetriesTransientErrors(t *testing.T) {
 	evs := eventLines(t, events)
 	if last := evs[len(evs)-1]; last["event"] != EventRevoked || calls.Load() != 2 || len(fv.revoked) != 1 {
 		t.Errorf("revoke-self calls %d, revocations %d, last event %v; want 2, 1, %s", calls.Load(), len(fv.revoked), last["event"], EventRevoked)
+	}
+}
+
+// TestAgentMayHoldCredential: true from the login until the token is revoked; false after a failed login,
+// after a mint that failed and whose token was revoked, and after Revoke. (A restarted credential agent
+// issues again only when its predecessor ended with false.)
+func TestAgentMayHoldCredential(t *testing.T) {
+	fv, srv := newFakeVault(t)
+	cfg, _ := agentFixture(t, srv.URL)
+	a := mustAgent(t, cfg)
+	if _, err := a.Issue(context.Background()); err != nil || !a.MayHoldCredential() {
+		t.Fatalf("issued: %v, may hold %v; want true", err, a.MayHoldCredential())
+	}
+	if err := a.Revoke(context.Background()); err != nil || a.MayHoldCredential() {
+		t.Fatalf("revoked: %v, may hold %v; want false", err, a.MayHoldCredential())
+	}
+	fv.creds = func(w http.ResponseWriter, _ map[string]any) {
+		vaultReply(w, 400, map[string]any{"errors": []string{"namespace not allowed"}})
+	}
+	b := mustAgent(t, cfg)
+	if _, err := b.Issue(context.Background()); err == nil || b.MayHoldCredential() {
+		t.Fatalf("mint refused, token revoked: %v, may hold %v; want an error and false", err, b.MayHoldCredential())
+	}
+	cfg.VaultAddr = "http://127.0.0.1:1"
+	cfg.LoginTimeout = time.Second
+	c := mustAgent(t, cfg)
+	if _, err := c.Issue(context.Background()); err == nil || c.MayHoldCredential() {
+		t.Fatalf("login failed: %v, may hold %v; want an error and false", err, c.MayHoldCredential())
 	}
 }

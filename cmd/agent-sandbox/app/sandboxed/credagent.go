@@ -129,7 +129,8 @@ func (o *credAgentOptions) Run(ctx context.Context) error {
 	}
 	// A native sidecar that is killed (OOM, a crash) is restarted with the same volumes. The token of the
 	// credential it issued died with it, so nobody could revoke that credential; a second one would be
-	// a second live credential for one call. The first start leaves a marker; a restart issues nothing.
+	// a second live credential for one call. The first start leaves a marker, removed only when it ends
+	// holding nothing valid (a failed login); a restart that finds it issues nothing.
 	marker := filepath.Join(filepath.Dir(o.Agent.Out), issuedMarker)
 	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -141,6 +142,10 @@ func (o *credAgentOptions) Run(ctx context.Context) error {
 		return o.fail(nil, err)
 	}
 	if err := agent.Run(ctx); err != nil {
+		if !agent.MayHoldCredential() {
+			// Nothing of this start is valid (no login, or its token revoked): a restart may try again.
+			_ = os.Remove(marker)
+		}
 		// Vault's errors may echo a token: scrub by the values the agent was issued, too.
 		return o.fail(agent.Scrubber(), err)
 	}

@@ -142,7 +142,8 @@ func TestWaitClaim(t *testing.T) {
 // sidecar, killed by OOM or a crash) finds the marker its first start left in the credential volume and
 // issues nothing: the first credential's Vault token died with the first process, so a second credential
 // would be a second live one nobody revokes. Found in review (2026-12-06): the restart logged in and minted
-// again. Here the first start fails to reach Vault, after leaving its marker.
+// again. A start that ends holding nothing valid (its login failed) removes its marker: a restart then tries
+// again.
 func TestCredAgentRestartIssuesNothing(t *testing.T) {
 	dir := t.TempDir()
 	ca, token := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
@@ -153,9 +154,17 @@ func TestCredAgentRestartIssuesNothing(t *testing.T) {
 	}
 	args := []string{"cred-agent", "--vault-addr", "http://127.0.0.1:1", "--auth-role", "r", "--secrets-role", "s", "--namespace", "n",
 		"--api-server", "https://x", "--api-ca-file", ca, "--token-file", token, "--out", filepath.Join(dir, "kc"), "--login-timeout", "1s"}
+	marker := filepath.Join(dir, issuedMarker)
 	code, _, stderr := testMain.Capture(args...)
 	if code != 1 || !strings.Contains(stderr, "vault login") {
 		t.Fatalf("first start: code %d, stderr %q; want a failed login", code, stderr)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("a start whose login failed left its marker (%v): a restart could not try again", err)
+	}
+	// As a start killed after it issued leaves it.
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	code, _, stderr = testMain.Capture(args...)
 	if code != 1 || !strings.Contains(stderr, "it issues no second credential") || strings.Contains(stderr, "vault login") {
