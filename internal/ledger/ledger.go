@@ -77,10 +77,17 @@ func (l *ConfigMapLedger) Seen(ctx context.Context, tokenID string) (bool, error
 	if !tokenIDRE.MatchString(tokenID) {
 		return false, fmt.Errorf("token ID %q: %w", tokenID, approval.ErrMalformed)
 	}
+	return l.exists(ctx, "approval-"+tokenID, "approval "+tokenID)
+}
+
+// exists reports whether the entry name is in the ledger, listing by name (the webhook may create, list and
+// delete ledger entries but not get them) from the API server, never from a cache. what names the entry in
+// an error.
+func (l *ConfigMapLedger) exists(ctx context.Context, name, what string) (bool, error) {
 	var list corev1.ConfigMapList
 	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace),
-		client.MatchingFields{"metadata.name": "approval-" + tokenID}, client.Limit(1)); err != nil {
-		return false, fmt.Errorf("look up approval %s in the ledger: %w", tokenID, err)
+		client.MatchingFields{"metadata.name": name}, client.Limit(1)); err != nil {
+		return false, fmt.Errorf("look up %s in the ledger: %w", what, err)
 	}
 	return len(list.Items) > 0, nil
 }
@@ -106,12 +113,7 @@ func (l *ConfigMapLedger) PodRecorded(ctx context.Context, job types.UID) (bool,
 	if !uidRE.MatchString(string(job)) {
 		return false, fmt.Errorf("job UID %q is not a UID", job)
 	}
-	var list corev1.ConfigMapList
-	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace),
-		client.MatchingFields{"metadata.name": "pod-" + string(job)}, client.Limit(1)); err != nil {
-		return false, fmt.Errorf("look up the Pod of Job %s in the ledger: %w", job, err)
-	}
-	return len(list.Items) > 0, nil
+	return l.exists(ctx, "pod-"+string(job), "the Pod of Job "+string(job))
 }
 
 // RecordJob stores that the webhook admitted the Job with UID job. A second call for the same UID succeeds:
@@ -132,12 +134,7 @@ func (l *ConfigMapLedger) JobRecorded(ctx context.Context, job types.UID) (bool,
 	if !uidRE.MatchString(string(job)) {
 		return false, fmt.Errorf("job UID %q is not a UID", job)
 	}
-	var list corev1.ConfigMapList
-	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace),
-		client.MatchingFields{"metadata.name": "job-" + string(job)}, client.Limit(1)); err != nil {
-		return false, fmt.Errorf("look up the admission of Job %s in the ledger: %w", job, err)
-	}
-	return len(list.Items) > 0, nil
+	return l.exists(ctx, "job-"+string(job), "the admission of Job "+string(job))
 }
 
 // RecordClaim stores the request ID of an admitted claim, or returns ErrClaimReplayed.
