@@ -168,15 +168,33 @@ const (
 	// maxSignalLineRunes bounds one matched line as shown: a line padded to wrap the terminal would otherwise
 	// start a forged screen line at column 0.
 	maxSignalLineRunes = 160
+	// maxSignalNamesShown is how many distinct signals a screen lists: names are text too, and a compromised
+	// MCP server can file thousands of different ones.
+	maxSignalNamesShown = 10
 )
+
+// cutLine is s escaped for one line and cut to maxSignalLineRunes, saying how much was cut.
+func cutLine(s string) string {
+	s = safeLine(s)
+	if n := utf8.RuneCountInString(s); n > maxSignalLineRunes {
+		return fmt.Sprintf("%s... (%d more characters)", string([]rune(s)[:maxSignalLineRunes]), n-maxSignalLineRunes)
+	}
+	return s
+}
 
 // printSignalLines writes the matched lines, at most maxSignalLinesShown of each signal and each cut to
 // maxSignalLineRunes, so that however many lines a plan or an output holds, what follows stays on screen.
 func printSignalLines(w io.Writer, indent string, lines []signalLine) {
 	shown, more := map[string]int{}, map[string]int{}
 	var order []string
+	others, otherNames := 0, map[string]bool{}
 	for _, l := range lines {
 		if shown[l.name]+more[l.name] == 0 {
+			if len(order) == maxSignalNamesShown {
+				others++
+				otherNames[l.name] = true
+				continue
+			}
 			order = append(order, l.name)
 		}
 		if shown[l.name] == maxSignalLinesShown {
@@ -184,15 +202,14 @@ func printSignalLines(w io.Writer, indent string, lines []signalLine) {
 			continue
 		}
 		shown[l.name]++
-		text := safeLine(l.text)
-		if n := utf8.RuneCountInString(text); n > maxSignalLineRunes {
-			text = fmt.Sprintf("%s... (%d more characters)", string([]rune(text)[:maxSignalLineRunes]), n-maxSignalLineRunes)
-		}
-		fmt.Fprintf(w, "%s%s: %s\n", indent, safeLine(l.name), text)
+		fmt.Fprintf(w, "%s%s: %s\n", indent, cutLine(l.name), cutLine(l.text))
+	}
+	if others > 0 {
+		fmt.Fprintf(w, "%sand %d more lines of %d other signals (-o json lists them all)\n", indent, others, len(otherNames))
 	}
 	for _, n := range order {
 		if more[n] > 0 {
-			fmt.Fprintf(w, "%s%s: and %d more lines (-o json lists them all)\n", indent, safeLine(n), more[n])
+			fmt.Fprintf(w, "%s%s: and %d more lines (-o json lists them all)\n", indent, cutLine(n), more[n])
 		}
 	}
 }

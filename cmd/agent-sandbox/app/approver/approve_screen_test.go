@@ -521,4 +521,15 @@ func TestRequestSignalsWithoutAPlanAreCut(t *testing.T) {
 	if n := strings.Count(out, "!! resource_delete: xxx"); n != 3 {
 		t.Errorf("%d lines of resource_delete shown, want 3:\n%s", n, out)
 	}
+	// Names are text too: 50 different ones, one of them long, take ten lines and a count.
+	r.Signals = nil
+	for i := range 50 {
+		r.Signals = append(r.Signals, approval.Signal{Name: fmt.Sprintf("s%d%s", i, strings.Repeat("n", 300*(i%2))), Match: "m"})
+	}
+	b.Reset()
+	printRequest(&b, r, time.Now())
+	out = b.String()
+	if n := strings.Count(out, "  !! "); n != 11 || !strings.Contains(out, "  !! and 40 more lines of 40 other signals") || strings.Contains(out, strings.Repeat("n", 161)) {
+		t.Errorf("50 signal names take %d lines, want 10 cut to 160 characters and a count:\n%s", n, out)
+	}
 }
