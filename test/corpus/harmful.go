@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/terraform"
 )
 
 // The harmful-plan corpus (issue 21): variants of the demo workspace (terraform/k8s-demo) that run no
@@ -17,8 +19,9 @@ import (
 // with the node's state folder mounted, host namespaces, a mounted token, Secrets in env, RBAC, exposure,
 // another image or command, a destroy approved by one person. The allowlist stops code execution inside the
 // sandbox; the policy's plan rules (spec.planRules) must stop these, at plan, on the approval screen and in
-// the apply sandbox's check container before the credential is used. Each folder of harmful/ is one
-// complete workspace with a WHY file:
+// the apply sandbox's check container before the credential is used. Each folder of harmful/ is the demo
+// plus one change: NAME.patch, a unified diff of the demo's file NAME (applied strictly, see applyPatch);
+// main.tf.json, the module in JSON syntax in place of main.tf; any other file, added. And a WHY file:
 //
 //	<first line: what the attack is>
 //	RULES: <plan rules this case exists to prove; the refusal must name at least one>
@@ -151,7 +154,11 @@ func HarmfulPlans() ([]HarmfulPlan, error) {
 }
 
 func readHarmful(dir string) (HarmfulPlan, error) {
-	h := HarmfulPlan{Files: map[string][]byte{}}
+	demo, err := terraform.DemoFiles()
+	if err != nil {
+		return HarmfulPlan{}, fmt.Errorf("the demo workspace: %w", err)
+	}
+	h := HarmfulPlan{Files: demo}
 	entries, err := fs.ReadDir(harmfulFS, dir)
 	if err != nil {
 		return h, err
@@ -165,7 +172,9 @@ func readHarmful(dir string) (HarmfulPlan, error) {
 			return h, err
 		}
 		if e.Name() != "WHY" {
-			h.Files[e.Name()] = b
+			if err := h.change(e.Name(), b); err != nil {
+				return h, err
+			}
 			continue
 		}
 		for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -246,4 +255,33 @@ func (h HarmfulPlan) OnTrack(track string) (HarmfulPlan, error) {
 	}
 	h.Files = files
 	return h, nil
+}
+
+// change applies one file of a case's folder to the demo's files: NAME.patch is a unified diff of the demo's
+// NAME; NAME.tf.json stands in for the demo's NAME.tf (the same module in JSON syntax, which Terraform would
+// otherwise load beside it); any other file is added to the workspace.
+func (h *HarmfulPlan) change(name string, b []byte) error {
+	if target, ok := strings.CutSuffix(name, ".patch"); ok {
+		old, ok := h.Files[target]
+		if !ok {
+			return fmt.Errorf("%s: the demo workspace has no %s", name, target)
+		}
+		out, err := applyPatch(string(old), string(b))
+		if err != nil {
+			return fmt.Errorf("%s does not apply to terraform/k8s-demo/%s: %w", name, target, err)
+		}
+		if out == string(old) {
+			return fmt.Errorf("%s changes nothing", name)
+		}
+		h.Files[target] = []byte(out)
+		return nil
+	}
+	if _, ok := h.Files[name]; ok {
+		return fmt.Errorf("%s: the demo workspace has one already; write the change as %s.patch", name, name)
+	}
+	if hcl, ok := strings.CutSuffix(name, ".json"); ok {
+		delete(h.Files, hcl)
+	}
+	h.Files[name] = b
+	return nil
 }
