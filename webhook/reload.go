@@ -17,8 +17,9 @@ import (
 )
 
 // FileSource keeps the checker's policy and approver keys in step with two files, typically mounted from
-// ConfigMaps (which Kubernetes updates in place). A file that fails to load is refused with its reason
-// logged and counted; the last good version keeps serving.
+// ConfigMaps (which Kubernetes updates in place). A policy that fails to load is refused with its reason
+// logged and counted, and the last good one keeps serving. Keys never outlive their file: a missing, empty or
+// unreadable keys file leaves no key trusted (see reloadKeys).
 type FileSource struct {
 	PolicyPath string
 	KeysPath   string
@@ -53,9 +54,12 @@ func (s *FileSource) Run(ctx context.Context, interval time.Duration) {
 			p := s.Checker.Policy()
 			s.Log.Info("policy reloaded", "name", p.Metadata.Name, "version", p.Version)
 		}
-		if changed, err := s.reloadKeys(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.Log.Error(err, "approver keys reload refused; the last good keys stay trusted", "path", s.KeysPath)
-		} else if changed {
+		// A file that cannot be read is reported when it takes keys out of trust, a version that does not
+		// parse once (reloadKeys remembers it).
+		switch changed, err := s.reloadKeys(); {
+		case err != nil && (changed || !errors.As(err, new(*fs.PathError))):
+			s.Log.Error(err, "approver keys refused; no key is trusted and every approval is denied until a valid key set is in place", "path", s.KeysPath)
+		case err == nil && changed:
 			s.Log.Info("approver keys reloaded", "path", s.KeysPath)
 		}
 	})
@@ -87,13 +91,19 @@ func (s *FileSource) reloadPolicy() (bool, error) {
 	return true, nil
 }
 
+// reloadKeys loads the approver keys when their file changed. It reports changed when the trusted keys
+// changed, also when an error left none trusted. Unlike the policy, the last good keys do not keep serving:
+// an administrator takes a stolen or retired key out of trust by removing it from the set, and the chart
+// renders an empty set as no file at all, so a file that is gone, empty or does not parse (an edit gone
+// wrong) trusts no key and every approval is denied until a valid set is in place.
 func (s *FileSource) reloadKeys() (bool, error) {
 	if s.KeysPath == "" {
 		return false, fs.ErrNotExist
 	}
 	data, err := os.ReadFile(s.KeysPath)
 	if err != nil {
-		return false, fmt.Errorf("read approver keys: %w", err)
+		s.keysSum = [sha256.Size]byte{} // the same keys coming back load again
+		return s.distrustKeys(), fmt.Errorf("read approver keys: %w", err)
 	}
 	sum := sha256.Sum256(data)
 	if sum == s.keysSum {
@@ -101,12 +111,19 @@ func (s *FileSource) reloadKeys() (bool, error) {
 	}
 	ks, err := approval.LoadKeySet(data)
 	if err != nil {
-		s.keysSum = sum
+		s.keysSum = sum // report a bad version once, not on every poll
 		s.Metrics.reloads.WithLabelValues("keys", "error").Inc()
-		return false, fmt.Errorf("approver keys %s: %w", s.KeysPath, err)
+		return s.distrustKeys(), fmt.Errorf("approver keys %s: %w", s.KeysPath, err)
 	}
 	s.Checker.SetKeys(ks)
 	s.keysSum = sum
 	s.Metrics.reloads.WithLabelValues("keys", "ok").Inc()
 	return true, nil
+}
+
+// distrustKeys drops every trusted approver key; it reports whether any was trusted.
+func (s *FileSource) distrustKeys() bool {
+	had := s.Checker.keys.Load() != nil
+	s.Checker.SetKeys(nil)
+	return had
 }

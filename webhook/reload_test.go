@@ -9,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/rules"
 )
 
 // TestReloadKeepsTheLastGoodPolicy: a policy that does not compile is refused with the rule's path and the
@@ -79,4 +81,72 @@ func TestPolicySwapIsAtomic(t *testing.T) {
 		}
 	}
 	<-done
+}
+
+// TestReloadTakesRemovedKeysOutOfTrust: an approver key removed from the keys file stops being trusted at the
+// next reload, whether the file is gone (the chart renders an empty set as no file), holds an empty set or
+// does not parse. A stolen key must not keep signing approvals until the webhook happens to restart.
+func TestReloadTakesRemovedKeysOutOfTrust(t *testing.T) {
+	policyYAML, err := os.ReadFile(shippedPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		remove func(path string) error
+	}{
+		{"the file is gone", os.Remove},
+		{"an empty set", func(p string) error { return os.WriteFile(p, []byte(`{"keys":[]}`), 0o644) }},
+		{"a set that does not parse", func(p string) error { return os.WriteFile(p, []byte(`{"keys":[{"kty":"OKP"`), 0o644) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			dir := t.TempDir()
+			policyPath, keysPath := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "approvers.jwks.json")
+			jwks, err := f.key.KeySet().Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(policyPath, policyYAML, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(keysPath, jwks, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m, _ := NewMetrics(prometheus.NewRegistry())
+			src := &FileSource{PolicyPath: policyPath, KeysPath: keysPath, Checker: f.c, Metrics: m, Log: logr.Discard()}
+			if err := src.Load(); err != nil {
+				t.Fatal(err)
+			}
+			apply := func() error {
+				tok := f.token(t, f.key, "terraform_apply", applyParams(), nil)
+				_, err := f.checkJob(t, f.job(t, "terraform_apply", applyParams(), tok), Request{})
+				return err
+			}
+			if err := apply(); err != nil {
+				t.Fatalf("with the key trusted: %v", err)
+			}
+
+			if err := tc.remove(keysPath); err != nil {
+				t.Fatal(err)
+			}
+			if changed, err := src.reloadKeys(); !changed || err == nil {
+				t.Errorf("reload after the key's removal: changed=%v err=%v, want a change and an error", changed, err)
+			}
+			if err := apply(); ruleOf(err) != string(rules.ApprovalKeys) {
+				t.Fatalf("an approval signed by the removed key: %v, want rule %s", err, rules.ApprovalKeys)
+			}
+
+			// The key put back is trusted again.
+			if err := os.WriteFile(keysPath, jwks, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if changed, err := src.reloadKeys(); !changed || err != nil {
+				t.Fatalf("reload with the key back: changed=%v err=%v", changed, err)
+			}
+			if err := apply(); err != nil {
+				t.Fatalf("with the key back: %v", err)
+			}
+		})
+	}
 }
