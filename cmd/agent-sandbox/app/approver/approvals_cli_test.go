@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
 	approvalstore "github.com/agent-sandbox/agent-sandbox/internal/approval/store"
@@ -135,5 +137,56 @@ func TestCompletion(t *testing.T) {
 		if strings.Contains(out, "\x1b") {
 			t.Errorf("%v: a control character reached the shell:\n%q", tc.args, out)
 		}
+	}
+}
+
+// TestApproveIgnoresAPolicyInTheWorkingFolder: an approver runs `approve` wherever the terminal is, often the
+// project the agent works on. A policy the agent planted there (policy/policy.yaml) must not choose the
+// cluster the approval is signed for: with no --policy, --audience or environment, approve reads only the
+// user's own copy (~/.config/agent-sandbox/policy.yaml) and otherwise asks for the cluster.
+func TestApproveIgnoresAPolicyInTheWorkingFolder(t *testing.T) {
+	shipped, err := os.ReadFile("../../../../policy/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCluster := func(id string) []byte {
+		return []byte(strings.Replace(string(shipped), "clusterID: agent-sandbox-local", "clusterID: "+id, 1))
+	}
+	e := newApprovalEnv(t)
+	r := e.createRequest(t, nil)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("AGENT_SANDBOX_POLICY", "")
+	t.Setenv("AGENT_SANDBOX_CLUSTER_ID", "")
+	work := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "policy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "policy", "policy.yaml"), withCluster("prod-other-cluster"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	// The flags as the command binds them, with this environment; then Complete and Validate.
+	audience := func() (string, error) {
+		o := &approveOptions{storeFlags: storeFlags{DBPath: e.db}, KeyPath: e.keyPath, TTL: approval.DefaultTokenTTL}
+		o.plan.bind(&cobra.Command{})
+		if err := o.Complete([]string{r.ID}); err != nil {
+			return "", err
+		}
+		return o.Audience, o.Validate()
+	}
+	if got, err := audience(); got != "" || err == nil || !strings.Contains(err.Error(), "the cluster to approve for is unknown") {
+		t.Fatalf("approve with a planted policy in the working folder: audience %q, %v; want the cluster asked for", got, err)
+	}
+
+	// The user's own copy is the default.
+	own := filepath.Join(e.dir, ".config", "agent-sandbox")
+	if err := os.MkdirAll(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "policy.yaml"), withCluster("my-cluster"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := audience(); got != "my-cluster" || err != nil {
+		t.Fatalf("approve with the user's own policy: audience %q, %v; want my-cluster", got, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
 	"github.com/agent-sandbox/agent-sandbox/internal/approval"
+	"github.com/agent-sandbox/agent-sandbox/internal/clientconfig"
 	"github.com/agent-sandbox/agent-sandbox/internal/contract"
 	"github.com/agent-sandbox/agent-sandbox/internal/plandiff"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
@@ -198,8 +200,8 @@ type planFlags struct {
 
 func (f *planFlags) bind(cmd *cobra.Command) {
 	f.explicit = func() bool { return cmd.Flags().Changed("policy") || os.Getenv("AGENT_SANDBOX_POLICY") != "" }
-	cmd.Flags().StringVar(&f.PolicyFile, "policy", cli.EnvOr("AGENT_SANDBOX_POLICY", "policy/policy.yaml"),
-		"your copy of the policy: the plan rules, the sandbox namespace, the destructive signals, and for approve the cluster ID (when --audience is not given) and the token lifetime; a file you name must exist, and without one at the default path the screen says that no plan rule was checked [$AGENT_SANDBOX_POLICY]")
+	cmd.Flags().StringVar(&f.PolicyFile, "policy", cli.EnvOr("AGENT_SANDBOX_POLICY", approverPolicyDefault(os.Getenv)),
+		"your copy of the policy: the plan rules, the sandbox namespace, the destructive signals, and for approve the cluster ID (when --audience is not given) and the token lifetime; a file you name must exist, and without one at the default path the screen says that no plan rule was checked. The default is never a file of the working folder, which an agent may have written [$AGENT_SANDBOX_POLICY, else ~/.config/agent-sandbox/policy.yaml]")
 	cmd.Flags().StringVar(&f.Kubeconfig, "kubeconfig", "", "your kubeconfig, to read the saved plan a Terraform request is bound to [$KUBECONFIG, else ~/.kube/config]")
 	cmd.Flags().StringVar(&f.SandboxNamespace, "sandbox-namespace", "", "where saved plans are stored (default: the --policy file's spec.sandbox.namespace, else agent-sandbox)")
 	cmd.Flags().StringVar(&f.Terraform, "terraform", "terraform", "the terraform binary that describes the saved plan")
@@ -262,4 +264,17 @@ func claimsMatch(req *approval.Request, vp *verifiedPlan) (bool, string) {
 		diffs = append([]string{"the changes differ"}, diffs...)
 	}
 	return len(diffs) == 0, strings.Join(diffs, "; ")
+}
+
+// approverPolicyDefault is the policy file the approver's commands read when none is named: the one `make
+// install-client` writes to the user's client folder, or none. Never a path relative to the working folder:
+// an approver runs `approve` in whatever folder the terminal is in, often the project the agent works on,
+// and a policy planted there would choose the cluster the approval is signed for, its lifetime and the plan
+// rules the screen checks.
+func approverPolicyDefault(getenv func(string) string) string {
+	dir, err := clientconfig.Dir(getenv)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "policy.yaml")
 }
