@@ -83,6 +83,10 @@ type Identities struct {
 	QuotaControllerUsers []string
 	// GCUsers may remove a sandbox Pod's owner reference (default DefaultGCUsers).
 	GCUsers []string
+	// ServiceAccountControllerUsers may create the sandbox namespace's ServiceAccounts besides the chart's
+	// identity: the controller that gives every namespace its "default" one (default
+	// DefaultServiceAccountControllerUsers).
+	ServiceAccountControllerUsers []string
 }
 
 // DefaultJobControllerUsers are the identities under which kube-controller-manager's Job controller

@@ -181,7 +181,7 @@ func sandboxObjectWebhooks(c ConfigurationsFor) []admissionregistrationv1.Valida
 			ClientConfig: c.clientConfig(PathProtectedResources),
 			Rules: []admissionregistrationv1.RuleWithOperations{
 				v1Rule([]string{"networking.k8s.io"}, []string{"networkpolicies"}, ns, webhookOps{create, update, del}),
-				v1Rule(core, []string{"resourcequotas", "limitranges"}, ns, webhookOps{create, update, del}),
+				v1Rule(core, []string{"resourcequotas", "limitranges", "serviceaccounts"}, ns, webhookOps{create, update, del}),
 			},
 			SideEffects: none,
 		},

@@ -221,11 +221,12 @@ func (c *Checker) CheckNamespace(ctx context.Context, req Request, obj, old obje
 	return &Decision{}, nil
 }
 
-// CheckProtected decides on the sandbox namespace's NetworkPolicies, ResourceQuotas and LimitRanges:
-// another NetworkPolicy would open egress that the chart's policies close, so only the chart's identity
-// writes any of them.
+// CheckProtected decides on the sandbox namespace's NetworkPolicies, ResourceQuotas, LimitRanges and
+// ServiceAccounts: another NetworkPolicy would open egress that the chart's policies close, and a tool's
+// ServiceAccount given imagePullSecrets passes them into every Pod the Job controller makes for it (which
+// exactness then refuses, after the approval is spent), so only the chart's identity writes any of them.
 func (c *Checker) CheckProtected(_ context.Context, req Request) (*Decision, error) {
-	if c.isAdmin(req) {
+	if c.isAdmin(req) || c.keepsServiceAccounts(req) {
 		return &Decision{}, nil
 	}
 	return nil, deny(rules.SandboxNamespace, "%s in the sandbox namespace are managed by the agent-sandbox chart only; %s may not %s them", req.Resource, req.User, strings.ToLower(req.Operation))
@@ -323,4 +324,20 @@ func checkContentAddressed(name string, obj object) error {
 		return deny(rules.ContentAddressed, "saved-plan ConfigMap %s must be named %s after its content", name, want)
 	}
 	return nil
+}
+
+// keepsServiceAccounts reports whether req is a controller's own upkeep of the sandbox namespace's
+// ServiceAccounts: the service-account controller creating one (the namespace's "default"), or the
+// namespace controller deleting them with the namespace (which only the chart's identity may delete).
+func (c *Checker) keepsServiceAccounts(req Request) bool {
+	if req.Resource != "serviceaccounts" {
+		return false
+	}
+	switch req.Operation {
+	case "CREATE":
+		return contains(orDefault(c.Identities.ServiceAccountControllerUsers, DefaultServiceAccountControllerUsers), req.User)
+	case "DELETE":
+		return contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User)
+	}
+	return false
 }

@@ -57,6 +57,8 @@ var (
 	// DefaultGCUsers are the garbage collector: the only identity that may remove a sandbox Pod's owner
 	// reference.
 	DefaultGCUsers = []string{"system:kube-controller-manager", "system:serviceaccount:kube-system:generic-garbage-collector"}
+	// DefaultServiceAccountControllerUsers create the "default" ServiceAccount of a namespace that lacks one.
+	DefaultServiceAccountControllerUsers = []string{"system:kube-controller-manager", "system:serviceaccount:kube-system:service-account-controller"}
 )
 
 // RefusedSubresources are refused for everybody.

@@ -255,3 +255,40 @@ func TestCheckBinding(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckProtectedServiceAccounts: an edit user of the sandbox namespace who gives a tool's ServiceAccount
+// imagePullSecrets (the ServiceAccount admission plugin copies them into every Pod the Job controller then
+// makes for it, and exactness refuses that Pod after the approval is spent), deletes it or makes another is
+// refused; the chart's identity writes them, the service-account controller creates one, the namespace
+// controller deletes them with the namespace.
+func TestCheckProtectedServiceAccounts(t *testing.T) {
+	f := newFixture(t)
+	admin := []string{"system:masters"}
+	for _, tt := range []struct {
+		op, user string
+		groups   []string
+		ok       bool
+	}{
+		{"UPDATE", "editor", nil, false},
+		{"DELETE", "editor", nil, false},
+		{"CREATE", "editor", nil, false},
+		{"UPDATE", "admin", admin, true},
+		{"CREATE", "admin", admin, true},
+		{"DELETE", "admin", admin, true},
+		{"CREATE", "system:serviceaccount:kube-system:service-account-controller", nil, true},
+		{"UPDATE", "system:serviceaccount:kube-system:service-account-controller", nil, false},
+		{"DELETE", "system:serviceaccount:kube-system:service-account-controller", nil, false},
+		{"DELETE", "system:serviceaccount:kube-system:namespace-controller", nil, true},
+		{"CREATE", "system:serviceaccount:kube-system:namespace-controller", nil, false},
+		{"UPDATE", "system:serviceaccount:kube-system:namespace-controller", nil, false},
+	} {
+		_, err := f.c.CheckProtected(context.Background(), Request{Operation: tt.op, User: tt.user, Groups: tt.groups, Resource: "serviceaccounts", Name: "tool-terraform-apply"})
+		if tt.ok != (err == nil) || (!tt.ok && ruleOf(err) != "sandbox-namespace") {
+			t.Errorf("%s %s a ServiceAccount: %v", tt.user, tt.op, err)
+		}
+	}
+	// The controllers' allowance is for ServiceAccounts only.
+	if _, err := f.c.CheckProtected(context.Background(), Request{Operation: "DELETE", User: "system:serviceaccount:kube-system:namespace-controller", Resource: "networkpolicies", Name: "agent-sandbox-default-deny"}); err == nil {
+		t.Error("the namespace controller's allowance reached a NetworkPolicy")
+	}
+}

@@ -128,7 +128,7 @@ var All = []Rule{
 	{PodStatus, "A sandbox Pod's status is written by its node's kubelet and the cluster's controllers only, never its metadata.", 3, EnforcedWebhook},
 	{JobStatus, "A sandbox Job's status is written by the Job controller only, never its metadata.", 3, EnforcedWebhook},
 	{NoEviction, "A sandbox Pod that carries a call is not evicted; it ends by its own deadline.", 3, EnforcedWebhook},
-	{SandboxNamespace, "The sandbox namespace, its labels, NetworkPolicies, quota, LimitRanges and CA ConfigMaps are managed by the chart's identity only.", 3, EnforcedWebhook},
+	{SandboxNamespace, "The sandbox namespace, its labels, NetworkPolicies, quota, LimitRanges, ServiceAccounts and CA ConfigMaps are managed by the chart's identity only.", 3, EnforcedWebhook},
 	{ContentAddressed, "Workspace and saved-plan ConfigMaps are immutable, named after their content and deleted only by the pruner.", 3, EnforcedWebhook},
 	// Credentials' scope.
 	{TokenRequest, "A tool ServiceAccount's token goes only to the kubelet, for the Vault audience, at most an hour, bound to a sandbox Pod of the tool on its node that the webhook admitted (owned by its existing Job, exactly that Job's rendering, in the webhook's Pod ledger); no token Secret.", 4, EnforcedWebhook},

@@ -263,7 +263,8 @@ func (e *Env) namespaceCases() []Case {
 	}
 }
 
-// protectedCases change the sandbox namespace's NetworkPolicies, quota and limits (server-side dry runs).
+// protectedCases change the sandbox namespace's NetworkPolicies, quota, limits and ServiceAccounts (server-side dry
+// runs).
 func (e *Env) protectedCases() []Case {
 	ns := e.Namespace()
 	allowAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-all-egress-" + e.Run},
@@ -287,6 +288,23 @@ func (e *Env) protectedCases() []Case {
 		c("admin elsewhere: a ResourceQuota in the sandbox namespace", func(ctx context.Context) error {
 			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q-" + e.Run}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
 			_, err := e.Attacker.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}),
+		// The ServiceAccount admission plugin copies a ServiceAccount's imagePullSecrets into every Pod made
+		// without its own: the Job controller's Pod of an approved call would then differ from the rendering
+		// and be refused after its approval was spent. The MCP server's ServiceAccount stands in for the
+		// tools' (the chart makes both; a harness without the chart has only the MCP server's).
+		c("edit user: imagePullSecrets on a ServiceAccount of the sandbox namespace", func(ctx context.Context) error {
+			_, err := e.Edit.CoreV1().ServiceAccounts(ns).Patch(ctx, e.MCPServiceAccount, types.MergePatchType,
+				[]byte(`{"imagePullSecrets":[{"name":"regcred-`+e.Run+`"}]}`), metav1.PatchOptions{DryRun: dryRun})
+			return err
+		}),
+		c("edit user: delete a ServiceAccount of the sandbox namespace", func(ctx context.Context) error {
+			return e.Edit.CoreV1().ServiceAccounts(ns).Delete(ctx, e.MCPServiceAccount, metav1.DeleteOptions{DryRun: dryRun})
+		}),
+		c("edit user: a ServiceAccount in the sandbox namespace", func(ctx context.Context) error {
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + e.Run}}
+			_, err := e.Edit.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{DryRun: dryRun})
 			return err
 		}),
 		c("admin elsewhere: a LimitRange in the sandbox namespace", func(ctx context.Context) error {
