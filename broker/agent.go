@@ -160,8 +160,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 }
 
 // Run issues the credential, waits until ctx is done (the kubelet's SIGTERM once the tool has exited),
-// then revokes it. An error before the credential is written means no kubeconfig exists and the tool
-// never starts; an error after it means revocation failed and the lease ends with its TTL instead.
+// then revokes it and reports the tool's result. An error before the credential is written means no
+// kubeconfig exists and the tool never starts; an error after it means revocation failed and the lease
+// ends with its TTL instead — and then the result is withheld (ReportResult), since the credential is live.
 func (a *Agent) Run(ctx context.Context) error {
 	if _, err := a.Issue(ctx); err != nil {
 		return err
@@ -208,6 +209,11 @@ func (a *Agent) waitDone(ctx context.Context) {
 // plan) refused if they hold one of those values or their encodings, in their bytes or, for a zip archive
 // (a saved plan is one, its entries compressed), in any entry unpacked — so nothing the tool wrote carries
 // the credential out.
+//
+// Scrubbing finds only the encodings it knows; a tool may write the token in any other (hex, split in two).
+// So the result is released only once no credential of this agent may be valid: it was revoked, had
+// expired, or was never issued. While one may still be (Revoke not called yet, or Vault failed or refused
+// the revocation), the tool.result event carries errWithheld instead, and the result stays in the Pod.
 func (a *Agent) ReportResult() {
 	if a.cfg.ResultFile == "" {
 		return
@@ -219,6 +225,10 @@ func (a *Agent) ReportResult() {
 			ev["exit_code"] = code
 		}
 		a.emit(EventToolResult, ev)
+	}
+	if a.MayHoldCredential() {
+		fail(errWithheld)
+		return
 	}
 	f, err := os.Open(a.cfg.ResultFile)
 	if err != nil {
@@ -264,6 +274,9 @@ func (a *Agent) ReportResult() {
 	}
 	a.emitRaw(EventToolResult, ev)
 }
+
+// errWithheld is the tool.result error of a result withheld because the credential may still be valid.
+const errWithheld = "the credential could not be revoked; the tool's result is withheld"
 
 // exitCode is the claimed tool's exit code, which a warm Pod's entry point writes into the done marker.
 func (a *Agent) exitCode() (int, bool) {

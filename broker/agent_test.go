@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -440,8 +441,8 @@ func zipPlan(t *testing.T, method uint16, entries map[string]string) string {
 	return base64.StdEncoding.EncodeToString(zbuf.Bytes())
 }
 
-// reportPlan has an agent that issued its credential report a tool result whose saved plan is plan, and
-// returns the event it reported last.
+// reportPlan has an agent that issued and revoked its credential report a tool result whose saved plan is
+// plan, and returns the event it reported last.
 func reportPlan(t *testing.T, plan string) map[string]any {
 	t.Helper()
 	_, srv := newFakeVault(t)
@@ -453,6 +454,9 @@ func reportPlan(t *testing.T, plan string) map[string]any {
 	}
 	a := mustAgent(t, cfg)
 	if _, err := a.Issue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Revoke(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	a.ReportResult()
@@ -614,4 +618,143 @@ func TestAgentMayHoldCredential(t *testing.T) {
 	if _, err := c.Issue(context.Background()); err == nil || c.MayHoldCredential() {
 		t.Fatalf("login failed: %v, may hold %v; want an error and false", err, c.MayHoldCredential())
 	}
+}
+
+// TestAgentWithholdsTheResultWhenTheRevokeFails: a tool that is not one of this binary's runners (a policy may
+// add one) writes the issued token hex-encoded into its result, an encoding the exact-value scrubbing does
+// not know; Vault then fails the revocation (503 past the retry budget, or a refusal before the token
+// expired). The token is live until its lease ends, so the result must not leave the Pod: the tool.result
+// event carries an error instead, after credential.revoke_failed. Found by a security review: Run released
+// the result whatever the revocation returned.
+func TestAgentWithholdsTheResultWhenTheRevokeFails(t *testing.T) {
+	leaked := hex.EncodeToString([]byte(secretToken))
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{
+		{"503 past the retry budget", http.StatusServiceUnavailable},
+		{"500 past the retry budget", http.StatusInternalServerError},
+		{"refused before the token expired", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, srv := newFakeVault(t)
+			inner := srv.Config.Handler
+			var revokes atomic.Int32
+			srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/auth/token/revoke-self" {
+					revokes.Add(1)
+					vaultReply(w, tc.status, map[string]any{"errors": []string{"cannot revoke now"}})
+					return
+				}
+				inner.ServeHTTP(w, r)
+			})
+			cfg, events := agentFixture(t, srv.URL)
+			cfg.ResultFile = filepath.Join(t.TempDir(), "result.json")
+			if err := os.WriteFile(cfg.ResultFile, []byte(`{"text":"`+leaked+`"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a := mustAgent(t, cfg)
+			err := runUntilIssued(t, a, cfg.Out)
+			if err == nil || !a.MayHoldCredential() {
+				t.Fatalf("Run against a Vault that fails the revocation: %v, may hold %v; want an error and true", err, a.MayHoldCredential())
+			}
+			if tc.status != http.StatusForbidden && revokes.Load() < 2 {
+				t.Errorf("revoke-self tried %d times; a transient failure is retried", revokes.Load())
+			}
+			evs := eventLines(t, events)
+			var names []any
+			for _, ev := range evs {
+				names = append(names, ev["event"])
+				if ev["event"] == EventToolResult && ev["result"] != nil {
+					t.Errorf("a tool.result carries the result although the credential is live: %v", ev)
+				}
+			}
+			if n := len(evs); n < 2 || evs[n-2]["event"] != EventRevokeFailed || evs[n-1]["event"] != EventToolResult ||
+				evs[n-1]["error"] != "the credential could not be revoked; the tool's result is withheld" {
+				t.Errorf("events %v; want %s then %s with the withheld error: %s", names, EventRevokeFailed, EventToolResult, events)
+			}
+			if strings.Contains(events.String(), leaked) {
+				t.Errorf("the events hold the hex-encoded token: %s", events)
+			}
+		})
+	}
+}
+
+// runUntilIssued runs a until its kubeconfig at out is written, then stops it as the kubelet's SIGTERM
+// does, and returns what Run returned.
+func runUntilIssued(t *testing.T, a *Agent, out string) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for KubeconfigReady(out) != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended before the kubeconfig was written: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kubeconfig never written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	return <-done
+}
+
+// TestAgentReleasesTheResultOnceNoCredentialIsValid: the result leaves the Pod once the credential is revoked,
+// or once Vault refuses the revocation because the token had already expired (which revoked its lease), and
+// not before the revocation.
+func TestAgentReleasesTheResultOnceNoCredentialIsValid(t *testing.T) {
+	withResult := func(t *testing.T, cfg *AgentConfig) {
+		t.Helper()
+		cfg.ResultFile = filepath.Join(t.TempDir(), "result.json")
+		if err := os.WriteFile(cfg.ResultFile, []byte(`{"text":"3 pods running"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := func(t *testing.T, events *bytes.Buffer) {
+		t.Helper()
+		evs := eventLines(t, events)
+		last := evs[len(evs)-1]
+		if r, ok := last["result"].(map[string]any); last["event"] != EventToolResult || !ok || r["text"] != "3 pods running" {
+			t.Errorf("last event %v; want the tool's result", last)
+		}
+	}
+	t.Run("revoked", func(t *testing.T) {
+		_, srv := newFakeVault(t)
+		cfg, events := agentFixture(t, srv.URL)
+		withResult(t, &cfg)
+		if err := runUntilIssued(t, mustAgent(t, cfg), cfg.Out); err != nil {
+			t.Fatal(err)
+		}
+		released(t, events)
+	})
+	t.Run("expired", func(t *testing.T) {
+		_, srv := newFakeVault(t) // the Vault token's lease_duration is 600
+		cfg, events := agentFixture(t, srv.URL)
+		withResult(t, &cfg)
+		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		cfg.Now = func() time.Time { return now }
+		a := mustAgent(t, cfg)
+		if _, err := a.Issue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.ReportResult()
+		if last := eventLines(t, events)[1]; last["event"] != EventToolResult || last["result"] != nil || last["error"] != errWithheld {
+			t.Errorf("reported before the revocation: %v", last)
+		}
+		srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			vaultReply(w, 403, map[string]any{"errors": []string{"permission denied"}})
+		})
+		now = now.Add(601 * time.Second)
+		if err := a.Revoke(context.Background()); err != nil {
+			t.Fatalf("revoke after expiry: %v", err)
+		}
+		a.ReportResult()
+		released(t, events)
+	})
 }

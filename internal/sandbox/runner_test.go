@@ -75,3 +75,21 @@ func TestWatchResult(t *testing.T) {
 		})
 	}
 }
+
+// TestParseEventsWithheldResult: when Vault failed the revocation, the credential agent reports
+// credential.revoke_failed and a tool.result with an error instead of the result (the credential is live,
+// so nothing the tool wrote may leave the Pod). The run then has no result and that error as its reason,
+// and the revoke_failed event stays among the credential events for the audit chain.
+func TestParseEventsWithheldResult(t *testing.T) {
+	const withheld = "the credential could not be revoked; the tool's result is withheld"
+	log := `{"event":"credential.issued","lease_id":"l1","ttl_seconds":600}` + "\n" +
+		`{"event":"credential.revoke_failed","lease_id":"l1","error":"gave up after 8s: Vault is sealed"}` + "\n" +
+		`{"event":"tool.result","error":"` + withheld + `"}` + "\n"
+	events, result, resultErr := parseEvents([]byte(log))
+	if result != nil || resultErr != withheld {
+		t.Errorf("result %q, error %q; want none and %q", result, resultErr, withheld)
+	}
+	if len(events) != 2 || events[1]["event"] != "credential.revoke_failed" {
+		t.Errorf("credential events %v; want credential.issued and credential.revoke_failed", events)
+	}
+}

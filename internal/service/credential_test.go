@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -72,4 +74,33 @@ func asError(err error, se **Error) bool {
 	e, ok := err.(*Error)
 	*se = e
 	return ok
+}
+
+// TestWithheldResultIsAToolError: a run whose credential agent withheld the result because Vault failed the
+// revocation (credential.revoke_failed, then a tool.result error) is a failed call that names the reason,
+// and its chain records the failed revocation (credential.revoked, status failed) before its tool.result.
+func TestWithheldResultIsAToolError(t *testing.T) {
+	const withheld = "the credential could not be revoked; the tool's result is withheld"
+	f := newFixture(t)
+	f.run.afterSlot = func(_ context.Context, job *batchv1.Job) (*sandbox.Result, error) {
+		return &sandbox.Result{JobName: job.Name, ExitCode: 0, ResultError: withheld, CredentialEvents: []map[string]any{
+			{"event": audit.EventCredentialIssued, "lease_id": "kubernetes/creds/x/abc", "ttl_seconds": 600.0, "time": "2026-05-06T07:08:09Z"},
+			{"event": "credential.revoke_failed", "lease_id": "kubernetes/creds/x/abc", "error": "gave up after 8s: Vault is sealed"},
+		}}, nil
+	}
+	out, err := f.podStatus(context.Background(), map[string]any{"namespace": "demo-app"}, nil)
+	var se *Error
+	if !asError(err, &se) || se.Kind != KindFailed || !strings.Contains(se.Message, withheld) {
+		t.Fatalf("got %v, %v; want a failed call saying %q", out, err, withheld)
+	}
+	recs, err := audit.ReadFile(f.log, audit.Filter{RequestID: se.RequestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(recs)
+	if n < 2 || recs[n-2].Event != audit.EventCredentialRevoked || recs[n-2].Fields["status"] != "failed" ||
+		recs[n-1].Event != audit.EventToolResult || recs[n-1].Fields["is_error"] != true ||
+		!strings.Contains(fmt.Sprint(recs[n-1].Fields["reason"]), withheld) {
+		t.Errorf("chain ends %v; want credential.revoked (failed) then tool.result naming the withheld result", recs[max(0, n-2):])
+	}
 }

@@ -47,7 +47,10 @@ prints a credential.issued event as one JSON line on stdout. Then it waits. On S
 container has exited) it revokes its Vault token, which makes Vault delete the generated ServiceAccount
 and RoleBinding, removes the kubeconfig, prints credential.revoked, then reports the tool's result
 file (--result-file) as a tool.result event — the tool's one JSON result object, scrubbed of the
-credential's exact values and of anything shaped like a secret — and exits 0.
+credential's exact values and of anything shaped like a secret — and exits 0. If Vault fails or refuses
+the revocation (the token had not expired), the credential stays valid until its lease ends: it prints
+credential.revoke_failed, reports a tool.result error instead of the result, which stays in the Pod, and
+exits 1.
 
 Any failure before the kubeconfig is written prints one line on stderr and exits 1. A tool that is not one
 of this binary's runners is held back by the sidecar's postStart hook ("cred-agent ready"), which then never
