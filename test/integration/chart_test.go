@@ -1306,6 +1306,84 @@ func TestChartRejects(t *testing.T) {
 	}
 }
 
+// chartWideningValues are values that would silently weaken the sandbox (invariant 2's default-deny egress, and
+// the identities the webhook trusts) and once rendered with rc=0: each names the value as the schema reports it
+// (a JSON pointer) and as the template's own check does (under --skip-schema-validation).
+var chartWideningValues = []struct {
+	name, set, pointer, value string
+}{
+	{"empty egress rule (allow all)", `networkPolicy.extraEgress=[{}]`, "/networkPolicy/extraEgress/0", "networkPolicy.extraEgress[0] has no destinations"},
+	{"egress rule without to", `networkPolicy.extraEgress=[{"ports":[{"port":443}]}]`, "/networkPolicy/extraEgress/0", "networkPolicy.extraEgress[0] has no destinations"},
+	{"egress rule with empty to", `networkPolicy.extraEgress=[{"to":[],"ports":[{"port":443}]}]`, "/networkPolicy/extraEgress/0/to", "networkPolicy.extraEgress[0] has no destinations"},
+	{"egress rule without ports", `networkPolicy.extraEgress=[{"to":[{"ipBlock":{"cidr":"10.1.2.3/32"}}]}]`, "/networkPolicy/extraEgress/0", "networkPolicy.extraEgress[0] has no ports"},
+	{"egress rule with empty ports", `networkPolicy.extraEgress=[{"to":[{"ipBlock":{"cidr":"10.1.2.3/32"}}],"ports":[]}]`, "/networkPolicy/extraEgress/0/ports", "networkPolicy.extraEgress[0] has no ports"},
+	{"egress port without a port", `networkPolicy.extraEgress=[{"to":[{"ipBlock":{"cidr":"10.1.2.3/32"}}],"ports":[{"protocol":"UDP"}]}]`, "/networkPolicy/extraEgress/0/ports/0", "networkPolicy.extraEgress[0].ports[0] has no port"},
+	{"empty egress peer", `networkPolicy.extraEgress=[{"to":[{}],"ports":[{"port":8200}]}]`, "/networkPolicy/extraEgress/0/to/0", "networkPolicy.extraEgress[0].to[0] is an empty NetworkPolicy peer"},
+	{"egress to 0.0.0.0/0", `networkPolicy.extraEgress=[{"to":[{"ipBlock":{"cidr":"0.0.0.0/0"}}],"ports":[{"port":443}]}]`, "/networkPolicy/extraEgress/0/to/0/ipBlock/cidr", "networkPolicy.extraEgress[0].to[0].ipBlock.cidr: 0.0.0.0/0 is too wide"},
+	{"egress to ::/0", `networkPolicy.extraEgress=[{"to":[{"ipBlock":{"cidr":"::/0"}}],"ports":[{"port":443}]}]`, "/networkPolicy/extraEgress/0/to/0/ipBlock/cidr", "networkPolicy.extraEgress[0].to[0].ipBlock.cidr: ::/0 is too wide"},
+	{"egress to every namespace", `networkPolicy.extraEgress=[{"to":[{"namespaceSelector":{}}],"ports":[{"port":8200}]}]`, "/networkPolicy/extraEgress/0/to/0/namespaceSelector", "networkPolicy.extraEgress[0].to[0].namespaceSelector is empty"},
+	{"egress to every sandbox Pod", `networkPolicy.extraEgress=[{"to":[{"podSelector":{}}],"ports":[{"port":8200}]}]`, "/networkPolicy/extraEgress/0/to/0", "networkPolicy.extraEgress[0].to[0].podSelector is empty"},
+	{"Vault egress to 0.0.0.0/0", `vault.egress=[{"cidr":"0.0.0.0/0","port":8200}]`, "/vault/egress/0/cidr", "vault.egress[0].cidr: 0.0.0.0/0 is too wide"},
+	{"Vault egress to a /7", `vault.egress=[{"cidr":"4.0.0.0/7","port":8200}]`, "/vault/egress/0/cidr", "vault.egress[0].cidr: 4.0.0.0/7 is too wide"},
+	{"Vault egress to ::/0", `vault.egress=[{"cidr":"::/0","port":8200}]`, "/vault/egress/0/cidr", "vault.egress[0].cidr: ::/0 is too wide"},
+	{"API server egress to 0.0.0.0/0", `apiServer.endpoints=[{"cidr":"0.0.0.0/0","port":6443}]`, "/apiServer/endpoints/0/cidr", "apiServer.endpoints[0].cidr: 0.0.0.0/0 is too wide"},
+	{"API server egress to an IPv6 /31", `apiServer.endpoints=[{"cidr":"2001:db8::/31","port":6443}]`, "/apiServer/endpoints/0/cidr", "apiServer.endpoints[0].cidr: 2001:db8::/31 is too wide"},
+	{"DNS to 0.0.0.0/0", `networkPolicy.dns.to=[{"ipBlock":{"cidr":"0.0.0.0/0"}}]`, "/networkPolicy/dns/to/0/ipBlock/cidr", "networkPolicy.dns.to[0].ipBlock.cidr: 0.0.0.0/0 is too wide"},
+	{"DNS to an empty peer", `networkPolicy.dns.to=[{}]`, "/networkPolicy/dns/to/0", "networkPolicy.dns.to[0] is an empty NetworkPolicy peer"},
+	{"admin group system:authenticated", `webhook.adminGroups=["system:authenticated"]`, "/webhook/adminGroups/0", `webhook.adminGroups[0]: "system:authenticated" stands for everyone`},
+	{"admin group system:unauthenticated", `webhook.adminGroups=["system:masters","system:unauthenticated"]`, "/webhook/adminGroups/1", `webhook.adminGroups[1]: "system:unauthenticated" stands for everyone`},
+	{"admin group system:serviceaccounts", `webhook.adminGroups=["system:serviceaccounts"]`, "/webhook/adminGroups/0", `webhook.adminGroups[0]: "system:serviceaccounts" stands for everyone`},
+	{"admin group of a namespace's ServiceAccounts", `webhook.adminGroups=["system:serviceaccounts:agent-sandbox"]`, "/webhook/adminGroups/0", `webhook.adminGroups[0]: "system:serviceaccounts:agent-sandbox" stands for everyone`},
+	{"admin user system:anonymous", `webhook.adminUsers=["system:anonymous"]`, "/webhook/adminUsers/0", `webhook.adminUsers[0]: "system:anonymous" stands for everyone`},
+	{"job controller user system:anonymous", `webhook.jobControllerUsers=["system:anonymous"]`, "/webhook/jobControllerUsers/0", `webhook.jobControllerUsers[0]: "system:anonymous" stands for everyone`},
+	{"scheduler user system:authenticated", `webhook.schedulerUsers=["system:authenticated"]`, "/webhook/schedulerUsers/0", `webhook.schedulerUsers[0]: "system:authenticated" stands for everyone`},
+	{"metrics reader system:authenticated", `webhook.metrics.readers=[{"kind":"Group","name":"system:authenticated","apiGroup":"rbac.authorization.k8s.io"}]`, "/webhook/metrics/readers/0/name", `webhook.metrics.readers[0].name: "system:authenticated" stands for everyone`},
+	{"audit reader system:serviceaccounts", `auditAnchors.reader.subjects=[{"kind":"Group","name":"system:serviceaccounts","apiGroup":"rbac.authorization.k8s.io"}]`, "/auditAnchors/reader/subjects/0/name", `auditAnchors.reader.subjects[0].name: "system:serviceaccounts" stands for everyone`},
+}
+
+// TestChartRefusesWideningValues: every value of chartWideningValues fails the render, refused by the schema
+// at the value's path, and, with the schema skipped (helm --skip-schema-validation), by the template's own
+// check naming the value and the reason. The narrow values the repository and its docs use still render.
+func TestChartRefusesWideningValues(t *testing.T) {
+	_, chart, _ := chartPaths(t)
+	for _, tc := range chartWideningValues {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, mode := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"--set-json", tc.set}, "at '" + tc.pointer + "'"},
+				{[]string{"--set-json", tc.set, "--skip-schema-validation"}, tc.value},
+			} {
+				out, err := chartTemplate(t, chart, mode.args...)
+				if err == nil {
+					t.Errorf("helm template %s succeeded; want a failure mentioning %q (rendered %d bytes)", strings.Join(mode.args, " "), mode.want, len(out))
+				} else if !strings.Contains(err.Error(), mode.want) {
+					t.Errorf("helm template %s failed without mentioning %q: %v", strings.Join(mode.args, " "), mode.want, err)
+				}
+			}
+		})
+	}
+
+	// What the repository and its docs set (scripts/deploy.sh's /32 endpoints, docs/install.md's HVN /20 and
+	// in-cluster Vault rule, NodeLocal DNSCache's address) and the narrowest widths still allowed must render.
+	for _, set := range []string{
+		`vault.egress=[{"cidr":"172.25.16.0/20","port":8200},{"cidr":"10.0.0.0/8","port":8200}]`,
+		`apiServer.endpoints=[{"cidr":"192.0.2.2/32","port":6443},{"cidr":"2001:db8::/32","port":443},{"cidr":"fd00:10:96::1/128","port":443}]`,
+		`networkPolicy.extraEgress=[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"vault"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"vault"}}}],"ports":[{"protocol":"TCP","port":8200}]}]`,
+		`networkPolicy.extraEgress=[{"to":[{"namespaceSelector":{"matchExpressions":[{"key":"team","operator":"In","values":["vault"]}]},"podSelector":{}}],"ports":[{"port":"https"}]}]`,
+		`networkPolicy.dns.to=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}}},{"ipBlock":{"cidr":"169.254.20.10/32"}}]`,
+		`webhook.adminUsers=["system:serviceaccount:ci:helm-deployer"]`,
+	} {
+		for _, skip := range [][]string{nil, {"--skip-schema-validation"}} {
+			args := append([]string{"--set-json", set}, skip...)
+			if out, err := chartTemplate(t, chart, args...); err != nil {
+				t.Errorf("helm template %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+}
+
 // TestChartLintAndPackage: helm lint --strict is clean, and the packaged chart (which must follow the
 // files/policy.yaml symlink and carry the policy's contents) renders exactly like the chart folder.
 func TestChartLintAndPackage(t *testing.T) {

@@ -201,3 +201,98 @@ prometheus-operator) run only then: a template render cannot know what the targe
 {{- define "agent-sandbox.connected" -}}
 {{- if lookup "v1" "Namespace" "" "kube-system" }}true{{ end }}
 {{- end }}
+
+{{/*
+The checks below repeat the schema's refusals of values that would silently weaken the sandbox (invariant 2:
+egress only to DNS, the API server and Vault; the chart's trusted identities). values.schema.json refuses
+them first, with the value's path; these fail the render too when the schema is skipped
+(helm --skip-schema-validation), each with the value's name and the reason.
+*/}}
+
+{{/* agent-sandbox.checkCIDR (list NAME CIDR): an IPv4 CIDR no wider than /8, or an IPv6 one no wider than /32. */}}
+{{- define "agent-sandbox.checkCIDR" -}}
+{{- $name := index . 0 -}}
+{{- $cidr := toString (index . 1) -}}
+{{- $v4 := regexMatch "^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$" $cidr -}}
+{{- $v6 := regexMatch "^[0-9a-fA-F:]*:[0-9a-fA-F:]*/[0-9]{1,3}$" $cidr -}}
+{{- if not (or $v4 $v6) -}}
+{{- fail (printf "%s: %q is not an IPv4 or IPv6 CIDR (address/prefix)" $name $cidr) -}}
+{{- end -}}
+{{- $prefix := atoi (last (splitList "/" $cidr)) -}}
+{{- if or (and $v4 (lt $prefix 8)) (and $v6 (lt $prefix 32)) -}}
+{{- fail (printf "%s: %s is too wide (IPv4 needs /8 or narrower, IPv6 /32): it is not a destination but a large part of the internet (/0 is every address), and sandbox egress is an allowlist" $name $cidr) -}}
+{{- end -}}
+{{- end }}
+
+{{/* agent-sandbox.checkPeer (list NAME PEER): a NetworkPolicy peer that names its destination. */}}
+{{- define "agent-sandbox.checkPeer" -}}
+{{- $name := index . 0 -}}
+{{- $peer := index . 1 -}}
+{{- if not (and (kindIs "map" $peer) $peer) -}}
+{{- fail (printf "%s is an empty NetworkPolicy peer, which matches every address: name the destination (an ipBlock, or a namespaceSelector with labels)" $name) -}}
+{{- end -}}
+{{- if hasKey $peer "ipBlock" -}}
+{{- $block := $peer.ipBlock -}}
+{{- include "agent-sandbox.checkCIDR" (list (printf "%s.ipBlock.cidr" $name) (and (kindIs "map" $block) $block.cidr)) -}}
+{{- else if hasKey $peer "namespaceSelector" -}}
+{{- $sel := $peer.namespaceSelector -}}
+{{- if not (and (kindIs "map" $sel) (or $sel.matchLabels $sel.matchExpressions)) -}}
+{{- fail (printf "%s.namespaceSelector is empty, which selects every namespace: select the destination's namespace by its labels" $name) -}}
+{{- end -}}
+{{- else -}}
+{{- $sel := $peer.podSelector -}}
+{{- if not (and (kindIs "map" $sel) (or $sel.matchLabels $sel.matchExpressions)) -}}
+{{- fail (printf "%s.podSelector is empty and alone, which selects every Pod of the sandbox namespace: select the destination by its labels" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* agent-sandbox.checkEgressRule (list NAME RULE): an egress rule with destinations and ports, each named. */}}
+{{- define "agent-sandbox.checkEgressRule" -}}
+{{- $name := index . 0 -}}
+{{- $rule := index . 1 -}}
+{{- if not (and (kindIs "map" $rule) $rule.to) -}}
+{{- fail (printf "%s has no destinations (to): an egress rule without them allows every address ({} allows all egress)" $name) -}}
+{{- end -}}
+{{- if not $rule.ports -}}
+{{- fail (printf "%s has no ports: an egress rule without them allows every port" $name) -}}
+{{- end -}}
+{{- range $i, $peer := $rule.to -}}
+{{- include "agent-sandbox.checkPeer" (list (printf "%s.to[%d]" $name $i) $peer) -}}
+{{- end -}}
+{{- range $i, $port := $rule.ports -}}
+{{- if not (and (kindIs "map" $port) $port.port) -}}
+{{- fail (printf "%s.ports[%d] has no port: a port entry without one allows every port of its protocol" $name $i) -}}
+{{- end -}}
+{{- if and (kindIs "map" $port) (hasKey $port "endPort") -}}
+{{- fail (printf "%s.ports[%d] has an endPort: list the ports instead of a range" $name $i) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+agent-sandbox.checkIdentities: no list of trusted identities names everyone. system:authenticated,
+system:unauthenticated, system:serviceaccounts[:<namespace>] and system:anonymous stand for every user,
+request or ServiceAccount (of a namespace); trusting one would make every such caller the trusted identity.
+*/}}
+{{- define "agent-sandbox.checkIdentities" -}}
+{{- $everyone := list "system:authenticated" "system:unauthenticated" "system:anonymous" "system:serviceaccounts" -}}
+{{- $named := list -}}
+{{- range $list := list "jobControllerUsers" "schedulerUsers" "adminUsers" "adminGroups" -}}
+{{- range $i, $id := index $.Values.webhook $list -}}
+{{- $named = append $named (list (printf "webhook.%s[%d]" $list $i) $id) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $s := .Values.webhook.metrics.readers -}}
+{{- $named = append $named (list (printf "webhook.metrics.readers[%d].name" $i) $s.name) -}}
+{{- end -}}
+{{- range $i, $s := .Values.auditAnchors.reader.subjects -}}
+{{- $named = append $named (list (printf "auditAnchors.reader.subjects[%d].name" $i) $s.name) -}}
+{{- end -}}
+{{- range $named -}}
+{{- $id := toString (index . 1) -}}
+{{- if or (has $id $everyone) (hasPrefix "system:serviceaccounts:" $id) -}}
+{{- fail (printf "%s: %q stands for everyone (every user, request or ServiceAccount) and is never trusted: name the exact users or groups" (index . 0) $id) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
