@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/rest"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -1291,7 +1292,7 @@ func TestChartRejects(t *testing.T) {
 		{"webhook in the sandbox namespace", []string{"--namespace", chartSandboxNS}, "never into the namespace it guards"},
 		{"approver keys not JSON", []string{"--set-string", "approvers.jwks=not json"}, "approvers.jwks must be a JWK set"},
 		{"approver private key", []string{"--set-file", "approvers.jwks=" + privateJWKS}, "private key material"},
-		{"Kubernetes older than 1.29", []string{"--kube-version", "1.28.0"}, "kubeVersion"},
+		{"Kubernetes older than 1.30", []string{"--kube-version", "1.29.0"}, "kubeVersion"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1564,6 +1565,10 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 			t.Errorf("helm upgrade did not change timeoutSeconds: %v", v.Webhooks[0].TimeoutSeconds)
 		}
 		chartCABundles(t, ctx, admin, flags["--webhook-config"], len(chartWebhookNames()))
+	})
+
+	t.Run("the webhook's identity changes caBundle and nothing else", func(t *testing.T) {
+		chartWebhookIdentityOnlyInjectsCA(t, ctx, asWebhook, flags["--webhook-config"])
 	})
 
 	t.Run("approval ledger as the webhook", func(t *testing.T) {
@@ -1915,5 +1920,73 @@ func chartCABundles(t *testing.T, ctx context.Context, c client.Client, name str
 	}
 	if n != want {
 		t.Errorf("%d of the webhooks have a caBundle, want %d", n, want)
+	}
+}
+
+// chartWebhookIdentityOnlyInjectsCA: the webhook's ServiceAccount may update its two configurations
+// (self-managed TLS injects the CA), and the built-in edit role of the release namespace may act as it. The
+// chart's admission policy keeps that to caBundle: sending every Pod of the cluster to its webhooks, a new
+// webhook, or a finalizer is refused (dry runs); a new caBundle alone passes. The API server loads a new
+// policy within seconds, so the first refusal is waited for.
+func chartWebhookIdentityOnlyInjectsCA(t *testing.T, ctx context.Context, asWebhook client.Client, name string) {
+	t.Helper()
+	const refusal = "the webhook's ServiceAccount may"
+	validating := func(mut func(*admissionregistrationv1.ValidatingWebhookConfiguration)) error {
+		var v admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := asWebhook.Get(ctx, client.ObjectKey{Name: name}, &v); err != nil {
+			return err
+		}
+		mut(&v)
+		return asWebhook.Update(ctx, &v, client.DryRunAll)
+	}
+	mutating := func(mut func(*admissionregistrationv1.MutatingWebhookConfiguration)) error {
+		var m admissionregistrationv1.MutatingWebhookConfiguration
+		if err := asWebhook.Get(ctx, client.ObjectKey{Name: name}, &m); err != nil {
+			return err
+		}
+		mut(&m)
+		return asWebhook.Update(ctx, &m, client.DryRunAll)
+	}
+	everyNamespace := func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+		v.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{}
+	}
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if err = validating(everyNamespace); err != nil && strings.Contains(err.Error(), refusal) {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Fatalf("as the webhook, a validating webhook matching every namespace: %v; want it refused by the chart's admission policy", err)
+	}
+	for what, err := range map[string]error{
+		"every Pod of the cluster to the mutating webhook": mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+			m.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{}
+			m.Webhooks[0].Rules = append(m.Webhooks[0].Rules, admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}})
+		}),
+		"another webhook": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			w := v.Webhooks[0]
+			w.Name = "everything.attacker.example"
+			v.Webhooks = append(v.Webhooks, w)
+		}),
+		"failurePolicy Ignore": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		}),
+		"a finalizer": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Finalizers = append(v.Finalizers, "attacker.example/hold")
+		}),
+	} {
+		if err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Errorf("as the webhook, %s: %v; want it refused by the chart's admission policy", what, err)
+		}
+	}
+	if err := validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+		for i := range v.Webhooks {
+			v.Webhooks[i].ClientConfig.CABundle = append(v.Webhooks[i].ClientConfig.CABundle, '\n')
+		}
+	}); err != nil {
+		t.Errorf("as the webhook, a new caBundle alone: %v", err)
 	}
 }
