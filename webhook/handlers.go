@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/rules"
+	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
 // Paths the webhook serves; the Helm chart's WebhookConfigurations point at them.
@@ -172,12 +173,12 @@ func record(ctx context.Context, m *Metrics, kind string, r Request, start time.
 	var dn *Denial
 	if errors.As(err, &dn) {
 		m.decisions.WithLabelValues(kind, r.Operation, decisionDenied, dn.Rule).Inc()
-		log.Info("admission denied", "rule", dn.Rule, "reason", oneLine(dn.Reason))
+		log.Info("admission denied", "rule", dn.Rule, "reason", scrub.String(oneLine(dn.Reason)))
 		return nil, err
 	}
 	if err != nil {
 		m.decisions.WithLabelValues(kind, r.Operation, decisionDenied, "error").Inc()
-		log.Error(err, "admission failed")
+		log.Error(errors.New(scrub.String(oneLine(err.Error()))), "admission failed")
 		return nil, err
 	}
 	m.decisions.WithLabelValues(kind, r.Operation, decisionAllowed, "").Inc()

@@ -1,12 +1,16 @@
 package webhook
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -148,5 +152,24 @@ func TestReloadTakesRemovedKeysOutOfTrust(t *testing.T) {
 				t.Fatalf("with the key back: %v", err)
 			}
 		})
+	}
+}
+
+// TestDenialLogsAreScrubbed: a denial's reason may quote what the request carried, an approval token among
+// it; the API server gets it scrubbed, and so does the webhook's own log.
+func TestDenialLogsAreScrubbed(t *testing.T) {
+	const token = "eyJhbGciOiJFZERTQSIsImtpZCI6ImEifQ.eyJzdWIiOiJyZXEtMTIzIn0.c2lnbmF0dXJlc2lnbmF0dXJl"
+	var logged strings.Builder
+	ctx := logr.NewContext(context.Background(), funcr.New(func(prefix, args string) { logged.WriteString(args + "\n") }, funcr.Options{}))
+	m, _ := NewMetrics(prometheus.NewRegistry())
+	denial := deny(rules.Approval, "approval %s is for another call", token)
+	if _, err := record(ctx, m, "job", Request{Operation: "CREATE"}, time.Now(), nil, denial); err == nil {
+		t.Fatal("the denial was lost")
+	}
+	if _, err := record(ctx, m, "job", Request{Operation: "CREATE"}, time.Now(), nil, fmt.Errorf("ledger: %s", token)); err == nil {
+		t.Fatal("the error was lost")
+	}
+	if strings.Contains(logged.String(), token[:40]) || !strings.Contains(logged.String(), "admission denied") {
+		t.Fatalf("the webhook's log holds the token, or no denial:\n%s", logged.String())
 	}
 }
