@@ -1502,6 +1502,9 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	}
 	if out, err := chartHelm(t, append([]string{"install", chartRelease, chart, "--create-namespace", "--set", "sandbox.createNamespace=false"}, kube...)...); err != nil {
 		t.Fatalf("helm install with sandbox.createNamespace=false: %v\n%s", err, out)
+	} else if !strings.Contains(out, `WARNING: approvals are addressed to cluster ID "agent-sandbox-local", the shipped default`) {
+		// Every install that keeps the default accepts the others' approvals: the notes must say so.
+		t.Errorf("helm install with the default cluster ID printed no warning about it:\n%s", out)
 	}
 
 	var dep appsv1.Deployment
