@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,11 @@ type Options struct {
 	Dial      DialFunc
 	Now       func() time.Time
 	Out       io.Writer
+	// Live, when set, reads the registered webhook configurations, which must guard all that Want (what
+	// agent-sandbox renders) does: CheckConfigurations.
+	Live  func(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error)
+	WantM *admissionregistrationv1.MutatingWebhookConfiguration
+	WantV *admissionregistrationv1.ValidatingWebhookConfiguration
 }
 
 // Run runs every check, retrying each until it passes or the timeout passes, and prints one line per
@@ -132,15 +138,27 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	})
 	report("an unsafe Job in namespace "+o.SandboxNamespace+" is refused by the webhook (server-side dry run)", denial, err)
+
+	if o.Live != nil {
+		err = within(func(ctx context.Context) error {
+			m, v, err := o.Live(ctx)
+			if err != nil {
+				return fmt.Errorf("read them: %w", err)
+			}
+			return CheckConfigurations(m, v, o.WantM, o.WantV)
+		})
+		report("the registered webhook configurations guard all that agent-sandbox's do", fmt.Sprintf("%d mutating and %d validating webhooks as rendered, failing closed",
+			len(o.WantM.Webhooks), len(o.WantV.Webhooks)), err)
+	}
 	return errors.Join(errs...)
 }
 
 // retry calls f every two seconds until it succeeds or ctx ends, and returns its last error. A Job that
-// was admitted is not retried: that answer will not change by waiting.
+// was admitted, or configurations that guard less, are not retried: those answers will not change by waiting.
 func retry(ctx context.Context, f func() error) error {
 	for {
 		err := f()
-		if err == nil || errors.Is(err, ErrAdmitted) {
+		if err == nil || errors.Is(err, ErrAdmitted) || errors.Is(err, ErrDrifted) {
 			return err
 		}
 		select {

@@ -789,14 +789,20 @@ func TestChartRBAC(t *testing.T) {
 		if crb.RoleRef.Name != crName || len(crb.Subjects) != 1 || crb.Subjects[0].Name != chartService || crb.Subjects[0].Namespace != chartNamespace {
 			t.Errorf("ClusterRoleBinding %s: %+v", crName, crb)
 		}
-		// Besides the CA injection, only the secure metrics' two ClusterRoles (TestChartMetrics).
+		// Besides the CA injection, only the secure metrics' two ClusterRoles (TestChartMetrics) and helm
+		// test's read of the two configurations.
 		var names []string
 		for _, o := range r.find("ClusterRole", "") {
 			names = append(names, o.name)
 		}
 		slices.Sort(names)
-		if want := []string{crName, crName + "-metrics-auth", crName + "-metrics-reader"}; !slices.Equal(names, want) {
+		if want := []string{crName, crName + "-metrics-auth", crName + "-metrics-reader", crName + "-test"}; !slices.Equal(names, want) {
 			t.Errorf("ClusterRoles = %v, want %v", names, want)
+		}
+		var test rbacv1.ClusterRole
+		r.get(t, "ClusterRole", "", crName+"-test", &test)
+		if got, want := rulesOf(test.Rules), []rule{{"admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "get", chartConfig}}; !slices.Equal(got, want) {
+			t.Errorf("helm test's ClusterRole = %+v, want %+v", got, want)
 		}
 	})
 
@@ -806,12 +812,13 @@ func TestChartRBAC(t *testing.T) {
 		roleGrants(t, r, chartNamespace, chartService, rule{"", "configmaps", "create,list,delete", ""},
 			rule{"", "secrets", "get", "agent-sandbox-webhook-claim-signing"}, rule{"", "secrets", "create", ""},
 			rule{"coordination.k8s.io", "leases", "create", ""}, rule{"coordination.k8s.io", "leases", "get,update", "agent-sandbox-warm-pool"})
-		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 3 {
-			t.Errorf("cert-manager mode needs no cluster-wide permission but the secure metrics' reviews, got %d cluster roles and bindings", n)
+		// helm test's read of the two configurations is the other two.
+		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 5 {
+			t.Errorf("cert-manager mode needs no cluster-wide permission but the secure metrics' reviews and helm test's read, got %d cluster roles and bindings", n)
 		}
-		r = chartRenderArgs(t, "--set", "tls.mode=certManager", "--set", "webhook.metrics.secure=false")
+		r = chartRenderArgs(t, "--set", "tls.mode=certManager", "--set", "webhook.metrics.secure=false", "--set", "tests.enabled=false")
 		if n := len(r.find("ClusterRole", "")) + len(r.find("ClusterRoleBinding", "")); n != 0 {
-			t.Errorf("cert-manager mode with plain metrics needs no cluster-wide permission, got %d cluster roles and bindings", n)
+			t.Errorf("cert-manager mode with plain metrics and no helm test needs no cluster-wide permission, got %d cluster roles and bindings", n)
 		}
 	})
 
@@ -1643,6 +1650,27 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		_, err = installcheck.CheckDeniesUnsafeJob(ctx, cs.BatchV1().Jobs(chartSandboxNS), chartSandboxNS, "registry.invalid/x", chartWebhookNames())
 		if !errors.Is(err, installcheck.ErrUnreachable) {
 			t.Errorf("check-install's dry run as the test ServiceAccount = %v, want ErrUnreachable", err)
+		}
+		// The configurations Helm installed, as the API server defaulted them and the webhook injected its
+		// CA, read with the test ServiceAccount's rights, guard all that agent-sandbox renders; with one
+		// webhook failing open they do not.
+		ar := cs.AdmissionregistrationV1()
+		liveM, err := ar.MutatingWebhookConfigurations().Get(ctx, flags["--webhook-config"], metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the test ServiceAccount reads the mutating configuration: %v", err)
+		}
+		liveV, err := ar.ValidatingWebhookConfigurations().Get(ctx, flags["--webhook-config"], metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the test ServiceAccount reads the validating configuration: %v", err)
+		}
+		wantM, wantV := webhook.Configurations(webhook.ConfigurationsFor{Name: flags["--webhook-config"], ServiceNamespace: chartNamespace,
+			ServiceName: flags["--service-name"], Port: 443, SandboxNamespace: chartSandboxNS})
+		if err := installcheck.CheckConfigurations(liveM, liveV, wantM, wantV); err != nil {
+			t.Errorf("check-install finds the installed configurations drifted: %v", err)
+		}
+		liveV.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		if err := installcheck.CheckConfigurations(liveM, liveV, wantM, wantV); !errors.Is(err, installcheck.ErrDrifted) {
+			t.Errorf("check-install with a webhook failing open: %v, want ErrDrifted", err)
 		}
 	})
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +27,7 @@ type checkInstallOptions struct {
 	Namespace        string
 	Port             int
 	SandboxNamespace string
+	WebhookConfig    string
 	Image            string
 	Timeout          time.Duration
 }
@@ -42,10 +44,15 @@ func NewCheckInstallCommand(streams cli.IO) *cobra.Command {
     cannot be listed, the Service's DNS name on --port;
   * the API server refuses an unsafe Job (privileged, host network, no policy tool) in the sandbox
     namespace, and the refusal comes from the agent-sandbox webhook. The Job is a server-side dry run:
-    nothing is stored and no approval is consumed. An error calling the webhook fails the check.
+    nothing is stored and no approval is consumed. An error calling the webhook fails the check;
+  * the registered webhook configurations (--webhook-config) guard at least what agent-sandbox renders
+    for this install: every webhook present, failing closed, calling the webhook Service, matching the
+    rendered rules, selectors and match conditions. One set to Ignore, narrowed or removed after the
+    install (a hand edit, a post-renderer, a GitOps tool) fails the check.
 
 Each check is retried until --timeout, since the webhook may still be starting. It needs a Kubernetes
-client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox namespace.`,
+client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox namespace and to get the two
+webhook configurations.`,
 		Args: cli.Usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Namespace == "" {
@@ -62,7 +69,10 @@ client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox name
 			if err != nil {
 				return fmt.Errorf("kubernetes client: %w", err)
 			}
-			m, v := webhook.Configurations(webhook.ConfigurationsFor{})
+			// What agent-sandbox renders for this install: the names whose denial counts, and what the
+			// registered configurations must guard at least.
+			m, v := webhook.Configurations(webhook.ConfigurationsFor{Name: o.WebhookConfig, ServiceNamespace: o.Namespace,
+				ServiceName: o.Service, Port: int32(o.Port), SandboxNamespace: o.SandboxNamespace})
 			var names []string
 			for _, w := range m.Webhooks {
 				names = append(names, w.Name)
@@ -70,10 +80,20 @@ client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox name
 			for _, w := range v.Webhooks {
 				names = append(names, w.Name)
 			}
+			ar := cs.AdmissionregistrationV1()
 			return installcheck.Run(cmd.Context(), installcheck.Options{
 				Service: o.Service, Namespace: o.Namespace, Port: o.Port, SandboxNamespace: o.SandboxNamespace,
 				Jobs: cs.BatchV1().Jobs(o.SandboxNamespace), WebhookNames: names, Image: o.Image, Timeout: o.Timeout, Out: streams.Out,
 				Endpoints: func(ctx context.Context) ([]string, error) { return webhookEndpoints(ctx, cs, o.Namespace, o.Service) },
+				Live: func(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+					lm, err := ar.MutatingWebhookConfigurations().Get(ctx, o.WebhookConfig, metav1.GetOptions{})
+					if err != nil {
+						return nil, nil, err
+					}
+					lv, err := ar.ValidatingWebhookConfigurations().Get(ctx, o.WebhookConfig, metav1.GetOptions{})
+					return lm, lv, err
+				},
+				WantM: m, WantV: v,
 			})
 		},
 	}
@@ -82,6 +102,7 @@ client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox name
 	f.StringVar(&o.Namespace, "namespace", "", "the webhook's namespace (default $POD_NAMESPACE)")
 	f.IntVar(&o.Port, "port", 443, "the Service's HTTPS port")
 	f.StringVar(&o.SandboxNamespace, "sandbox-namespace", "agent-sandbox", "the namespace the webhook guards")
+	f.StringVar(&o.WebhookConfig, "webhook-config", "agent-sandbox", "name of the mutating and validating webhook configurations (the chart's webhook.configurationName)")
 	f.StringVar(&o.Image, "image", "registry.invalid/agent-sandbox-install-check:unsafe", "image of the unsafe Job (a dry run never pulls it)")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to retry the checks")
 	return cmd
@@ -93,8 +114,8 @@ func (o *checkInstallOptions) Validate() error {
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("--namespace (or $POD_NAMESPACE) is required"))
 	}
-	if o.Service == "" || o.SandboxNamespace == "" {
-		errs = append(errs, errors.New("--service and --sandbox-namespace must not be empty"))
+	if o.Service == "" || o.SandboxNamespace == "" || o.WebhookConfig == "" {
+		errs = append(errs, errors.New("--service, --sandbox-namespace and --webhook-config must not be empty"))
 	}
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d is not a port", o.Port))

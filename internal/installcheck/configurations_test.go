@@ -1,0 +1,73 @@
+package installcheck
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/webhook"
+)
+
+// TestCheckConfigurations: configurations as agent-sandbox renders them pass, with a caBundle injected, a
+// longer timeout or an extra rule (guarding more is no drift); each way of guarding less is named.
+func TestCheckConfigurations(t *testing.T) {
+	render := func() (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+		return webhook.Configurations(webhook.ConfigurationsFor{Name: "agent-sandbox", ServiceNamespace: "agent-sandbox-system",
+			ServiceName: "agent-sandbox-webhook", Port: 443, SandboxNamespace: "agent-sandbox"})
+	}
+	wantM, wantV := render()
+	if len(wantV.Webhooks) < 5 || len(wantM.Webhooks) == 0 {
+		t.Fatalf("the rendering has %d mutating and %d validating webhooks", len(wantM.Webhooks), len(wantV.Webhooks))
+	}
+	pods := admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}
+	for _, tc := range []struct {
+		name string
+		mut  func(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration)
+		want string // "" passes
+	}{
+		{"as rendered", func(*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {}, ""},
+		{"a caBundle, a longer timeout and one more rule", func(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			m.Webhooks[0].ClientConfig.CABundle = []byte("pem")
+			v.Webhooks[0].TimeoutSeconds = ptr.To[int32](30)
+			v.Webhooks[0].Rules = append(v.Webhooks[0].Rules, pods)
+		}, ""},
+		{"a webhook removed", func(_ *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks = v.Webhooks[1:]
+		}, "is not registered"},
+		{"failing open", func(_ *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[1].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		}, "does not fail closed (failurePolicy Ignore)"},
+		{"a rule narrowed", func(m *admissionregistrationv1.MutatingWebhookConfiguration, _ *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			m.Webhooks[0].Rules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Delete}
+		}, "no longer matches"},
+		{"another namespace selector", func(_ *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"nobody": "true"}}
+		}, "selects namespaces"},
+		{"a match condition added", func(_ *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[0].MatchConditions = append(v.Webhooks[0].MatchConditions, admissionregistrationv1.MatchCondition{Name: "never", Expression: "false"})
+		}, "has match conditions"},
+		{"another Service", func(m *admissionregistrationv1.MutatingWebhookConfiguration, _ *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			m.Webhooks[0].ClientConfig.Service.Name = "attacker"
+		}, "calls Service agent-sandbox-system/attacker"},
+		{"a URL", func(m *admissionregistrationv1.MutatingWebhookConfiguration, _ *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			m.Webhooks[0].ClientConfig.Service, m.Webhooks[0].ClientConfig.URL = nil, ptr.To("https://attacker.example/")
+		}, "calls URL https://attacker.example/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, v := render()
+			tc.mut(m, v)
+			err := CheckConfigurations(m, v, wantM, wantV)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want no drift, got %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrDrifted) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want ErrDrifted saying %q", err, tc.want)
+			}
+		})
+	}
+}
