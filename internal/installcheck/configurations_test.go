@@ -30,7 +30,8 @@ func TestCheckConfigurations(t *testing.T) {
 		mut  func(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration)
 		want string // "" passes
 	}{
-		{"as rendered", func(*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {}, ""},
+		{"as rendered", func(*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+		}, ""},
 		{"a caBundle, a longer timeout and one more rule", func(m *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			m.Webhooks[0].ClientConfig.CABundle = []byte("pem")
 			v.Webhooks[0].TimeoutSeconds = ptr.To[int32](30)
