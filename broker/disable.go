@@ -22,6 +22,9 @@ type DisableConfig struct {
 	DryRun bool
 	// Out receives one line per change and a summary.
 	Out io.Writer
+	// Warnings receives what the operator must read that does not stop Disable: no auth method of ours at
+	// the policy's path, so no login role could be deleted there (default: discarded).
+	Warnings io.Writer
 }
 
 // Why each kind of object goes, printed after its "deleted ..." line.
@@ -59,6 +62,9 @@ func Disable(ctx context.Context, cfg DisableConfig, vaultToken string) (*Config
 	if err != nil {
 		return nil, err
 	}
+	if authMount, _ := desiredMounts(desired); state.authMounts[authMount].Type != authMountType {
+		fmt.Fprintf(cfg.Warnings, "warning: Vault has no Kubernetes auth method at auth/%s (the policy's spec.sandbox.credentialAgent.vaultAuthMount), so no login role was looked for there; if `vault configure` ran with another policy, run disable with that one\n", authMount)
+	}
 	for _, name := range state.foreignPolicies {
 		fmt.Fprintf(cfg.Out, "left %s %s alone: not created by agent-sandbox\n", kindPolicy, name)
 	}
@@ -84,6 +90,9 @@ func Disable(ctx context.Context, cfg DisableConfig, vaultToken string) (*Config
 func (cfg *DisableConfig) complete() error {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
+	}
+	if cfg.Warnings == nil {
+		cfg.Warnings = io.Discard
 	}
 	var errs []error
 	if cfg.Policy == nil {
