@@ -70,16 +70,8 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	vc, err := newVaultClient(cfg.VaultAddr, cfg.VaultCAFile, cfg.VaultEnterpriseNamespace)
+	vc, err := adminClient(ctx, cfg.VaultAddr, cfg.VaultCAFile, cfg.VaultEnterpriseNamespace, vaultToken)
 	if err != nil {
-		return nil, err
-	}
-	vc.SetToken(vaultToken)
-	if _, err := vaultCall(ctx, vc, vc.Auth().Token().LookupSelfWithContext); err != nil {
-		if errors.Is(err, ErrPermissionDenied) {
-			// Vault says "permission denied" and "invalid token"; the first is the whole story.
-			return nil, fmt.Errorf("%w (permission denied)", ErrTokenRefused)
-		}
 		return nil, err
 	}
 
@@ -157,6 +149,24 @@ func Configure(ctx context.Context, cfg ConfigureConfig, vaultToken string) (*Co
 		fmt.Fprintf(cfg.Out, "unchanged: %d items\n", res.Unchanged)
 	}
 	return res, nil
+}
+
+// adminClient is a Vault client holding vaultToken, after Vault has answered that it accepts the token: a
+// wrong token fails here (ErrTokenRefused), before anything is read or changed.
+func adminClient(ctx context.Context, addr, caFile, namespace, vaultToken string) (*vaultapi.Client, error) {
+	vc, err := newVaultClient(addr, caFile, namespace)
+	if err != nil {
+		return nil, err
+	}
+	vc.SetToken(vaultToken)
+	if _, err := vaultCall(ctx, vc, vc.Auth().Token().LookupSelfWithContext); err != nil {
+		if errors.Is(err, ErrPermissionDenied) {
+			// Vault says "permission denied" and "invalid token"; the first is the whole story.
+			return nil, fmt.Errorf("%w (permission denied)", ErrTokenRefused)
+		}
+		return nil, err
+	}
+	return vc, nil
 }
 
 func (cfg *ConfigureConfig) complete() error {

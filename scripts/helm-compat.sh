@@ -33,6 +33,13 @@ method_is() {
 }
 revision() { "$H4" -n "$RELEASE_NS" history agent-sandbox --max 1 -o json | sed -n 's/.*"revision":\([0-9]*\).*/\1/p'; }
 helmtest() { HELM=$1 scripts/helm-test.sh; }
+# uninstall: Vault refuses sandbox logins first (docs/install.md, Uninstall procedure: without the webhook,
+# anybody with edit in the sandbox namespace could log in as a tool); the deploy after it configures Vault again.
+uninstall() {
+  "$(agent_sandbox_bin)" vault disable --policy "$(profile_policy)" --vault-addr http://127.0.0.1:8200 \
+    --vault-token-file "$AS_STATE/vault/root-token" >&2
+  "$H4" -n "$RELEASE_NS" uninstall agent-sandbox --wait --timeout 3m >&2
+}
 # deploy HELM [VALUES]: make deploy with that helm (and that values file), quietly; its log goes to stderr.
 deploy() { HELM=$1 HELM_VALUES=${2:-} CI=1 scripts/deploy.sh >/dev/null; }
 # timeout_is N: the webhook configurations carry the timeoutSeconds of the revision that was applied.
@@ -54,7 +61,7 @@ deploy 4 "$changed"; timeout_is 12; method; helmtest 4
 rollback "1. Helm 4"; timeout_is 10; method; helmtest 4
 
 step "2. Helm 4 uninstalls the release and installs it afresh"
-"$H4" -n "$RELEASE_NS" uninstall agent-sandbox --wait --timeout 3m >&2
+uninstall
 deploy 4; method_is "server-side apply"; helmtest 4
 step "2. Helm 4 upgrades its release server-side"
 deploy 4 "$changed"; timeout_is 12; method_is "server-side apply"; helmtest 4
@@ -66,6 +73,6 @@ step "3. Helm 3 tests the Helm 4 release, then takes it over"
 helmtest 3; method
 deploy 3 "$changed"; timeout_is 12; method; helmtest 3
 step "3. Helm 4 uninstalls it; Helm 3 installs it again"
-"$H4" -n "$RELEASE_NS" uninstall agent-sandbox --wait --timeout 3m >&2
+uninstall
 deploy 3; timeout_is 10; method; helmtest 3
 step "helm-compat passed"

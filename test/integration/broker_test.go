@@ -153,6 +153,7 @@ func TestBroker(t *testing.T) {
 	t.Run("CredAgentFailures", e.testCredAgentFailures)
 	t.Run("VaultNamespaceHeader", e.testVaultNamespaceHeader)
 	t.Run("PruneRemovedTool", e.testPrune)
+	t.Run("DisableRefusesLoginsUntilConfigure", e.testDisable)
 	t.Run("Latency", e.testLatency)
 }
 
@@ -1046,4 +1047,146 @@ func (e *brokerEnv) testVaultNamespaceHeader(t *testing.T) {
 		t.Errorf("configure without VAULT_NAMESPACE: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
 	}
 	check("vault configure without a namespace", "<none>")
+}
+
+// disable runs `agent-sandbox vault disable` in process (no kubeconfig: it needs none) and returns its exit
+// code, its output lines and its stderr.
+func (e *brokerEnv) disable(t *testing.T, extra ...string) (int, []string, string) {
+	t.Helper()
+	args := append([]string{"vault", "disable", "--policy", e.policyFile, "--vault-addr", e.vault.Addr, "--vault-token-file", e.tokenFile}, extra...)
+	var stdout, stderr bytes.Buffer
+	code := app.Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	e.out.add("vault disable stdout", stdout.String())
+	e.out.add("vault disable stderr", stderr.String())
+	t.Logf("vault disable %s: exit %d\n%s%s", strings.Join(extra, " "), code, stdout.String(), stderr.String())
+	return code, strings.Split(strings.TrimSpace(stdout.String()), "\n"), stderr.String()
+}
+
+// testDisable is the hole `helm uninstall` left open (found in review): the uninstall removes the webhook
+// and the tools' ServiceAccounts, the sandbox namespace stays, and Vault's login roles stay. Anybody with
+// the edit role there recreates tool-<name>, runs a Pod as it and projects a token for the Vault audience;
+// with no webhook nothing refuses that (this environment has none either), and Vault logs them in as the
+// tool. `vault disable`, run before the uninstall, makes Vault refuse that login; `vault configure` after
+// the next install accepts it again.
+func (e *brokerEnv) testDisable(t *testing.T) {
+	ctx := context.Background()
+	tool, err := e.pol.Tool("k8s_get_pod_status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := e.pol.Spec.Sandbox.CredentialAgent
+	sandboxNS := e.pol.Spec.Sandbox.Namespace
+	// The attacker's ServiceAccount: the chart's was deleted by the uninstall, this one is new (a new UID).
+	if err := e.kube.CoreV1().ServiceAccounts(sandboxNS).Delete(ctx, tool.ServiceAccount, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sandboxNS, Name: tool.ServiceAccount}}
+	if _, err := e.kube.CoreV1().ServiceAccounts(sandboxNS).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A valid projected token for the recreated ServiceAccount, bound to a live Pod that runs as it.
+	jwt := e.saToken(t, tool.ServiceAccount, ca.VaultAudience)
+	login := func() *harness.Response {
+		t.Helper()
+		r, err := e.vault.Request(ctx, "PUT", "auth/"+ca.VaultAuthMount+"/login", "", map[string]any{"role": tool.VaultAuthRole(), "jwt": jwt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.out.add("vault login "+tool.VaultAuthRole(), strings.Join(r.Errors, "; "))
+		return r
+	}
+	creds := func(token string) *harness.Response {
+		t.Helper()
+		r, err := e.vault.Request(ctx, "PUT", ca.VaultSecretsMount+"/creds/"+e.pol.Scope(tool.Scope).VaultSecretsRole(), token, map[string]any{"kubernetes_namespace": "demo-app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.out.add("creds", strings.Join(r.Errors, "; "))
+		if r.Status == 200 {
+			// Revoke what was minted at once: this case is about logins.
+			lease, _ := r.Body["lease_id"].(string)
+			e.vault.Request(ctx, "PUT", "sys/leases/revoke", e.vault.RootToken, map[string]any{"lease_id": lease}) //nolint:errcheck
+		}
+		return r
+	}
+
+	// The gap: configured Vault logs the recreated ServiceAccount in as the tool.
+	r := login()
+	if r.Status != 200 {
+		t.Fatalf("login after configure: HTTP %d %q; the case proves nothing", r.Status, r.Errors)
+	}
+	earlier := r.Body["auth"].(map[string]any)["client_token"].(string)
+	t.Logf("after configure, a recreated %s logs in as %s: HTTP %d", tool.ServiceAccount, tool.VaultAuthRole(), r.Status)
+
+	// Objects agent-sandbox did not create, which disable must leave alone.
+	for path, body := range map[string]any{
+		"sys/policies/acl/agent-sandbox-theirs":            map[string]any{"policy": `path "secret/*" { capabilities = ["read"] }`},
+		"auth/" + ca.VaultAuthMount + "/role/someone-else": map[string]any{"bound_service_account_names": []string{"x"}, "bound_service_account_namespaces": []string{"x"}},
+	} {
+		if r, err := e.vault.Request(ctx, "PUT", path, e.vault.RootToken, body); err != nil || r.Status/100 != 2 {
+			t.Fatalf("write %s: %v %+v", path, err, r)
+		}
+	}
+
+	code, lines, _ := e.disable(t, "--dry-run")
+	if code != 0 || !slices.Contains(lines, "would delete auth role "+tool.VaultAuthRole()+" (Vault refuses this tool's logins)") {
+		t.Errorf("dry run: exit %d %q", code, lines)
+	}
+	if r := login(); r.Status != 200 {
+		t.Errorf("the dry run changed Vault: login HTTP %d %q", r.Status, r.Errors)
+	}
+
+	code, lines, _ = e.disable(t)
+	for _, want := range []string{
+		"deleted auth role agent-sandbox-k8s-get-pod-status (Vault refuses this tool's logins)",
+		"deleted auth role agent-sandbox-terraform-apply (Vault refuses this tool's logins)",
+		"deleted secrets role agent-sandbox-pod-reader (no credential of this scope is minted)",
+		"deleted policy agent-sandbox-tool-k8s-get-pod-status (tokens already issued with it can no longer mint credentials)",
+		"left policy agent-sandbox-theirs alone: not created by agent-sandbox",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("disable: exit %d", code)
+	}
+	// The assertion the hole is about: Vault itself refuses the login.
+	if r := login(); r.Status != 400 && r.Status != 403 {
+		t.Errorf("login after vault disable: HTTP %d %q, want a refusal", r.Status, r.Errors)
+	} else {
+		t.Logf("after vault disable, the same login: refused, HTTP %d %q", r.Status, r.Errors)
+	}
+	// A Vault token issued before disable lost its ACL policy: it mints nothing more.
+	if r := creds(earlier); r.Status != 403 {
+		t.Errorf("creds with a token issued before disable: HTTP %d %q, want 403", r.Status, r.Errors)
+	}
+	// Foreign objects stay; so do the mounts and configs configure needs.
+	for _, path := range []string{"sys/policies/acl/agent-sandbox-theirs", "auth/" + ca.VaultAuthMount + "/role/someone-else",
+		"auth/" + ca.VaultAuthMount + "/config", ca.VaultSecretsMount + "/config"} {
+		e.vaultGet(t, path)
+	}
+	// Idempotent: a second run changes nothing.
+	if code, lines, _ := e.disable(t); code != 0 || len(lines) != 2 || lines[0] != "left policy agent-sandbox-theirs alone: not created by agent-sandbox" ||
+		!strings.HasPrefix(lines[1], "disabled: ") || !strings.HasSuffix(lines[1], "(0 deleted now)") {
+		t.Errorf("second disable: exit %d %q", code, lines)
+	}
+
+	// After the next install: configure turns logins on again.
+	code, lines, _ = e.configure(t, e.policyFile)
+	if code != 0 || !slices.Contains(lines, "created auth role "+tool.VaultAuthRole()) {
+		t.Errorf("configure after disable: exit %d %q", code, lines)
+	}
+	r = login()
+	if r.Status != 200 {
+		t.Fatalf("login after configure again: HTTP %d %q", r.Status, r.Errors)
+	}
+	again := r.Body["auth"].(map[string]any)["client_token"].(string)
+	if r := creds(again); r.Status != 200 {
+		t.Errorf("creds after configure again: HTTP %d %q", r.Status, r.Errors)
+	}
+	e.vault.Request(ctx, "PUT", "auth/token/revoke-self", again, nil) //nolint:errcheck
+	for _, path := range []string{"sys/policies/acl/agent-sandbox-theirs", "auth/" + ca.VaultAuthMount + "/role/someone-else"} {
+		e.vault.Request(ctx, "DELETE", path, e.vault.RootToken, nil) //nolint:errcheck
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
@@ -30,24 +31,71 @@ const allowUnenforcedFlag = "allow-unenforced-namespaces"
 // unenforcedHint is added to that refusal: it says what to do besides labelling.
 const unenforcedHint = "Label them, or pass --" + allowUnenforcedFlag + " if something else (a cluster-wide AdmissionConfiguration default, another admission controller) keeps privileged and host-level Pods out of them."
 
-// NewVaultCommand builds `agent-sandbox vault configure`.
+// NewVaultCommand builds `agent-sandbox vault configure` and `agent-sandbox vault disable`.
 func NewVaultCommand(streams cli.IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vault",
-		Short: "Configure Vault to mint per-action Kubernetes credentials for the policy's tools",
+		Short: "Configure Vault to mint per-action Kubernetes credentials for the policy's tools, or turn that off",
 		Args:  cli.Usage(cobra.NoArgs),
 	}
-	cmd.AddCommand(newVaultConfigureCommand(streams))
+	cmd.AddCommand(newVaultConfigureCommand(streams), newVaultDisableCommand(streams))
 	return cmd
 }
 
-// vaultConfigureOptions are the flags of `vault configure`. The Vault token is deliberately not a flag:
-// flags show up in `ps` and shell history.
+// vaultAccess is what `vault configure` and `vault disable` share: the policy they read and how they reach
+// Vault. The Vault token is deliberately not a flag: flags show up in `ps` and shell history.
+type vaultAccess struct {
+	PolicyFile     string
+	VaultAddr      string
+	VaultTokenFile string
+	VaultCAFile    string
+
+	streams cli.IO
+	getenv  func(string) string
+}
+
+// bindFlags adds the shared flags.
+func (o *vaultAccess) bindFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.PolicyFile, "policy", defaultPolicyFile, "policy file")
+	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address (default $VAULT_ADDR)")
+	f.StringVar(&o.VaultTokenFile, "vault-token-file", "", "file holding an admin Vault token (default: the token in $VAULT_TOKEN)")
+	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default $VAULT_CACERT)")
+}
+
+// complete fills the shared defaults from the environment.
+func (o *vaultAccess) complete() {
+	if o.getenv == nil {
+		o.getenv = os.Getenv
+	}
+	if o.PolicyFile == "" {
+		o.PolicyFile = defaultPolicyFile
+	}
+	if o.VaultAddr == "" {
+		o.VaultAddr = o.getenv("VAULT_ADDR")
+	}
+	if o.VaultCAFile == "" {
+		o.VaultCAFile = o.getenv("VAULT_CACERT")
+	}
+}
+
+// validate checks the shared options without touching the network.
+func (o *vaultAccess) validate() error {
+	var errs []error
+	if o.VaultAddr == "" {
+		errs = append(errs, errors.New("Vault's address is required: --vault-addr or VAULT_ADDR"))
+	}
+	if o.VaultTokenFile == "" && o.getenv("VAULT_TOKEN") == "" {
+		errs = append(errs, errors.New("a Vault token is required: --vault-token-file or VAULT_TOKEN"))
+	}
+	if ns := o.envVaultNamespace(); ns != "" && !policy.IsVaultNamespace(ns) {
+		errs = append(errs, fmt.Errorf("VAULT_NAMESPACE=%q is not a Vault namespace path (names separated by single '/', such as admin/team-a)", ns))
+	}
+	return errors.Join(errs...)
+}
+
+// vaultConfigureOptions are the flags of `vault configure`.
 type vaultConfigureOptions struct {
-	PolicyFile       string
-	VaultAddr        string
-	VaultTokenFile   string
-	VaultCAFile      string
+	vaultAccess
 	Kubeconfig       string
 	KubernetesHost   string
 	KubernetesCAFile string
@@ -55,13 +103,10 @@ type vaultConfigureOptions struct {
 	DryRun           bool
 	// AllowUnenforced goes on when a target namespace enforces no Pod Security level, with a warning.
 	AllowUnenforced bool
-
-	streams cli.IO
-	getenv  func(string) string
 }
 
 func newVaultConfigureCommand(streams cli.IO) *cobra.Command {
-	o := &vaultConfigureOptions{streams: streams, getenv: os.Getenv}
+	o := &vaultConfigureOptions{vaultAccess: vaultAccess{streams: streams, getenv: os.Getenv}}
 	cmd := &cobra.Command{
 		Use:   "configure",
 		Short: "Make Vault and the cluster match the policy (idempotent; prints one line per change)",
@@ -114,10 +159,7 @@ chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_
 		RunE: cli.RunE(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.PolicyFile, "policy", defaultPolicyFile, "policy file")
-	f.StringVar(&o.VaultAddr, "vault-addr", "", "Vault's address (default $VAULT_ADDR)")
-	f.StringVar(&o.VaultTokenFile, "vault-token-file", "", "file holding an admin Vault token (default: the token in $VAULT_TOKEN)")
-	f.StringVar(&o.VaultCAFile, "vault-ca-file", "", "CA bundle for Vault's certificate (default $VAULT_CACERT)")
+	o.bindFlags(f)
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "admin kubeconfig of the cluster (default $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&o.KubernetesHost, "kubernetes-host", "", "the API server's URL as Vault reaches it (default: the kubeconfig's server)")
 	f.StringVar(&o.KubernetesCAFile, "kubernetes-ca-file", "", "the API server's CA bundle as Vault should trust it (default: the kubeconfig's CA)")
@@ -136,18 +178,7 @@ chart: --set vault.namespace=...); configure says so on stderr when only $VAULT_
 
 // Complete fills defaults from the environment.
 func (o *vaultConfigureOptions) Complete() error {
-	if o.getenv == nil {
-		o.getenv = os.Getenv
-	}
-	if o.PolicyFile == "" {
-		o.PolicyFile = defaultPolicyFile
-	}
-	if o.VaultAddr == "" {
-		o.VaultAddr = o.getenv("VAULT_ADDR")
-	}
-	if o.VaultCAFile == "" {
-		o.VaultCAFile = o.getenv("VAULT_CACERT")
-	}
+	o.complete()
 	if o.VaultNamespace == "" {
 		o.VaultNamespace = broker.DefaultVaultNamespace
 	}
@@ -155,28 +186,16 @@ func (o *vaultConfigureOptions) Complete() error {
 }
 
 // Validate checks the options without touching the network.
-func (o *vaultConfigureOptions) Validate() error {
-	var errs []error
-	if o.VaultAddr == "" {
-		errs = append(errs, errors.New("Vault's address is required: --vault-addr or VAULT_ADDR"))
-	}
-	if o.VaultTokenFile == "" && o.getenv("VAULT_TOKEN") == "" {
-		errs = append(errs, errors.New("a Vault token is required: --vault-token-file or VAULT_TOKEN"))
-	}
-	if ns := o.envVaultNamespace(); ns != "" && !policy.IsVaultNamespace(ns) {
-		errs = append(errs, fmt.Errorf("VAULT_NAMESPACE=%q is not a Vault namespace path (names separated by single '/', such as admin/team-a)", ns))
-	}
-	return errors.Join(errs...)
-}
+func (o *vaultConfigureOptions) Validate() error { return o.validate() }
 
 // envVaultNamespace is $VAULT_NAMESPACE without leading or trailing slashes (the Vault CLI accepts both).
-func (o *vaultConfigureOptions) envVaultNamespace() string {
+func (o *vaultAccess) envVaultNamespace() string {
 	return strings.Trim(strings.TrimSpace(o.getenv("VAULT_NAMESPACE")), "/")
 }
 
-// vaultNamespace is the Vault Enterprise / HCP Vault namespace to configure: $VAULT_NAMESPACE, else the
+// vaultNamespace is the Vault Enterprise / HCP Vault namespace to work in: $VAULT_NAMESPACE, else the
 // policy's. Two different ones are an error: the agents would log in where configure wrote nothing.
-func (o *vaultConfigureOptions) vaultNamespace(pol *policy.Compiled) (string, error) {
+func (o *vaultAccess) vaultNamespace(pol *policy.Compiled) (string, error) {
 	env, fromPolicy := o.envVaultNamespace(), pol.Spec.Sandbox.CredentialAgent.VaultNamespace
 	switch {
 	case env != "" && fromPolicy != "" && env != fromPolicy:
@@ -248,7 +267,7 @@ func (o *vaultConfigureOptions) Run(ctx context.Context) error {
 }
 
 // vaultToken reads the token from the file, else from the environment.
-func (o *vaultConfigureOptions) vaultToken() (string, error) {
+func (o *vaultAccess) vaultToken() (string, error) {
 	token := o.getenv("VAULT_TOKEN")
 	if o.VaultTokenFile != "" {
 		b, err := os.ReadFile(o.VaultTokenFile)

@@ -12,14 +12,14 @@ import (
 )
 
 func TestVaultConfigureValidate(t *testing.T) {
-	o := &vaultConfigureOptions{getenv: func(string) string { return "" }}
+	o := &vaultConfigureOptions{vaultAccess: vaultAccess{getenv: func(string) string { return "" }}}
 	o.Complete()
 	err := o.Validate()
 	if err == nil || !strings.Contains(err.Error(), "--vault-addr or VAULT_ADDR") || !strings.Contains(err.Error(), "--vault-token-file or VAULT_TOKEN") {
 		t.Errorf("Validate = %v", err)
 	}
 	env := map[string]string{"VAULT_ADDR": "http://v:8200", "VAULT_TOKEN": "t"}
-	o = &vaultConfigureOptions{getenv: func(k string) string { return env[k] }}
+	o = &vaultConfigureOptions{vaultAccess: vaultAccess{getenv: func(k string) string { return env[k] }}}
 	o.Complete()
 	if err := o.Validate(); err != nil || o.VaultAddr != "http://v:8200" || o.PolicyFile != defaultPolicyFile || o.VaultNamespace != "agent-sandbox-system" {
 		t.Errorf("from the environment: %v %+v", err, o)
@@ -102,7 +102,7 @@ func TestVaultConfigureNamespace(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr strings.Builder
-			o := &vaultConfigureOptions{streams: cli.IO{ErrOut: &stderr}, getenv: func(k string) string {
+			o := &vaultAccess{streams: cli.IO{ErrOut: &stderr}, getenv: func(k string) string {
 				if k == "VAULT_NAMESPACE" {
 					return tt.env
 				}
@@ -168,5 +168,50 @@ func TestPreflightCompleteTakesTheTargetNamespaces(t *testing.T) {
 	}
 	if strings.Join(o.namespaces, ",") != "team-a,team-b" {
 		t.Errorf("namespaces %v, want team-a,team-b", o.namespaces)
+	}
+}
+
+// TestVaultDisableHelp: the help says when to run disable, what turns logins back on, and that minted
+// credentials live out their lease.
+func TestVaultDisableHelp(t *testing.T) {
+	code, stdout, _ := testMain.Capture("vault", "disable", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"before `helm uninstall`", "`helm install`, then `agent-sandbox vault configure`", "lives out its lease",
+		"--dry-run", "--policy", "--vault-addr", "--vault-token-file", "--vault-ca-file"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("vault disable --help does not mention %q", want)
+		}
+	}
+	for _, unwanted := range []string{"--kubeconfig", "--" + allowUnenforcedFlag} {
+		if strings.Contains(stdout, unwanted) {
+			t.Errorf("vault disable takes %s: it must need neither the cluster nor the Pod Security check", unwanted)
+		}
+	}
+}
+
+// TestVaultDisableUnreachable runs the whole command against a closed port, without any kubeconfig: one
+// line, no token.
+func TestVaultDisableUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + l.Addr().String()
+	l.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("hvs.SuperSecretAdminTokenValue0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+	code, stdout, stderr := testMain.Capture("vault", "disable", "--policy", "../../../../broker/testdata/policy.yaml",
+		"--vault-addr", addr, "--vault-token-file", tokenFile)
+	want := "error: vault at " + addr + " is unreachable: dial tcp " + strings.TrimPrefix(addr, "http://") + ": connect: connection refused\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Errorf("code %d\nstdout %q\nstderr %q\nwant   %q", code, stdout, stderr, want)
+	}
+	if strings.Contains(stderr, "SuperSecret") {
+		t.Error("the token was printed")
 	}
 }
