@@ -25,7 +25,8 @@ type Case struct {
 
 // Corpus reads the corpus under dir (normally internal/tfcheck/testdata): every folder of
 // dir/malicious and dir/good is a workspace, with a WHY file whose first line says what it is and,
-// for malicious ones, a line "REASON: <substring of the expected refusal>". Integration tests and
+// for malicious ones, a line "REASON: <substring of the expected refusal>"; a line "FROM: <folder>" takes the
+// workspace's files from that folder, relative to the case's (readFrom). Integration tests and
 // `make verify` reuse the same folders through it.
 func Corpus(dir string) ([]Case, error) {
 	var cases []Case
@@ -56,6 +57,7 @@ func Corpus(dir string) ([]Case, error) {
 
 func readCase(dir string) (Case, error) {
 	c := Case{Files: map[string][]byte{}}
+	var from string
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return c, err
@@ -76,6 +78,8 @@ func readCase(dir string) (Case, error) {
 					c.Why = line
 				case strings.HasPrefix(line, "REASON:"):
 					c.Reason = strings.TrimSpace(strings.TrimPrefix(line, "REASON:"))
+				case strings.HasPrefix(line, "FROM:"):
+					from = strings.TrimSpace(strings.TrimPrefix(line, "FROM:"))
 				}
 			}
 			continue
@@ -85,5 +89,34 @@ func readCase(dir string) (Case, error) {
 	if c.Why == "" {
 		return c, fmt.Errorf("no WHY file")
 	}
+	if from != "" {
+		if len(c.Files) > 0 {
+			return c, fmt.Errorf("WHY says FROM: %s, and the folder has files of its own", from)
+		}
+		return c, readFrom(&c, filepath.Join(dir, from))
+	}
 	return c, nil
+}
+
+// readFrom reads a workspace kept elsewhere in the repository (a case whose WHY says "FROM: <folder,
+// relative to the case's>"), its Terraform files: the corpus checks the module itself, not a copy that would age.
+func readFrom(c *Case, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("FROM: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			return fmt.Errorf("FROM %s: unexpected folder %s", dir, e.Name())
+		}
+		if !IsWorkspaceFile(e.Name()) {
+			continue // the module's README: a workspace holds its Terraform files only
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		c.Files[e.Name()] = b
+	}
+	return nil
 }
