@@ -209,17 +209,23 @@ func (o *vaultAccess) vaultNamespace(pol *policy.Compiled) (string, error) {
 	return fromPolicy, nil
 }
 
+// load reads what both commands start from: the policy, the Vault namespace and the Vault token.
+func (o *vaultAccess) load() (pol *policy.Compiled, vaultNS, token string, err error) {
+	if pol, err = policy.LoadFile(o.PolicyFile); err != nil {
+		return nil, "", "", err
+	}
+	if vaultNS, err = o.vaultNamespace(pol); err != nil {
+		return nil, "", "", err
+	}
+	if token, err = o.vaultToken(); err != nil {
+		return nil, "", "", err
+	}
+	return pol, vaultNS, token, nil
+}
+
 // Run loads the policy, connects to the cluster and configures Vault.
 func (o *vaultConfigureOptions) Run(ctx context.Context) error {
-	pol, err := policy.LoadFile(o.PolicyFile)
-	if err != nil {
-		return err
-	}
-	vaultNS, err := o.vaultNamespace(pol)
-	if err != nil {
-		return err
-	}
-	token, err := o.vaultToken()
+	pol, vaultNS, token, err := o.load()
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/broker"
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
-	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/scrub"
 )
 
@@ -77,15 +76,7 @@ func (o *vaultDisableOptions) Validate() error { return o.validate() }
 
 // Run loads the policy and deletes agent-sandbox's roles and policies from Vault.
 func (o *vaultDisableOptions) Run(ctx context.Context) error {
-	pol, err := policy.LoadFile(o.PolicyFile)
-	if err != nil {
-		return err
-	}
-	vaultNS, err := o.vaultNamespace(pol)
-	if err != nil {
-		return err
-	}
-	token, err := o.vaultToken()
+	pol, vaultNS, token, err := o.load()
 	if err != nil {
 		return err
 	}
