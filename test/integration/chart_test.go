@@ -2008,6 +2008,16 @@ func chartWebhookIdentityOnlyInjectsCA(t *testing.T, ctx context.Context, asWebh
 		"a finalizer": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			v.Finalizers = append(v.Finalizers, "attacker.example/hold")
 		}),
+		// With IfNeeded, pods.mutate would sign a warm Pod's claim again after a later webhook changed it.
+		"reinvocationPolicy flipped": mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
+			for i := range m.Webhooks {
+				if m.Webhooks[i].ReinvocationPolicy != nil && *m.Webhooks[i].ReinvocationPolicy == admissionregistrationv1.NeverReinvocationPolicy {
+					m.Webhooks[i].ReinvocationPolicy = ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy)
+				} else {
+					m.Webhooks[i].ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+				}
+			}
+		}),
 	} {
 		if err == nil || !strings.Contains(err.Error(), refusal) {
 			t.Errorf("as the webhook, %s: %v; want it refused by the chart's admission policy", what, err)
