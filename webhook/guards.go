@@ -225,8 +225,8 @@ func (c *Checker) CheckNamespace(ctx context.Context, req Request, obj, old obje
 // ServiceAccounts: another NetworkPolicy would open egress that the chart's policies close, and a tool's
 // ServiceAccount given imagePullSecrets passes them into every Pod the Job controller makes for it (which
 // exactness then refuses, after the approval is spent), so only the chart's identity writes any of them.
-func (c *Checker) CheckProtected(_ context.Context, req Request) (*Decision, error) {
-	if c.isAdmin(req) || c.keepsServiceAccounts(req) {
+func (c *Checker) CheckProtected(_ context.Context, req Request, obj object) (*Decision, error) {
+	if c.isAdmin(req) || c.keepsServiceAccounts(req, obj) {
 		return &Decision{}, nil
 	}
 	return nil, deny(rules.SandboxNamespace, "%s in the sandbox namespace are managed by the agent-sandbox chart only; %s may not %s them", req.Resource, req.User, strings.ToLower(req.Operation))
@@ -327,15 +327,20 @@ func checkContentAddressed(name string, obj object) error {
 }
 
 // keepsServiceAccounts reports whether req is a controller's own upkeep of the sandbox namespace's
-// ServiceAccounts: the service-account controller creating one (the namespace's "default"), or the
-// namespace controller deleting them with the namespace (which only the chart's identity may delete).
-func (c *Checker) keepsServiceAccounts(req Request) bool {
+// ServiceAccounts: the service-account controller creating the namespace's "default" one, bare (no
+// imagePullSecrets, secrets or automount setting), or the namespace controller deleting them with the
+// namespace (which only the chart's identity may delete).
+func (c *Checker) keepsServiceAccounts(req Request, obj object) bool {
 	if req.Resource != "serviceaccounts" {
 		return false
 	}
 	switch req.Operation {
 	case "CREATE":
-		return contains(orDefault(c.Identities.ServiceAccountControllerUsers, DefaultServiceAccountControllerUsers), req.User)
+		_, pulls := obj["imagePullSecrets"]
+		_, secrets := obj["secrets"]
+		_, automount := obj["automountServiceAccountToken"]
+		return req.Name == "default" && !pulls && !secrets && !automount &&
+			contains(orDefault(c.Identities.ServiceAccountControllerUsers, DefaultServiceAccountControllerUsers), req.User)
 	case "DELETE":
 		return contains(orDefault(c.Identities.NamespaceControllerUsers, DefaultNamespaceControllerUsers), req.User)
 	}

@@ -49,8 +49,8 @@ func Handlers(scheme *runtime.Scheme, c *Checker, m *Metrics) map[string]http.Ha
 			return nil, deny(rules.JobsOnly, "%s are not allowed in a sandbox namespace; sandbox work runs only as agent-sandbox Jobs", r.Resource)
 		}),
 		PathSandboxNamespace: raw("Namespace", c.CheckNamespace),
-		PathProtectedResources: raw("protected", func(ctx context.Context, r Request, _, _ object) (*Decision, error) {
-			return c.CheckProtected(ctx, r)
+		PathProtectedResources: raw("protected", func(ctx context.Context, r Request, o, _ object) (*Decision, error) {
+			return c.CheckProtected(ctx, r, o)
 		}),
 		PathSecrets: raw("Secret", func(ctx context.Context, r Request, o, _ object) (*Decision, error) {
 			return c.CheckSecret(ctx, r, o)

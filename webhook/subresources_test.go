@@ -259,36 +259,44 @@ func TestCheckBinding(t *testing.T) {
 // TestCheckProtectedServiceAccounts: an edit user of the sandbox namespace who gives a tool's ServiceAccount
 // imagePullSecrets (the ServiceAccount admission plugin copies them into every Pod the Job controller then
 // makes for it, and exactness refuses that Pod after the approval is spent), deletes it or makes another is
-// refused; the chart's identity writes them, the service-account controller creates one, the namespace
+// refused; the chart's identity writes them, the service-account controller creates a bare "default", the namespace
 // controller deletes them with the namespace.
 func TestCheckProtectedServiceAccounts(t *testing.T) {
 	f := newFixture(t)
 	admin := []string{"system:masters"}
+	const saController = "system:serviceaccount:kube-system:service-account-controller"
+	bare := object{"metadata": map[string]any{"name": "default"}}
+	pulls := object{"metadata": map[string]any{"name": "default"}, "imagePullSecrets": []any{map[string]any{"name": "regcred"}}}
 	for _, tt := range []struct {
-		op, user string
-		groups   []string
-		ok       bool
+		op, user, name string
+		groups         []string
+		obj            object
+		ok             bool
 	}{
-		{"UPDATE", "editor", nil, false},
-		{"DELETE", "editor", nil, false},
-		{"CREATE", "editor", nil, false},
-		{"UPDATE", "admin", admin, true},
-		{"CREATE", "admin", admin, true},
-		{"DELETE", "admin", admin, true},
-		{"CREATE", "system:serviceaccount:kube-system:service-account-controller", nil, true},
-		{"UPDATE", "system:serviceaccount:kube-system:service-account-controller", nil, false},
-		{"DELETE", "system:serviceaccount:kube-system:service-account-controller", nil, false},
-		{"DELETE", "system:serviceaccount:kube-system:namespace-controller", nil, true},
-		{"CREATE", "system:serviceaccount:kube-system:namespace-controller", nil, false},
-		{"UPDATE", "system:serviceaccount:kube-system:namespace-controller", nil, false},
+		{"UPDATE", "editor", "tool-terraform-apply", nil, nil, false},
+		{"DELETE", "editor", "tool-terraform-apply", nil, nil, false},
+		{"CREATE", "editor", "tool-terraform-apply", nil, nil, false},
+		{"CREATE", "editor", "default", nil, bare, false},
+		{"UPDATE", "admin", "tool-terraform-apply", admin, nil, true},
+		{"CREATE", "admin", "tool-terraform-apply", admin, nil, true},
+		{"DELETE", "admin", "tool-terraform-apply", admin, nil, true},
+		// The service-account controller makes the namespace's bare "default", nothing else.
+		{"CREATE", saController, "default", nil, bare, true},
+		{"CREATE", saController, "default", nil, pulls, false},
+		{"CREATE", saController, "tool-terraform-apply", nil, object{"metadata": map[string]any{"name": "tool-terraform-apply"}}, false},
+		{"UPDATE", saController, "default", nil, bare, false},
+		{"DELETE", saController, "default", nil, nil, false},
+		{"DELETE", "system:serviceaccount:kube-system:namespace-controller", "tool-terraform-apply", nil, nil, true},
+		{"CREATE", "system:serviceaccount:kube-system:namespace-controller", "default", nil, bare, false},
+		{"UPDATE", "system:serviceaccount:kube-system:namespace-controller", "tool-terraform-apply", nil, nil, false},
 	} {
-		_, err := f.c.CheckProtected(context.Background(), Request{Operation: tt.op, User: tt.user, Groups: tt.groups, Resource: "serviceaccounts", Name: "tool-terraform-apply"})
+		_, err := f.c.CheckProtected(context.Background(), Request{Operation: tt.op, User: tt.user, Groups: tt.groups, Resource: "serviceaccounts", Name: tt.name}, tt.obj)
 		if tt.ok != (err == nil) || (!tt.ok && ruleOf(err) != "sandbox-namespace") {
-			t.Errorf("%s %s a ServiceAccount: %v", tt.user, tt.op, err)
+			t.Errorf("%s %s ServiceAccount %s: %v", tt.user, tt.op, tt.name, err)
 		}
 	}
 	// The controllers' allowance is for ServiceAccounts only.
-	if _, err := f.c.CheckProtected(context.Background(), Request{Operation: "DELETE", User: "system:serviceaccount:kube-system:namespace-controller", Resource: "networkpolicies", Name: "agent-sandbox-default-deny"}); err == nil {
+	if _, err := f.c.CheckProtected(context.Background(), Request{Operation: "DELETE", User: "system:serviceaccount:kube-system:namespace-controller", Resource: "networkpolicies", Name: "agent-sandbox-default-deny"}, nil); err == nil {
 		t.Error("the namespace controller's allowance reached a NetworkPolicy")
 	}
 }

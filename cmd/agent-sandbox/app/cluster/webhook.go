@@ -108,7 +108,7 @@ injects the CA into its webhook configurations; with --tls-mode=files it serves 
 	f.StringSliceVar(&o.Identities.NamespaceControllerUsers, "namespace-controller-user", webhook.DefaultNamespaceControllerUsers, "API users allowed to write the sandbox namespace's status and finalize subresources (never its metadata)")
 	f.StringSliceVar(&o.Identities.QuotaControllerUsers, "quota-controller-user", webhook.DefaultQuotaControllerUsers, "API users allowed to write the sandbox namespace's resourcequotas/status")
 	f.StringSliceVar(&o.Identities.GCUsers, "gc-user", webhook.DefaultGCUsers, "API users allowed to remove a sandbox Pod's owner reference (the garbage collector)")
-	f.StringSliceVar(&o.Identities.ServiceAccountControllerUsers, "service-account-controller-user", webhook.DefaultServiceAccountControllerUsers, "API users allowed to create ServiceAccounts in the sandbox namespace besides the chart's identity (the controller that makes each namespace's \"default\" one)")
+	f.StringSliceVar(&o.Identities.ServiceAccountControllerUsers, "service-account-controller-user", webhook.DefaultServiceAccountControllerUsers, "API users allowed to create the sandbox namespace's bare \"default\" ServiceAccount besides the chart's identity (the controller that makes it in every namespace)")
 	f.BoolVar(&o.WarmPool, "warm-pool", true, "keep the warm pools the policy declares (tools[].warmPool); one replica does it at a time, elected through a Lease")
 	f.DurationVar(&o.WarmPoolInterval, "warm-pool-interval", time.Second, "how often the pool controller brings each pool to its size")
 	f.StringVar(&o.WarmPoolLease, "warm-pool-lease", "agent-sandbox-warm-pool", "the Lease (in --namespace) that elects the replica keeping the pools")
