@@ -25,12 +25,17 @@ type hook struct {
 	namespaceSelector *metav1.LabelSelector
 	objectSelector    *metav1.LabelSelector
 	matchConditions   []admissionregistrationv1.MatchCondition
+	matchPolicy       *admissionregistrationv1.MatchPolicyType
+	// reinvocation is a mutating webhook's reinvocationPolicy: with IfNeeded, the Pod webhook would sign a
+	// warm Pod's claim again after a later webhook changed the Pod.
+	reinvocation *admissionregistrationv1.ReinvocationPolicyType
 }
 
 func mutatingHooks(c *admissionregistrationv1.MutatingWebhookConfiguration) map[string]hook {
 	out := map[string]hook{}
 	for _, w := range c.Webhooks {
-		out[w.Name] = hook{w.ClientConfig.Service, w.ClientConfig.URL, w.Rules, w.FailurePolicy, w.NamespaceSelector, w.ObjectSelector, w.MatchConditions}
+		out[w.Name] = hook{w.ClientConfig.Service, w.ClientConfig.URL, w.Rules, w.FailurePolicy, w.NamespaceSelector, w.ObjectSelector, w.MatchConditions,
+			w.MatchPolicy, w.ReinvocationPolicy}
 	}
 	return out
 }
@@ -38,7 +43,8 @@ func mutatingHooks(c *admissionregistrationv1.MutatingWebhookConfiguration) map[
 func validatingHooks(c *admissionregistrationv1.ValidatingWebhookConfiguration) map[string]hook {
 	out := map[string]hook{}
 	for _, w := range c.Webhooks {
-		out[w.Name] = hook{w.ClientConfig.Service, w.ClientConfig.URL, w.Rules, w.FailurePolicy, w.NamespaceSelector, w.ObjectSelector, w.MatchConditions}
+		out[w.Name] = hook{w.ClientConfig.Service, w.ClientConfig.URL, w.Rules, w.FailurePolicy, w.NamespaceSelector, w.ObjectSelector, w.MatchConditions,
+			w.MatchPolicy, nil}
 	}
 	return out
 }
@@ -46,7 +52,8 @@ func validatingHooks(c *admissionregistrationv1.ValidatingWebhookConfiguration) 
 // CheckConfigurations compares the registered configurations with the ones agent-sandbox renders
 // (webhook.Configurations, which the chart's templates are tested to equal). Every rendered webhook must be
 // registered, fail closed, call the same Service path, match at least the rendered rules and exactly the
-// rendered selectors and match conditions. It returns every difference, joined, wrapped in ErrDrifted.
+// rendered selectors, match conditions, match policy and reinvocation policy; and no other webhook may be in
+// the two configurations. It returns every difference, joined, wrapped in ErrDrifted.
 func CheckConfigurations(liveM *admissionregistrationv1.MutatingWebhookConfiguration, liveV *admissionregistrationv1.ValidatingWebhookConfiguration,
 	wantM *admissionregistrationv1.MutatingWebhookConfiguration, wantV *admissionregistrationv1.ValidatingWebhookConfiguration) error {
 	var errs []error
@@ -83,6 +90,18 @@ func compareHooks(where string, live, want map[string]hook) []error {
 		}
 		if len(l.matchConditions)+len(w.matchConditions) > 0 && !reflect.DeepEqual(l.matchConditions, w.matchConditions) {
 			errs = append(errs, fmt.Errorf("%s: webhook %s has match conditions %v, not %v", where, name, l.matchConditions, w.matchConditions))
+		}
+		if w.matchPolicy != nil && deref(l.matchPolicy) != *w.matchPolicy {
+			errs = append(errs, fmt.Errorf("%s: webhook %s has matchPolicy %v, not %v", where, name, deref(l.matchPolicy), *w.matchPolicy))
+		}
+		if w.reinvocation != nil && deref(l.reinvocation) != *w.reinvocation {
+			errs = append(errs, fmt.Errorf("%s: webhook %s has reinvocationPolicy %v, not %v", where, name, deref(l.reinvocation), *w.reinvocation))
+		}
+	}
+	// A webhook agent-sandbox does not render, in its own configuration, was added by someone else.
+	for name, l := range live {
+		if _, ok := want[name]; !ok {
+			errs = append(errs, fmt.Errorf("%s: webhook %s (calling %s) is not agent-sandbox's", where, name, target(l)))
 		}
 	}
 	return errs

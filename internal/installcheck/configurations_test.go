@@ -55,6 +55,23 @@ func TestCheckConfigurations(t *testing.T) {
 		{"another Service", func(m *admissionregistrationv1.MutatingWebhookConfiguration, _ *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			m.Webhooks[0].ClientConfig.Service.Name = "attacker"
 		}, "calls Service agent-sandbox-system/attacker"},
+		{"matchPolicy Exact", func(_ *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			v.Webhooks[0].MatchPolicy = ptr.To(admissionregistrationv1.Exact)
+		}, "has matchPolicy Exact"},
+		{"reinvocationPolicy flipped", func(m *admissionregistrationv1.MutatingWebhookConfiguration, _ *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			for i := range m.Webhooks {
+				if deref(m.Webhooks[i].ReinvocationPolicy) == admissionregistrationv1.NeverReinvocationPolicy {
+					m.Webhooks[i].ReinvocationPolicy = ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy)
+				} else {
+					m.Webhooks[i].ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+				}
+			}
+		}, "has reinvocationPolicy"},
+		{"a webhook added", func(_ *admissionregistrationv1.MutatingWebhookConfiguration, v *admissionregistrationv1.ValidatingWebhookConfiguration) {
+			extra := v.Webhooks[0]
+			extra.Name = "everything.attacker.example"
+			v.Webhooks = append(v.Webhooks, extra)
+		}, "webhook everything.attacker.example (calling Service agent-sandbox-system/agent-sandbox-webhook"},
 		{"a URL", func(m *admissionregistrationv1.MutatingWebhookConfiguration, _ *admissionregistrationv1.ValidatingWebhookConfiguration) {
 			m.Webhooks[0].ClientConfig.Service, m.Webhooks[0].ClientConfig.URL = nil, ptr.To("https://attacker.example/")
 		}, "calls URL https://attacker.example/"},
