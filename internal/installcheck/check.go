@@ -68,6 +68,9 @@ type Options struct {
 	Live  func(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error)
 	WantM *admissionregistrationv1.MutatingWebhookConfiguration
 	WantV *admissionregistrationv1.ValidatingWebhookConfiguration
+	// Guard, when set, reads the admission policy and binding that keep the webhook's ServiceAccount to
+	// injecting caBundle (self-managed TLS): CheckGuard.
+	Guard func(ctx context.Context) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error)
 }
 
 // Run runs every check, retrying each until it passes or the timeout passes, and prints one line per
@@ -149,6 +152,18 @@ func Run(ctx context.Context, o Options) error {
 		})
 		report("the registered webhook configurations guard all that agent-sandbox's do", fmt.Sprintf("%d mutating and %d validating webhooks as rendered, failing closed",
 			len(o.WantM.Webhooks), len(o.WantV.Webhooks)), err)
+	}
+	if o.Guard != nil {
+		var name string
+		err = within(func(ctx context.Context) error {
+			p, b, err := o.Guard(ctx)
+			if err != nil {
+				return fmt.Errorf("read it: %w", err)
+			}
+			name = p.Name
+			return CheckGuard(p, b)
+		})
+		report("the admission policy that keeps the webhook's ServiceAccount to injecting its CA is in force", name+": fails closed, bound, denies", err)
 	}
 	return errors.Join(errs...)
 }

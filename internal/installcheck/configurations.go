@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,4 +158,27 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// CheckGuard checks the admission policy that keeps the webhook's ServiceAccount to injecting caBundle
+// (self-managed TLS, the chart's webhookconfigurations-guard.yaml): the policy fails closed and its binding
+// names it and denies.
+func CheckGuard(p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) error {
+	var errs []error
+	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %s does not fail closed (failurePolicy %v)", p.Name, deref(p.Spec.FailurePolicy)))
+	}
+	if len(p.Spec.Validations) == 0 {
+		errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicy %s validates nothing", p.Name))
+	}
+	if b.Spec.PolicyName != p.Name {
+		errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicyBinding %s binds %q, not %s", b.Name, b.Spec.PolicyName, p.Name))
+	}
+	if !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
+		errs = append(errs, fmt.Errorf("ValidatingAdmissionPolicyBinding %s does not deny (validationActions %v)", b.Name, b.Spec.ValidationActions))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrDrifted, errors.Join(errs...))
 }

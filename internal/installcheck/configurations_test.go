@@ -89,3 +89,48 @@ func TestCheckConfigurations(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckGuard: the admission policy that keeps the webhook's ServiceAccount to caBundle must fail closed,
+// validate something, and be bound with Deny.
+func TestCheckGuard(t *testing.T) {
+	good := func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "guard"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				Validations: []admissionregistrationv1.Validation{{Expression: "false"}}}}
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "guard"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "guard", ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+		return p, b
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+		want string
+	}{
+		{"as the chart makes it", func(*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+		}, ""},
+		{"failing open", func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			p.Spec.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		}, "does not fail closed"},
+		{"no validations", func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			p.Spec.Validations = nil
+		}, "validates nothing"},
+		{"bound to another policy", func(_ *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			b.Spec.PolicyName = "other"
+		}, `binds "other"`},
+		{"warn only", func(_ *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			b.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn, admissionregistrationv1.Audit}
+		}, "does not deny"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, b := good()
+			tc.mut(p, b)
+			err := CheckGuard(p, b)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want it in force, got %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrDrifted) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want ErrDrifted saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -71,6 +71,8 @@ const (
 	chartSandboxNS = "agent-sandbox"
 	chartService   = "agent-sandbox-webhook"
 	chartConfig    = "agent-sandbox"
+	// chartGuard is the admission policy (and binding) that keeps the webhook's ServiceAccount to caBundle.
+	chartGuard = chartService + "." + chartNamespace + ".webhook-configurations"
 )
 
 // chartPaths are the repository root, the chart and the shipped policy.
@@ -801,7 +803,8 @@ func TestChartRBAC(t *testing.T) {
 		}
 		var test rbacv1.ClusterRole
 		r.get(t, "ClusterRole", "", crName+"-test", &test)
-		if got, want := rulesOf(test.Rules), []rule{{"admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "get", chartConfig}}; !slices.Equal(got, want) {
+		if got, want := rulesOf(test.Rules), []rule{{"admissionregistration.k8s.io", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "get", chartConfig},
+			{"admissionregistration.k8s.io", "validatingadmissionpolicies,validatingadmissionpolicybindings", "get", chartGuard}}; !slices.Equal(got, want) {
 			t.Errorf("helm test's ClusterRole = %+v, want %+v", got, want)
 		}
 	})
@@ -1671,6 +1674,18 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 		liveV.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
 		if err := installcheck.CheckConfigurations(liveM, liveV, wantM, wantV); !errors.Is(err, installcheck.ErrDrifted) {
 			t.Errorf("check-install with a webhook failing open: %v, want ErrDrifted", err)
+		}
+		// And the admission policy that keeps the webhook's ServiceAccount to caBundle, read likewise.
+		p, err := ar.ValidatingAdmissionPolicies().Get(ctx, chartGuard, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the test ServiceAccount reads the admission policy: %v", err)
+		}
+		b, err := ar.ValidatingAdmissionPolicyBindings().Get(ctx, chartGuard, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the test ServiceAccount reads the admission policy's binding: %v", err)
+		}
+		if err := installcheck.CheckGuard(p, b); err != nil {
+			t.Errorf("check-install finds the installed admission policy wanting: %v", err)
 		}
 	})
 

@@ -296,3 +296,9 @@ request or ServiceAccount (of a namespace); trusting one would make every such c
 {{- end -}}
 {{- end -}}
 {{- end }}
+
+{{/* The ValidatingAdmissionPolicy (and its binding) that keeps the webhook's ServiceAccount to injecting
+caBundle with self-managed TLS (webhookconfigurations-guard.yaml); check-install checks it. */}}
+{{- define "agent-sandbox.configurationsGuardName" -}}
+{{- printf "%s.%s.webhook-configurations" (include "agent-sandbox.webhookName" .) .Release.Namespace }}
+{{- end }}

@@ -12,8 +12,10 @@ import (
 	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/agent-sandbox/agent-sandbox/cmd/agent-sandbox/app/cli"
@@ -28,8 +30,11 @@ type checkInstallOptions struct {
 	Port             int
 	SandboxNamespace string
 	WebhookConfig    string
-	Image            string
-	Timeout          time.Duration
+	// ConfigurationsGuard names the admission policy and binding that keep the webhook's ServiceAccount to
+	// injecting caBundle; empty (cert-manager TLS) checks none.
+	ConfigurationsGuard string
+	Image               string
+	Timeout             time.Duration
 }
 
 func NewCheckInstallCommand(streams cli.IO) *cobra.Command {
@@ -48,11 +53,13 @@ func NewCheckInstallCommand(streams cli.IO) *cobra.Command {
   * the registered webhook configurations (--webhook-config) guard at least what agent-sandbox renders
     for this install: every webhook present, failing closed, calling the webhook Service, matching the
     rendered rules, selectors and match conditions. One set to Ignore, narrowed or removed after the
-    install (a hand edit, a post-renderer, a GitOps tool) fails the check.
+    install (a hand edit, a post-renderer, a GitOps tool) fails the check;
+  * with --configurations-guard (the chart's self-managed TLS), the ValidatingAdmissionPolicy that keeps
+    the webhook's ServiceAccount to injecting caBundle is there, fails closed, and its binding denies.
 
 Each check is retried until --timeout, since the webhook may still be starting. It needs a Kubernetes
-client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox namespace and to get the two
-webhook configurations.`,
+client (in a Pod: its ServiceAccount) allowed to create Jobs in the sandbox namespace and to get the
+webhook configurations (and the guard's policy and binding).`,
 		Args: cli.Usage(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Namespace == "" {
@@ -94,6 +101,7 @@ webhook configurations.`,
 					return lm, lv, err
 				},
 				WantM: m, WantV: v,
+				Guard: guardReader(ar, o.ConfigurationsGuard),
 			})
 		},
 	}
@@ -103,6 +111,7 @@ webhook configurations.`,
 	f.IntVar(&o.Port, "port", 443, "the Service's HTTPS port")
 	f.StringVar(&o.SandboxNamespace, "sandbox-namespace", "agent-sandbox", "the namespace the webhook guards")
 	f.StringVar(&o.WebhookConfig, "webhook-config", "agent-sandbox", "name of the mutating and validating webhook configurations (the chart's webhook.configurationName)")
+	f.StringVar(&o.ConfigurationsGuard, "configurations-guard", "", "name of the ValidatingAdmissionPolicy and binding that keep the webhook's ServiceAccount to injecting caBundle (the chart sets it with tls.mode self); empty: not checked")
 	f.StringVar(&o.Image, "image", "registry.invalid/agent-sandbox-install-check:unsafe", "image of the unsafe Job (a dry run never pulls it)")
 	f.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to retry the checks")
 	return cmd
@@ -150,4 +159,25 @@ func webhookEndpoints(ctx context.Context, cs kubernetes.Interface, namespace, s
 		}
 	}
 	return addrs, nil
+}
+
+// guardReader reads the admission policy and binding named name, or is nil when name is empty. One that is
+// gone is drift, not a webhook still starting: it is reported at once.
+func guardReader(ar admissionregistrationv1client.AdmissionregistrationV1Interface, name string) func(ctx context.Context) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	if name == "" {
+		return nil
+	}
+	return func(ctx context.Context) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+		p, err := ar.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			var b *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			if b, err = ar.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{}); err == nil {
+				return p, b, nil
+			}
+		}
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("%w: %v", installcheck.ErrDrifted, err)
+		}
+		return nil, nil, err
+	}
 }
