@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -151,12 +153,39 @@ func (o *webhookOptions) Validate() error {
 	if o.AnchorRetention < time.Hour {
 		errs = append(errs, errors.New("--audit-anchor-retention must be at least 1h: an anchor must outlive its call"))
 	}
+	errs = append(errs, everyone(o.Identities)...)
 	level, err := cli.ParseLogLevel(o.LogLevel)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	o.logLevel = level
 	return errors.Join(errs...)
+}
+
+// everyoneNames are the users and groups that stand for everyone (or every ServiceAccount): trusting one of
+// them as the chart's identity or a controller would trust anybody.
+var everyoneNames = []string{"system:authenticated", "system:unauthenticated", "system:anonymous", "system:serviceaccounts"}
+
+// everyone reports each identity flag that names everyone; the chart's schema refuses the same values.
+func everyone(id webhook.Identities) []error {
+	var errs []error
+	for _, f := range []struct {
+		flag  string
+		names []string
+	}{
+		{"admin-user", id.AdminUsers}, {"admin-group", id.AdminGroups}, {"mcp-user", []string{id.MCPUser}},
+		{"job-controller-user", id.JobControllerUsers}, {"scheduler-user", id.SchedulerUsers}, {"pool-user", id.PoolUsers},
+		{"status-controller-user", id.StatusControllerUsers}, {"namespace-controller-user", id.NamespaceControllerUsers},
+		{"quota-controller-user", id.QuotaControllerUsers}, {"gc-user", id.GCUsers},
+		{"service-account-controller-user", id.ServiceAccountControllerUsers},
+	} {
+		for _, n := range f.names {
+			if slices.Contains(everyoneNames, n) || strings.HasPrefix(n, "system:serviceaccounts:") {
+				errs = append(errs, fmt.Errorf("--%s %q stands for everyone (or every ServiceAccount of a namespace): name the exact users or groups", f.flag, n))
+			}
+		}
+	}
+	return errs
 }
 
 // Run wires the manager, the handlers, certificate management and reloading, and serves until ctx ends.

@@ -35,3 +35,20 @@ func TestWebhookRefusesUnknownLogLevel(t *testing.T) {
 		t.Errorf("webhook --log-level verbose: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestWebhookRefusesEveryoneAsAnIdentity: a group or user that stands for everyone, trusted as the chart's
+// identity or a controller, would let anybody change the sandbox namespace's guards; the webhook refuses it
+// as a usage error, as the chart's schema refuses the same values.
+func TestWebhookRefusesEveryoneAsAnIdentity(t *testing.T) {
+	for _, args := range [][]string{
+		{"--admin-group", "system:authenticated"},
+		{"--admin-user", "system:anonymous"},
+		{"--job-controller-user", "system:serviceaccounts:agent-sandbox"},
+		{"--gc-user", "system:serviceaccounts"},
+	} {
+		code, _, stderr := testMain.Capture(append([]string{"webhook", "--namespace", "agent-sandbox-system"}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(stderr, "stands for everyone") {
+			t.Errorf("webhook %v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
