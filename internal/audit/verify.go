@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
@@ -27,14 +28,14 @@ type VerifyError struct {
 	Line int
 	// Reason says what is wrong, in a few words; it never quotes the line's content.
 	Reason string
-	// Err is ErrChainBroken, ErrTornLine or ErrLineTooLong.
+	// Err is ErrChainBroken, ErrTornLine, ErrLineTooLong or ErrLineTime.
 	Err error
 }
 
 // Error implements error.
 func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
 
-// Unwrap lets errors.Is match ErrChainBroken, ErrTornLine and ErrLineTooLong.
+// Unwrap lets errors.Is match ErrChainBroken, ErrTornLine, ErrLineTooLong and ErrLineTime.
 func (e *VerifyError) Unwrap() error { return e.Err }
 
 // maxReadLine is the longest line Verify and Read accept, without its '\n': the write bound MaxLineBytes
@@ -75,15 +76,51 @@ func tooLong(n int) *VerifyError {
 // fails with ErrTornLine. A line longer than twice MaxLineBytes fails with ErrLineTooLong and is never
 // held in memory whole. Other errors come from reading r.
 func Verify(r io.Reader) (Summary, error) {
-	return verify(r, nil)
+	return verify(r, time.Time{}, nil)
 }
 
-// verify is Verify that also hands every line that verified, in order, to visit (if not nil).
-func verify(r io.Reader, visit func(Record)) (Summary, error) {
+// lineTimes checks the time of each line as it comes. A line's time is the MCP server's word, and the
+// anchors' verdict BEFORE LOG rests on the time of line 1: a server that rewrote its log as a chain dated
+// ahead could otherwise pass every call admitted before that date, unlogged, as belonging to an older log.
+// So no line may be dated more than ClockSkew after the verifier's now, and none more than ClockSkew
+// before the latest line ahead of it (every line of a chain dated ahead is then dated ahead too, and found
+// by any verification before that date). The writer takes each line's time under the file's lock from
+// the host's clock, so an honest log goes back only when that clock is set back.
+type lineTimes struct {
+	now        time.Time // zero: not checked against the verifier's clock
+	latest     time.Time
+	latestLine int
+}
+
+func (lt *lineTimes) check(n int, t time.Time) *VerifyError {
+	bad := func(format string, args ...any) *VerifyError {
+		return &VerifyError{Line: n, Reason: fmt.Sprintf(format, args...), Err: ErrLineTime}
+	}
+	if !lt.now.IsZero() && t.After(lt.now.Add(ClockSkew)) {
+		return bad("dated %s, more than %s after now (%s): a log rewritten with times ahead, or the MCP host's clock is ahead",
+			t.UTC().Format(time.RFC3339), ClockSkew, lt.now.UTC().Format(time.RFC3339))
+	}
+	if lt.latestLine > 0 && t.Before(lt.latest.Add(-ClockSkew)) {
+		return bad("dated %s, more than %s before line %d (%s): times go back, as in a log rewritten with times ahead, or the MCP host's clock was set back",
+			t.UTC().Format(time.RFC3339), ClockSkew, lt.latestLine, lt.latest.UTC().Format(time.RFC3339))
+	}
+	if lt.latestLine == 0 || t.After(lt.latest) {
+		lt.latest, lt.latestLine = t, n
+	}
+	return nil
+}
+
+// verify is Verify that also checks the lines' times (lineTimes, with now; a zero now skips the check
+// against the verifier's clock) and hands every line that verified, in order, to visit (if not nil).
+func verify(r io.Reader, now time.Time, visit func(Record)) (Summary, error) {
 	sum := Summary{LastHash: zeroHash}
+	times := lineTimes{now: now}
 	err := eachLine(r, func(n int, line []byte, last bool) error {
 		rec, verr := checkLine(n, line, sum.LastHash, last)
 		if verr != nil {
+			return verr
+		}
+		if verr := times.check(n, rec.Time); verr != nil {
 			return verr
 		}
 		sum.Lines = n
