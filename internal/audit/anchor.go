@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
@@ -47,6 +48,13 @@ const FieldJobsCreateFailed = "jobs_create_failed"
 // AnchorGrace is how long after an anchored call's deadline its chain may still be unfinished: the
 // server collects the result, deletes the Job and writes the last events after the sandbox ends.
 const AnchorGrace = 5 * time.Minute
+
+// ClockSkew is how far apart the clocks of the MCP host, the API server and the verifier may be: a line's
+// time is the MCP host's, an anchor's admission time the API server's (see lineTimes and
+// AnchorCheck.judgeTimes). Hosts kept by NTP agree to well under a second; five minutes, as Kerberos
+// allows, leaves room for a host whose clock drifted or was set by hand without excusing a log dated
+// ahead by more.
+const ClockSkew = 5 * time.Minute
 
 // Anchor is what the admission webhook recorded in the cluster when it admitted a call's sandbox.
 type Anchor struct {
@@ -128,11 +136,14 @@ type AnchorCheck struct {
 	lines   int
 	first   time.Time // time of line 1
 	last    time.Time // time of the last line
+	// broken is the line at which the log failed verification (nil: none); the check holds the lines
+	// before it, and puts no call before such a log.
+	broken *VerifyError
 }
 
 // callLines are the lines of one anchored request.
 type callLines struct {
-	requests []int
+	requests []requestLine
 	started  []startedLine
 	results  []int
 	// abandoned are the tool.results with which recovery closed the call, with the Jobs it deleted;
@@ -149,6 +160,15 @@ type closingLine struct {
 type startedLine struct {
 	line int
 	job  string
+	tool string
+	time time.Time
+}
+
+// requestLine is a tool.request: its line, the tool it records and when the MCP server says it was made.
+type requestLine struct {
+	line int
+	tool string
+	time time.Time
 }
 
 // NewAnchorCheck prepares to hold a log against anchors.
@@ -180,10 +200,10 @@ func (c *AnchorCheck) Add(rec Record) {
 	}
 	switch rec.Event {
 	case EventToolRequest:
-		cl.requests = append(cl.requests, n)
+		cl.requests = append(cl.requests, requestLine{line: n, tool: rec.Tool, time: rec.Time})
 	case EventSandboxStarted:
 		job, _ := rec.Fields["job"].(string)
-		cl.started = append(cl.started, startedLine{line: n, job: job})
+		cl.started = append(cl.started, startedLine{line: n, job: job, tool: rec.Tool, time: rec.Time})
 	case EventToolResult:
 		cl.results = append(cl.results, n)
 		if ab, _ := rec.Fields[FieldAbandoned].(bool); ab {
@@ -281,13 +301,20 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 	res.HeadLine = h
 	if h == 0 {
 		switch {
+		case !seen && c.broken != nil:
+			return fail("its head %s is no line of this log before line %d, where the log fails verification: a log that fails cannot show that the call came before it",
+				short(a.Head), c.broken.Line)
 		case !seen && c.lines == 0:
 			res.Status, res.Reason = AnchorBeforeLog, "the log is empty; the call is in an older, rotated log, or the log was emptied"
 			return res
-		case !seen && a.Admitted.Before(c.first):
+		case !seen && a.Admitted.Before(c.start()):
 			res.Status = AnchorBeforeLog
-			res.Reason = fmt.Sprintf("admitted before this log's first line (%s); it is in an older, rotated log, or the lines before were deleted",
-				c.first.UTC().Format(time.RFC3339))
+			begins := "this log's first line"
+			if c.start().Before(c.first) {
+				begins = "the first call anchored in this log"
+			}
+			res.Reason = fmt.Sprintf("admitted before %s (%s); it is in an older, rotated log, or the lines before were deleted",
+				begins, c.start().UTC().Format(time.RFC3339))
 			return res
 		case a.Admitted.After(c.last):
 			return fail("its head %s is no line of this log, which ends at line %d (%s), before the call was admitted: lines were cut off the end of the log",
@@ -298,8 +325,17 @@ func (c *AnchorCheck) judge(a Anchor, now time.Time) AnchorResult {
 	if len(cl.requests) == 0 {
 		return fail("its head is line %d, but the log has no tool.request of %s: the call's lines were deleted and the chain rewritten after line %d", h, a.RequestID, h)
 	}
-	if cl.requests[0] > h {
-		return fail("its head is line %d, before the call's tool.request (line %d): the server sent a stale head", h, cl.requests[0])
+	req := cl.requests[0]
+	if req.line > h {
+		return fail("its head is line %d, before the call's tool.request (line %d): the server sent a stale head", h, req.line)
+	}
+	if req.tool != a.Tool {
+		return fail("the webhook admitted tool %s, but the call's tool.request (line %d) records tool %s: the log misnames the call",
+			oneLineQuote(a.Tool), req.line, oneLineQuote(req.tool))
+	}
+	if req.time.After(a.Admitted.Add(ClockSkew)) {
+		return fail("its tool.request (line %d) is dated %s, more than %s after the call was admitted: the log's times were rewritten, or the MCP host's clock is ahead",
+			req.line, req.time.UTC().Format(time.RFC3339), ClockSkew)
 	}
 	if a.Void == nil {
 		return c.judgeRun(a, res, h, running)
@@ -330,6 +366,9 @@ func (c *AnchorCheck) judgeRun(a Anchor, res AnchorResult, h int, running bool) 
 	started := 0
 	for _, s := range cl.started {
 		if s.line > h && (a.Job == "" || s.job == a.Job) {
+			if reason := startedMismatch(a, s); reason != "" {
+				return fail("its sandbox.started (line %d) %s", s.line, reason)
+			}
 			started = s.line
 			break
 		}
@@ -369,6 +408,45 @@ func (c *AnchorCheck) judgeRun(a Anchor, res AnchorResult, h int, running bool) 
 		h, started, h)
 }
 
+// startedMismatch says how the sandbox.started line s of a's Job contradicts the anchor; "" when it does not.
+// The MCP server writes it as soon as the create (or the claim) of the Job returns, so its time is the
+// admission's, give or take ClockSkew; the bound after it is generous (the deadline and AnchorGrace), so
+// that a create retried after a quota conflict never misfires.
+func startedMismatch(a Anchor, s startedLine) string {
+	switch {
+	case s.tool != a.Tool:
+		return fmt.Sprintf("records tool %s, but the webhook admitted tool %s: the log misnames the call", oneLineQuote(s.tool), oneLineQuote(a.Tool))
+	case s.time.Before(a.Admitted.Add(-ClockSkew)):
+		return fmt.Sprintf("is dated %s, more than %s before the Job was admitted: the log's times were rewritten, or the MCP host's clock is behind",
+			s.time.UTC().Format(time.RFC3339), ClockSkew)
+	case s.time.After(a.Admitted.Add(a.Deadline + AnchorGrace + ClockSkew)):
+		return fmt.Sprintf("is dated %s, after the call's deadline: the log's times were rewritten, or the MCP host's clock is ahead",
+			s.time.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// oneLineQuote quotes a name from the log or the cluster for a one-line reason.
+func oneLineQuote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// start is when this log begins, for the verdict BEFORE LOG: the time of line 1, or, if earlier, the
+// admission of the earliest anchored call whose head is a line of this log. Line 1's time is the MCP
+// server's word; an anchored head is the cluster's proof that the log existed when that call was admitted.
+func (c *AnchorCheck) start() time.Time {
+	start := c.first
+	for _, a := range c.anchors {
+		if c.heads[a.Head] > 0 && a.Admitted.Before(start) {
+			start = a.Admitted
+		}
+	}
+	return start
+}
+
 // short abbreviates a hash for messages.
 func short(h string) string {
 	if len(h) > 12 {
@@ -392,16 +470,18 @@ func VerifyAnchors(records []Record, anchors []Anchor, now time.Time) AnchorRepo
 // first bad line, and the report covers the lines before it.
 func VerifyFileAnchors(path string, anchors []Anchor, now time.Time) (Summary, AnchorReport, error) {
 	c := NewAnchorCheck(anchors)
-	sum, err := verifyFileWith(path, c.Add)
+	sum, err := verifyFileWith(path, now, c.Add)
+	errors.As(err, &c.broken)
 	return sum, c.Report(now), err
 }
 
-// verifyFileWith verifies the chain of the log at path under its read lock, handing each record to visit.
-func verifyFileWith(path string, visit func(Record)) (Summary, error) {
+// verifyFileWith verifies the chain of the log at path, and its times at now, under its read lock, handing
+// each record to visit.
+func verifyFileWith(path string, now time.Time, visit func(Record)) (Summary, error) {
 	var sum Summary
 	err := withReadLock(path, func(f *os.File) error {
 		var err error
-		sum, err = verify(f, visit)
+		sum, err = verify(f, now, visit)
 		return err
 	})
 	return sum, err
@@ -427,11 +507,12 @@ func VerifyFilesAnchors(paths []string, anchors []Anchor, now time.Time) ([]File
 	checks := make([]*AnchorCheck, len(paths))
 	for i, p := range paths {
 		c := NewAnchorCheck(anchors)
-		sum, err := verifyFileWith(p, c.Add)
+		sum, err := verifyFileWith(p, now, c.Add)
 		var verr *VerifyError
 		if err != nil && !errors.As(err, &verr) {
 			return nil, AnchorReport{}, fmt.Errorf("%s: %w", p, err)
 		}
+		c.broken = verr
 		files[i], checks[i] = FileResult{Path: p, Summary: sum, Broken: verr}, c
 	}
 	rep := AnchorReport{}

@@ -112,7 +112,8 @@ const (
 // zeroHash is the prev value of the first line.
 const zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// Sentinel errors. Verify and Read wrap ErrChainBroken, ErrTornLine and ErrLineTooLong in a *VerifyError.
+// Sentinel errors. Verify and Read wrap ErrChainBroken, ErrTornLine and ErrLineTooLong in a *VerifyError,
+// and Verify also ErrLineTime.
 var (
 	// ErrChainBroken means a line was edited, deleted, reordered or is not a well-formed record.
 	ErrChainBroken = errors.New("audit chain broken")
@@ -126,6 +127,9 @@ var (
 	// it in a *VerifyError naming the line. Write returns it only if an event could not be brought
 	// under MaxLineBytes, which its bounds rule out.
 	ErrLineTooLong = errors.New("audit line too long")
+	// ErrLineTime means a line is dated more than ClockSkew after the verifier's clock, or more than
+	// ClockSkew before a line ahead of it: its times were rewritten, or the MCP host's clock is wrong.
+	ErrLineTime = errors.New("audit line time implausible")
 )
 
 // Event is what callers record. The log adds seq, time, prev and hash.

@@ -195,6 +195,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		tamper   func(t *testing.T, lines [][]byte) [][]byte
 		wantLine int
 		wantErr  error
+		reason   string // a part of the reason, if set
 	}{
 		{
 			name: "edited middle line",
@@ -273,6 +274,32 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			wantLine: n + 1, wantErr: ErrTornLine,
 		},
 		{
+			// encoding/json matches member names case-insensitively and lets the last duplicate win, so this
+			// line would read as a sandbox.started where jq and `audit show --json` read a tool.request.
+			name: "duplicate member in another case",
+			tamper: func(t *testing.T, lines [][]byte) [][]byte {
+				lines[n-1] = rehash(t, bytes.Replace(lines[n-1], []byte(`,"tool":`), []byte(`,"Event":"sandbox.started","tool":`), 1))
+				return lines
+			},
+			wantLine: n, wantErr: ErrChainBroken, reason: "not spelled as the writer spells it",
+		},
+		{
+			name: "duplicate member",
+			tamper: func(t *testing.T, lines [][]byte) [][]byte {
+				lines[n-1] = rehash(t, bytes.Replace(lines[n-1], []byte(`,"tool":`), []byte(`,"request_id":"other","tool":`), 1))
+				return lines
+			},
+			wantLine: n, wantErr: ErrChainBroken, reason: "top-level member given twice",
+		},
+		{
+			name: "duplicate key inside fields",
+			tamper: func(t *testing.T, lines [][]byte) [][]byte {
+				lines[n-1] = rehash(t, bytes.Replace(lines[n-1], []byte(`"fields":{}`), []byte(`"fields":{"job":"a","job":"b"}`), 1))
+				return lines
+			},
+			wantLine: n, wantErr: ErrChainBroken, reason: "names a key twice",
+		},
+		{
 			name: "unknown member",
 			tamper: func(t *testing.T, lines [][]byte) [][]byte {
 				lines[4] = rehash(t, bytes.Replace(lines[4], []byte(`{"seq":5,`), []byte(`{"seq":5,"x":1,`), 1))
@@ -304,6 +331,12 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			}
 			if verr.Line != tt.wantLine || !errors.Is(err, tt.wantErr) {
 				t.Errorf("Verify: %v (line %d, %v), want line %d, %v", err, verr.Line, verr.Err, tt.wantLine, tt.wantErr)
+			}
+			if !strings.Contains(verr.Reason, tt.reason) {
+				t.Errorf("reason %q lacks %q", verr.Reason, tt.reason)
+			}
+			if _, rerr := ReadFile(path, Filter{}); tt.reason != "" && !errors.As(rerr, &verr) {
+				t.Errorf("Read: %v, want it to refuse the line too", rerr)
 			}
 			if !strings.HasPrefix(err.Error(), fmt.Sprintf("line %d: ", tt.wantLine)) {
 				t.Errorf("error %q does not name line %d", err, tt.wantLine)

@@ -19,6 +19,8 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\n"))
 	f.Add([]byte("{}\n"))
+	f.Add([]byte("5\n[1,{}]\n"))
+	f.Add([]byte(`{"seq":1,"fields":{"a":[{"b":1,"b":2}],"c":{}},"Seq":2}` + "\n"))
 	f.Add([]byte(`{"seq":1,"hash":"` + zeroHash + `"}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sum, err := Verify(bytes.NewReader(data))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sha256hex"
 )
@@ -27,14 +28,14 @@ type VerifyError struct {
 	Line int
 	// Reason says what is wrong, in a few words; it never quotes the line's content.
 	Reason string
-	// Err is ErrChainBroken, ErrTornLine or ErrLineTooLong.
+	// Err is ErrChainBroken, ErrTornLine, ErrLineTooLong or ErrLineTime.
 	Err error
 }
 
 // Error implements error.
 func (e *VerifyError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
 
-// Unwrap lets errors.Is match ErrChainBroken, ErrTornLine and ErrLineTooLong.
+// Unwrap lets errors.Is match ErrChainBroken, ErrTornLine, ErrLineTooLong and ErrLineTime.
 func (e *VerifyError) Unwrap() error { return e.Err }
 
 // maxReadLine is the longest line Verify and Read accept, without its '\n': the write bound MaxLineBytes
@@ -75,15 +76,51 @@ func tooLong(n int) *VerifyError {
 // fails with ErrTornLine. A line longer than twice MaxLineBytes fails with ErrLineTooLong and is never
 // held in memory whole. Other errors come from reading r.
 func Verify(r io.Reader) (Summary, error) {
-	return verify(r, nil)
+	return verify(r, time.Time{}, nil)
 }
 
-// verify is Verify that also hands every line that verified, in order, to visit (if not nil).
-func verify(r io.Reader, visit func(Record)) (Summary, error) {
+// lineTimes checks the time of each line as it comes. A line's time is the MCP server's word, and the
+// anchors' verdict BEFORE LOG rests on the time of line 1: a server that rewrote its log as a chain dated
+// ahead could otherwise pass every call admitted before that date, unlogged, as belonging to an older log.
+// So no line may be dated more than ClockSkew after the verifier's now, and none more than ClockSkew
+// before the latest line ahead of it (every line of a chain dated ahead is then dated ahead too, and found
+// by any verification before that date). The writer takes each line's time under the file's lock from
+// the host's clock, so an honest log goes back only when that clock is set back.
+type lineTimes struct {
+	now        time.Time // zero: not checked against the verifier's clock
+	latest     time.Time
+	latestLine int
+}
+
+func (lt *lineTimes) check(n int, t time.Time) *VerifyError {
+	bad := func(format string, args ...any) *VerifyError {
+		return &VerifyError{Line: n, Reason: fmt.Sprintf(format, args...), Err: ErrLineTime}
+	}
+	if !lt.now.IsZero() && t.After(lt.now.Add(ClockSkew)) {
+		return bad("dated %s, more than %s after now (%s): a log rewritten with times ahead, or the MCP host's clock is ahead",
+			t.UTC().Format(time.RFC3339), ClockSkew, lt.now.UTC().Format(time.RFC3339))
+	}
+	if lt.latestLine > 0 && t.Before(lt.latest.Add(-ClockSkew)) {
+		return bad("dated %s, more than %s before line %d (%s): times go back, as in a log rewritten with times ahead, or the MCP host's clock was set back",
+			t.UTC().Format(time.RFC3339), ClockSkew, lt.latestLine, lt.latest.UTC().Format(time.RFC3339))
+	}
+	if lt.latestLine == 0 || t.After(lt.latest) {
+		lt.latest, lt.latestLine = t, n
+	}
+	return nil
+}
+
+// verify is Verify that also checks the lines' times (lineTimes, with now; a zero now skips the check
+// against the verifier's clock) and hands every line that verified, in order, to visit (if not nil).
+func verify(r io.Reader, now time.Time, visit func(Record)) (Summary, error) {
 	sum := Summary{LastHash: zeroHash}
+	times := lineTimes{now: now}
 	err := eachLine(r, func(n int, line []byte, last bool) error {
 		rec, verr := checkLine(n, line, sum.LastHash, last)
 		if verr != nil {
+			return verr
+		}
+		if verr := times.check(n, rec.Time); verr != nil {
 			return verr
 		}
 		sum.Lines = n
@@ -133,6 +170,10 @@ func checkLine(n int, line []byte, prev string, last bool) (Record, *VerifyError
 	}
 	rec, err := decodeRecord(line)
 	if err != nil {
+		var dup *duplicateError
+		if errors.As(err, &dup) {
+			return rec, broken("%s", dup.reason())
+		}
 		if last {
 			return rec, &VerifyError{Line: n, Reason: "torn line: not a valid JSON record", Err: ErrTornLine}
 		}
@@ -157,11 +198,15 @@ func checkLine(n int, line []byte, prev string, last bool) (Record, *VerifyError
 	return rec, nil
 }
 
-// decodeRecord parses one line strictly: one JSON object with only the known members.
+// decodeRecord parses one line strictly: one JSON object with only the known members, each once and
+// spelled exactly as the writer spells it, and no object in it with a key twice (checkKeys).
 func decodeRecord(line []byte) (Record, error) {
 	var rec Record
 	if !json.Valid(line) {
 		return rec, fmt.Errorf("%w: not valid JSON", ErrChainBroken)
+	}
+	if err := checkKeys(line); err != nil {
+		return rec, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -170,6 +215,89 @@ func decodeRecord(line []byte) (Record, error) {
 	}
 	rec.Raw = line
 	return rec, nil
+}
+
+// recordMembers are the top-level member names of a line, as the writer spells them (Record's tags).
+var recordMembers = map[string]bool{"seq": true, "time": true, "request_id": true, "event": true, "tool": true,
+	"fields": true, "prev": true, "hash": true}
+
+// duplicateError is a line that names one member twice, or a top-level member in another spelling.
+type duplicateError struct {
+	topLevel bool
+	unknown  bool
+}
+
+func (e *duplicateError) Error() string { return fmt.Sprintf("%s: %s", ErrChainBroken, e.reason()) }
+
+func (e *duplicateError) Unwrap() error { return ErrChainBroken }
+
+// reason says what is wrong without quoting the key, which the line's writer chose.
+func (e *duplicateError) reason() string {
+	switch {
+	case e.unknown:
+		return "a top-level member that is not one of the record's (or not spelled as the writer spells it): readers would not agree on what the line says"
+	case e.topLevel:
+		return "a top-level member given twice: readers would not agree on what the line says"
+	}
+	return "an object in its fields names a key twice: readers would not agree on what the line says"
+}
+
+// checkKeys refuses a line that JSON readers would read differently. encoding/json matches member names
+// case-insensitively and lets the last of duplicate members win, other readers (jq, `audit show --json`)
+// keep another or refuse: a line with "event" and "Event" would verify as one event and be shown as
+// another. So every top-level member must be one of the record's, spelled exactly as the writer spells it,
+// and given once; and no object at any depth may name a key twice. Within fields, keys that differ only in
+// case are distinct (a map keeps them apart, and an agent's arguments may have them), so only exact
+// duplicates are refused there. The writer encodes Go maps and structs, which never repeat a key.
+func checkKeys(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	// One entry per open object or array: the object's keys seen so far (nil for an array), and whether
+	// the next string token in it is a key.
+	type frame struct {
+		keys  map[string]bool
+		isKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrChainBroken, err)
+		}
+		n := len(stack)
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, isKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:n-1]
+		default:
+			if n == 0 {
+				continue // not an object: Decode refuses it
+			}
+			if top := stack[n-1]; top.keys != nil && top.isKey {
+				key, _ := tok.(string)
+				switch {
+				case n == 1 && !recordMembers[key]:
+					return &duplicateError{topLevel: true, unknown: true}
+				case top.keys[key]:
+					return &duplicateError{topLevel: n == 1}
+				}
+				top.keys[key], top.isKey = true, false
+				continue
+			}
+		}
+		// A value ended (a scalar, or an object or array just closed): in an object, a key comes next.
+		if m := len(stack); m > 0 && stack[m-1].keys != nil {
+			stack[m-1].isKey = true
+		}
+	}
 }
 
 // Filter selects records in Read. The zero Filter selects all.

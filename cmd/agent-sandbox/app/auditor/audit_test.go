@@ -242,6 +242,24 @@ func TestAuditVerifyAgainstCluster(t *testing.T) {
 			t.Fatalf("--user: err %v, stdout %q", err, out)
 		}
 	})
+	t.Run("a log rewritten dated ahead, calls run without lines", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "audit.jsonl")
+		l, err := audit.Open(path, audit.WithClock(func() time.Time { return time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Write(audit.Event{RequestID: "req-decoy", Name: audit.EventToolRequest, Tool: "kubectl_get"}); err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Close()
+		hiddenCall := audit.Anchor{Name: "anchor-req-hhhhhhhhhhhh", RequestID: "req-hhhhhhhhhhhh", Head: strings.Repeat("7", 64), Tool: "terraform_apply",
+			Job: "job-req-hhhhhhhhhhhh", User: "mcp", Admitted: admitted, Deadline: time.Minute}
+		err, out, errOut := run(t, path, []audit.Anchor{hiddenCall}, later, nil)
+		if !tampered(err) || out != "" || !strings.HasPrefix(errOut, "FAIL: line 1: dated 2100-01-01T00:00:00Z, more than 5m0s after now") ||
+			!strings.Contains(errOut, "FAIL: call req-hhhhhhhhhhhh (terraform_apply, ") || !strings.Contains(errOut, "0 before this log") {
+			t.Fatalf("err %v, stdout %q, stderr %q", err, out, errOut)
+		}
+	})
 	t.Run("chain broken", func(t *testing.T) {
 		path, anchors := anchoredLog(t, admitted)
 		b, err := os.ReadFile(path)

@@ -39,13 +39,16 @@ func newAuditVerifyCommand(streams cli.IO) *cobra.Command {
 		Use:   "verify",
 		Short: "Check the audit log's hash chain (and, with --against-cluster, its anchors); exit 4 naming what was changed",
 		Long: `Check the audit log's hash chain: every line complete, unedited, in its place. The first line that was
-edited, deleted, reordered or torn is named and the command exits 4.
+edited, deleted, reordered or torn is named and the command exits 4; so is a line dated more than 5 minutes
+after this machine's clock or before a line ahead of it (times rewritten, or a host's clock that is off),
+and a line that names a member twice (JSON readers would not agree on what it says).
 
 The chain alone cannot show lines cut off the end of the log, or a log rewritten with valid hashes by
 whoever controls the MCP server's host, which the threat model does not trust. With --against-cluster
 the log is also held against the anchors the admission webhook recorded in the cluster, one per call it
 admitted: the call's request ID and the head of the audit chain the MCP server sent with its Job. For
 every anchor the log must have a line whose hash is that head, the call's tool.request at or before it,
+those lines naming the tool the webhook admitted and dated consistently with its admission (within 5 minutes),
 and the call's sandbox.started and tool.result after it (or a tool.result that names the anchored Job as
 one whose create failed: the API server refused it after the webhook had anchored it, or never answered,
 as when a webhook replica is killed while it admits the Job). Each anchor the log fails is one FAIL line,
@@ -53,7 +56,8 @@ and the command exits 4. A warm claim that was admitted and anchored but never s
 warm pool saw its Pod stay unclaimed, or go to another call, and marked the anchor void) is one VOID
 line: its warm Job never served the call, which the log must still have, closed, around the head; the
 Job the call did run on has an anchor of its own. A call whose deadline has not passed yet is reported as in progress; an anchor
-older than the log's first line, of a call the log does not mention, as before this log (a rotated log:
+older than the log's beginning (its first line, or the first call anchored in it), of a call the log
+does not mention, as before this log when the log verifies (a rotated log:
 verify that one with --file; or, if there was no rotation, the log's beginning was deleted).
 
 --file may be repeated: each log's chain is checked on its own, and with --against-cluster the anchors
