@@ -176,16 +176,7 @@ func (cfg *ConfigureConfig) complete() error {
 	if cfg.ReviewerTokenWait <= 0 {
 		cfg.ReviewerTokenWait = DefaultReviewerTokenWait
 	}
-	if cfg.Out == nil {
-		cfg.Out = io.Discard
-	}
-	if cfg.Warnings == nil {
-		cfg.Warnings = io.Discard
-	}
-	var errs []error
-	if cfg.Policy == nil {
-		errs = append(errs, errors.New("no policy"))
-	}
+	errs := completeVaultRun(&cfg.Out, &cfg.Warnings, cfg.Policy, cfg.VaultAddr)
 	if cfg.Kube == nil {
 		errs = append(errs, errors.New("no Kubernetes client"))
 	}
@@ -195,10 +186,26 @@ func (cfg *ConfigureConfig) complete() error {
 	if len(cfg.KubernetesCA) == 0 {
 		errs = append(errs, errors.New("no Kubernetes API server CA for Vault"))
 	}
-	if cfg.VaultAddr == "" {
+	return errors.Join(errs...)
+}
+
+// completeVaultRun fills what Configure and Disable default alike (their output writers) and reports what
+// both need: a policy and Vault's address.
+func completeVaultRun(out, warnings *io.Writer, p *policy.Compiled, vaultAddr string) []error {
+	if *out == nil {
+		*out = io.Discard
+	}
+	if *warnings == nil {
+		*warnings = io.Discard
+	}
+	var errs []error
+	if p == nil {
+		errs = append(errs, errors.New("no policy"))
+	}
+	if vaultAddr == "" {
 		errs = append(errs, errors.New("no Vault address"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // readVaultState reads what Vault holds of the desired objects, and the managed objects it may prune.

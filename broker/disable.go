@@ -88,20 +88,7 @@ func Disable(ctx context.Context, cfg DisableConfig, vaultToken string) (*Config
 }
 
 func (cfg *DisableConfig) complete() error {
-	if cfg.Out == nil {
-		cfg.Out = io.Discard
-	}
-	if cfg.Warnings == nil {
-		cfg.Warnings = io.Discard
-	}
-	var errs []error
-	if cfg.Policy == nil {
-		errs = append(errs, errors.New("no policy"))
-	}
-	if cfg.VaultAddr == "" {
-		errs = append(errs, errors.New("no Vault address"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(completeVaultRun(&cfg.Out, &cfg.Warnings, cfg.Policy, cfg.VaultAddr)...)
 }
 
 // disabledVault is what Vault holds of agent-sandbox when it is disabled: the policy's two mounts, with
