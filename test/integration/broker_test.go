@@ -189,12 +189,18 @@ func (e *brokerEnv) writePolicy(t *testing.T, name string, mutate func(*policy.P
 // configure runs `agent-sandbox vault configure` in process and returns its exit code and output lines.
 func (e *brokerEnv) configure(t *testing.T, policyFile string, extra ...string) (int, []string, string) {
 	t.Helper()
-	args := e.configureArgs(policyFile, extra...)
+	return e.runVault(t, "configure", e.configureArgs(policyFile, extra...), extra)
+}
+
+// runVault runs `agent-sandbox vault <sub>` in process with args (extra are the caller's own, for the log)
+// and returns its exit code, its output lines and its stderr.
+func (e *brokerEnv) runVault(t *testing.T, sub string, args, extra []string) (int, []string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := app.Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-	e.out.add("vault configure stdout", stdout.String())
-	e.out.add("vault configure stderr", stderr.String())
-	t.Logf("vault configure %s: exit %d\n%s%s", strings.Join(extra, " "), code, stdout.String(), stderr.String())
+	e.out.add("vault "+sub+" stdout", stdout.String())
+	e.out.add("vault "+sub+" stderr", stderr.String())
+	t.Logf("vault %s %s: exit %d\n%s%s", sub, strings.Join(extra, " "), code, stdout.String(), stderr.String())
 	return code, strings.Split(strings.TrimSpace(stdout.String()), "\n"), stderr.String()
 }
 
@@ -1054,12 +1060,7 @@ func (e *brokerEnv) testVaultNamespaceHeader(t *testing.T) {
 func (e *brokerEnv) disable(t *testing.T, extra ...string) (int, []string, string) {
 	t.Helper()
 	args := append([]string{"vault", "disable", "--policy", e.policyFile, "--vault-addr", e.vault.Addr, "--vault-token-file", e.tokenFile}, extra...)
-	var stdout, stderr bytes.Buffer
-	code := app.Main(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
-	e.out.add("vault disable stdout", stdout.String())
-	e.out.add("vault disable stderr", stderr.String())
-	t.Logf("vault disable %s: exit %d\n%s%s", strings.Join(extra, " "), code, stdout.String(), stderr.String())
-	return code, strings.Split(strings.TrimSpace(stdout.String()), "\n"), stderr.String()
+	return e.runVault(t, "disable", args, extra)
 }
 
 // testDisable is the hole `helm uninstall` left open (found in review): the uninstall removes the webhook
