@@ -171,7 +171,7 @@ func TestShippedPlanRules(t *testing.T) {
 		{"containers known only after apply", func(d map[string]any) {
 			delete(podSpec(after(d)), "container")
 			podSpec(change(d)["after_unknown"])["container"] = true
-		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-pinned", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
+		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-pinned", "plan-known-pod-fields", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
 		{"RBAC", func(d map[string]any) {
 			rc := d["resource_changes"].([]any)[0].(map[string]any)
 			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
@@ -184,6 +184,34 @@ func TestShippedPlanRules(t *testing.T) {
 			ch["actions"] = []any{"update"}
 			ch["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)["type"] = "LoadBalancer"
 		}, []string{"plan-no-external-exposure"}},
+		// Attributes of newer providers (hashicorp/kubernetes 2.x), in the shapes they plan them: each passed
+		// every other rule, unread, before plan-known-pod-fields.
+		{"seccomp unconfined (a newer provider's container attribute)", func(d map[string]any) {
+			securityContext(after(d))["seccomp_profile"] = []any{map[string]any{"type": "Unconfined"}}
+		}, []string{"plan-known-pod-fields"}},
+		{"proc mount unmasked (a newer provider's container attribute)", func(d map[string]any) {
+			securityContext(after(d))["proc_mount"] = "Unmasked"
+		}, []string{"plan-known-pod-fields"}},
+		{"AppArmor unconfined (a newer provider's pod attribute)", func(d map[string]any) {
+			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["app_armor_profile"] = []any{map[string]any{"type": "Unconfined"}}
+		}, []string{"plan-known-pod-fields"}},
+		{"ephemeral container (a pod attribute the container rules do not read)", func(d map[string]any) {
+			c := map[string]any{"name": "debug", "image": "localhost/busybox:agent-sandbox",
+				"security_context": []any{map[string]any{"privileged": true}}}
+			podSpec(after(d))["ephemeral_container"] = []any{c}
+		}, []string{"plan-known-pod-fields"}},
+		{"a capability block's new attribute", func(d map[string]any) {
+			securityContext(after(d))["capabilities"].([]any)[0].(map[string]any)["ambient"] = []any{"NET_ADMIN"}
+		}, []string{"plan-known-pod-fields"}},
+		{"a container's new attribute", func(d map[string]any) {
+			container(after(d))["resize_policy"] = []any{map[string]any{"resource_name": "memory", "restart_policy": "NotRequired"}}
+		}, []string{"plan-known-pod-fields"}},
+		{"a newer provider's attributes left empty", func(d map[string]any) {
+			securityContext(after(d))["seccomp_profile"] = []any{}
+			podSpec(after(d))["os"] = []any{}
+			podSpec(after(d))["scheduler_name"] = ""
+			container(after(d))["resize_policy"] = []any{}
+		}, nil},
 		// Found in review (2026-12): each passed the shipped rules before they were tightened.
 		{"root without any security_context", func(d map[string]any) {
 			for _, v := range []any{after(d), change(d)["after_unknown"]} {
