@@ -6,7 +6,8 @@
 # saved plan, submitted straight to the cluster as the MCP server, are refused before any credential
 # (VERIFY_ALL_WORKSPACES=1: the whole corpus, ~15 min; default: a sample of every trick). Needs `make
 # deploy` first. Section 3 includes the warm-pool twins: forged, edited, doubled and replayed claims, warm Jobs
-# not made by the pool, and one real claim. Section 5 (scripts/verify-plans, issue 21): the harmful-plan corpus,
+# not made by the pool, and one real claim, and the webhook configurations attacked as the webhook's ServiceAccount
+# by an edit user of the release namespace (the chart's admission policy refuses all but a new caBundle). Section 5 (scripts/verify-plans, issue 21): the harmful-plan corpus,
 # workspaces the allowlist admits that deploy harm, each refused by a plan rule at terraform_plan (a real MCP
 # client), in the apply sandbox before the credential (its saved plan approved and submitted as the MCP server)
 # and on the approval screen; it applies the demo workspace first (scripts/demo-setup.sh), against whose state

@@ -176,6 +176,7 @@ func run(o options) (int, error) {
 	res.check(err == nil, "dry runs consumed no approval (real create admitted afterwards)", fmt.Sprint(err))
 
 	warmTwins(ctx, &res, env, cfg, pod)
+	webhookIdentity(ctx, &res, ids)
 
 	// The Jobs admitted above hold CPU the Terraform Pods below need.
 	env.Cleanup(ctx)
@@ -196,7 +197,7 @@ func warmTwins(ctx context.Context, res *tally, env *corpus.Env, admin *rest.Con
 		res.check(false, "", err.Error())
 		return
 	}
-	pool, err := corpus.Impersonating(admin, "system:serviceaccount:agent-sandbox-system:agent-sandbox-webhook")
+	pool, err := corpus.Impersonating(admin, "system:serviceaccount:"+releaseNamespace+":"+webhookServiceAccount)
 	if err != nil {
 		res.check(false, "", err.Error())
 		return
@@ -224,6 +225,39 @@ func warmTwins(ctx context.Context, res *tally, env *corpus.Env, admin *rest.Con
 			fmt.Sprintf("warm pool: %s warm Pod was replaced by a running one in %.1f s (< %s)", how, took.Seconds(), warmReplacementLimit),
 			fmt.Sprintf("warm pool: %s warm Pod was not replaced within %s (%.1f s): %v", how, warmReplacementLimit, took.Seconds(), err))
 	}
+}
+
+// The release make deploy installs: its namespace, the webhook's ServiceAccount and the name of its two
+// webhook configurations.
+const (
+	releaseNamespace      = "agent-sandbox-system"
+	webhookServiceAccount = "agent-sandbox-webhook"
+	webhookConfigurations = "agent-sandbox"
+)
+
+// webhookIdentity acts as a user with the built-in edit role of the release namespace, who may impersonate
+// the webhook's ServiceAccount, and tries to turn the webhook configurations against the cluster (dry runs):
+// the chart's admission policy must refuse each change but a new caBundle.
+func webhookIdentity(ctx context.Context, res *tally, ids *corpus.Identities) {
+	as, err := ids.EditImpersonating(ctx, releaseNamespace, webhookServiceAccount)
+	if err != nil {
+		res.check(false, "", fmt.Sprintf("webhook configurations: %v", err))
+		return
+	}
+	attacks, caBundle := corpus.WebhookIdentityAttempts(ctx, as, webhookConfigurations, 30*time.Second)
+	refused := 0
+	for _, a := range attacks {
+		if a.Refused {
+			refused++
+		} else {
+			fmt.Printf("     NOT refused as expected: %s: %v\n", a.Name, scrub.String(fmt.Sprint(a.Err)))
+		}
+	}
+	what := fmt.Sprintf("webhook configurations: %d/%d changes by the webhook's ServiceAccount (acted as by an edit user of %s) refused by the chart's admission policy",
+		refused, len(attacks), releaseNamespace)
+	res.check(refused == len(attacks), what, what)
+	res.check(caBundle == nil, "webhook configurations: a new caBundle alone admitted (the webhook's CA injection still works)",
+		fmt.Sprintf("webhook configurations: a new caBundle alone was refused: %v", caBundle))
 }
 
 // warmReplacementLimit is issue 22's bound on replacing a deleted warm Pod.

@@ -41,6 +41,8 @@ type Identities struct {
 	MCPServiceAccount string
 
 	admin *rest.Config
+	// editConfig authenticates as Edit (its ServiceAccount's token).
+	editConfig *rest.Config
 
 	cleanup func(context.Context)
 }
@@ -85,16 +87,17 @@ func Provision(ctx context.Context, admin *rest.Config, sandboxNS, mcpServiceAcc
 		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{})
 		_ = cs.CoreV1().Namespaces().Delete(ctx, CorpusNamespace, metav1.DeleteOptions{})
 	}
+	var last *rest.Config
 	as := func(ns, sa string) (kubernetes.Interface, error) {
 		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
 			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("token for %s/%s: %w", ns, sa, err)
 		}
-		cfg := rest.AnonymousClientConfig(admin)
-		cfg.BearerToken = tr.Status.Token
-		tuned(cfg)
-		return kubernetes.NewForConfig(cfg)
+		last = rest.AnonymousClientConfig(admin)
+		last.BearerToken = tr.Status.Token
+		tuned(last)
+		return kubernetes.NewForConfig(last)
 	}
 	if id.Attacker, err = as(CorpusNamespace, "attacker"); err != nil {
 		return nil, err
@@ -102,6 +105,7 @@ func Provision(ctx context.Context, admin *rest.Config, sandboxNS, mcpServiceAcc
 	if id.Edit, err = as(CorpusNamespace, "editor"); err != nil {
 		return nil, err
 	}
+	id.editConfig = last
 	id.EditUser = "system:serviceaccount:" + CorpusNamespace + ":editor"
 	if id.MCP, err = as(sandboxNS, mcpServiceAccount); err != nil {
 		return nil, err

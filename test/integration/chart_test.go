@@ -49,6 +49,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/ledger"
 	"github.com/agent-sandbox/agent-sandbox/internal/policy"
 	"github.com/agent-sandbox/agent-sandbox/internal/servingcert"
+	"github.com/agent-sandbox/agent-sandbox/test/corpus"
 	"github.com/agent-sandbox/agent-sandbox/test/harness"
 	"github.com/agent-sandbox/agent-sandbox/webhook"
 )
@@ -1583,7 +1584,7 @@ func TestHelmInstallOnAPIServer(t *testing.T) {
 	})
 
 	t.Run("the webhook's identity changes caBundle and nothing else", func(t *testing.T) {
-		chartWebhookIdentityOnlyInjectsCA(t, ctx, asWebhook, flags["--webhook-config"])
+		chartWebhookIdentityOnlyInjectsCA(t, ctx, kubernetes.NewForConfigOrDie(hook.impersonating(api.Config)), flags["--webhook-config"])
 	})
 
 	t.Run("approval ledger as the webhook", func(t *testing.T) {
@@ -1973,78 +1974,18 @@ func chartCABundles(t *testing.T, ctx context.Context, c client.Client, name str
 
 // chartWebhookIdentityOnlyInjectsCA: the webhook's ServiceAccount may update its two configurations
 // (self-managed TLS injects the CA), and the built-in edit role of the release namespace may act as it. The
-// chart's admission policy keeps that to caBundle: sending every Pod of the cluster to its webhooks, a new
-// webhook, or a finalizer is refused (dry runs); a new caBundle alone passes. The API server loads a new
-// policy within seconds, so the first refusal is waited for.
-func chartWebhookIdentityOnlyInjectsCA(t *testing.T, ctx context.Context, asWebhook client.Client, name string) {
+// chart's admission policy keeps that to caBundle (corpus.WebhookIdentityAttempts, which make verify runs on
+// the live cluster too): every change that turns the webhook against the cluster or off is refused (dry
+// runs); a new caBundle alone passes.
+func chartWebhookIdentityOnlyInjectsCA(t *testing.T, ctx context.Context, asWebhook kubernetes.Interface, name string) {
 	t.Helper()
-	const refusal = "the webhook's ServiceAccount may"
-	validating := func(mut func(*admissionregistrationv1.ValidatingWebhookConfiguration)) error {
-		var v admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := asWebhook.Get(ctx, client.ObjectKey{Name: name}, &v); err != nil {
-			return err
-		}
-		mut(&v)
-		return asWebhook.Update(ctx, &v, client.DryRunAll)
-	}
-	mutating := func(mut func(*admissionregistrationv1.MutatingWebhookConfiguration)) error {
-		var m admissionregistrationv1.MutatingWebhookConfiguration
-		if err := asWebhook.Get(ctx, client.ObjectKey{Name: name}, &m); err != nil {
-			return err
-		}
-		mut(&m)
-		return asWebhook.Update(ctx, &m, client.DryRunAll)
-	}
-	everyNamespace := func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
-		v.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{}
-	}
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if err = validating(everyNamespace); err != nil && strings.Contains(err.Error(), refusal) {
-			break
+	attacks, caBundle := corpus.WebhookIdentityAttempts(ctx, asWebhook, name, 30*time.Second)
+	for _, a := range attacks {
+		if !a.Refused {
+			t.Errorf("as the webhook, %s: %v; want it refused by the chart's admission policy", a.Name, a.Err)
 		}
 	}
-	if err == nil || !strings.Contains(err.Error(), refusal) {
-		t.Fatalf("as the webhook, a validating webhook matching every namespace: %v; want it refused by the chart's admission policy", err)
-	}
-	for what, err := range map[string]error{
-		"every Pod of the cluster to the mutating webhook": mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
-			m.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{}
-			m.Webhooks[0].Rules = append(m.Webhooks[0].Rules, admissionregistrationv1.RuleWithOperations{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}})
-		}),
-		"another webhook": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
-			w := v.Webhooks[0]
-			w.Name = "everything.attacker.example"
-			v.Webhooks = append(v.Webhooks, w)
-		}),
-		"failurePolicy Ignore": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
-			v.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
-		}),
-		"a finalizer": validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
-			v.Finalizers = append(v.Finalizers, "attacker.example/hold")
-		}),
-		// With IfNeeded, pods.mutate would sign a warm Pod's claim again after a later webhook changed it.
-		"reinvocationPolicy flipped": mutating(func(m *admissionregistrationv1.MutatingWebhookConfiguration) {
-			for i := range m.Webhooks {
-				if m.Webhooks[i].ReinvocationPolicy != nil && *m.Webhooks[i].ReinvocationPolicy == admissionregistrationv1.NeverReinvocationPolicy {
-					m.Webhooks[i].ReinvocationPolicy = ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy)
-				} else {
-					m.Webhooks[i].ReinvocationPolicy = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
-				}
-			}
-		}),
-	} {
-		if err == nil || !strings.Contains(err.Error(), refusal) {
-			t.Errorf("as the webhook, %s: %v; want it refused by the chart's admission policy", what, err)
-		}
-	}
-	if err := validating(func(v *admissionregistrationv1.ValidatingWebhookConfiguration) {
-		for i := range v.Webhooks {
-			v.Webhooks[i].ClientConfig.CABundle = append(v.Webhooks[i].ClientConfig.CABundle, '\n')
-		}
-	}); err != nil {
-		t.Errorf("as the webhook, a new caBundle alone: %v", err)
+	if caBundle != nil {
+		t.Errorf("as the webhook, a new caBundle alone: %v", caBundle)
 	}
 }
