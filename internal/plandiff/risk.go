@@ -74,6 +74,10 @@ var rules = []rule{
 	{id: "image", key: "image", why: "the container runs different code", risky: always},
 	{id: "command", key: "command", why: "the container runs a different program", risky: always},
 	{id: "args", key: "args", why: "the container's program gets different arguments", risky: always},
+	{id: "interactive", key: "tty", why: "a terminal makes a shell interactive: it first runs the file its environment's ENV names", risky: isTrue},
+	{id: "interactive", key: "stdin", why: "keeps the container's stdin open: a shell reads commands from it", risky: isTrue},
+	{id: "interactive", key: "stdin_once", why: "keeps the container's stdin open: a shell reads commands from it", risky: isTrue},
+	{id: "code_env", key: "name", under: "env", why: "shells run the file ENV and BASH_ENV name, the dynamic loader loads what LD_PRELOAD and LD_LIBRARY_PATH name: code the command does not show", risky: codeEnvName},
 	{id: "sysctl", key: "sysctl", why: "changes kernel parameters for the pod", risky: nonEmpty},
 	{id: "selinux", key: "se_linux_options", why: "sets the SELinux user, role or type the container runs with", risky: nonEmpty},
 	{id: "unconfined_profile", key: "container.apparmor.security.beta.kubernetes.io/", prefix: true, under: "annotations", why: "selects the AppArmor profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
@@ -134,7 +138,7 @@ var severity = []string{
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips", "selector",
-	"hidden", "cut", "unknown_config", "binary_data", "image", "command", "args", "executable_volume", "volume_mount", "volume_source",
+	"hidden", "cut", "unknown_config", "binary_data", "image", "command", "args", "interactive", "code_env", "executable_volume", "volume_mount", "volume_source",
 	"look_alike",
 }
 
@@ -504,4 +508,10 @@ func oneOf(values ...string) func(val) bool {
 func nonASCIIString(a val) bool {
 	s, ok := a.v.(string)
 	return a.present && ok && screen.HasNonASCII(s)
+}
+
+// codeEnvName: an environment variable a shell or the dynamic loader reads as code to run or load.
+func codeEnvName(a val) bool {
+	s, ok := a.v.(string)
+	return a.present && ok && (s == "ENV" || s == "BASH_ENV" || strings.HasPrefix(s, "LD_"))
 }

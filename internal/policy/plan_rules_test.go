@@ -171,7 +171,7 @@ func TestShippedPlanRules(t *testing.T) {
 		{"containers known only after apply", func(d map[string]any) {
 			delete(podSpec(after(d)), "container")
 			podSpec(change(d)["after_unknown"])["container"] = true
-		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-pinned", "plan-known-pod-fields", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
+		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-explicit", "plan-command-pinned", "plan-known-pod-fields", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
 		{"RBAC", func(d map[string]any) {
 			rc := d["resource_changes"].([]any)[0].(map[string]any)
 			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
@@ -184,6 +184,27 @@ func TestShippedPlanRules(t *testing.T) {
 			ch["actions"] = []any{"update"}
 			ch["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)["type"] = "LoadBalancer"
 		}, []string{"plan-no-external-exposure"}},
+		// Found in review (2026-12-07): busybox's /bin/sh as the entrypoint, on a terminal, runs the file ENV
+		// names before anything else; /proc/1/environ holds every env value, so one with a newline is a command.
+		{"terminal", func(d map[string]any) { container(after(d))["tty"] = true }, []string{"plan-no-interactive"}},
+		{"stdin", func(d map[string]any) { container(after(d))["stdin"] = true }, []string{"plan-no-interactive"}},
+		{"stdin once", func(d map[string]any) { container(after(d))["stdin_once"] = true }, []string{"plan-no-interactive"}},
+		{"no command: the image's entrypoint", func(d map[string]any) {
+			delete(container(after(d)), "command")
+		}, []string{"plan-command-explicit", "plan-command-pinned"}},
+		{"empty command", func(d map[string]any) { container(after(d))["command"] = []any{} }, []string{"plan-command-explicit", "plan-command-pinned"}},
+		{"ENV startup file", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "ENV", "value": "/proc/1/environ"})
+		}, []string{"plan-no-code-env"}},
+		{"BASH_ENV", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "BASH_ENV", "value": "/tmp/x"})
+		}, []string{"plan-no-code-env"}},
+		{"LD_PRELOAD", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "LD_PRELOAD", "value": "/tmp/x.so"})
+		}, []string{"plan-no-code-env"}},
 		// Attributes of newer providers (hashicorp/kubernetes 2.x), in the shapes they plan them: each passed
 		// every other rule, unread, before plan-known-pod-fields.
 		{"seccomp unconfined (a newer provider's container attribute)", func(d map[string]any) {
