@@ -37,6 +37,9 @@ const (
 	// VarLongValues lists the paths of the strings the change sets that are too long for the approval screen
 	// to show whole (plandiff.MaxStringBytes).
 	VarLongValues = "longValues"
+	// VarHiddenValues lists the paths of the values the change's after marks sensitive, which the approval
+	// screen cannot show.
+	VarHiddenValues = "hiddenValues"
 )
 
 // PlanProgram is a compiled set of plan rules. It is immutable and safe for concurrent use.
@@ -93,6 +96,7 @@ func (p *PlanProgram) Evaluate(ctx context.Context, in plandiff.RuleView) []Viol
 		VarBeforeVolumes:    types.NewDynamicList(p.adapter, orEmptyList(in.BeforeVolumes)),
 		VarPodUnknowns:      types.NewDynamicList(p.adapter, orEmptyList(in.PodUnknowns)),
 		VarLongValues:       types.NewDynamicList(p.adapter, orEmptyList(in.LongValues)),
+		VarHiddenValues:     types.NewDynamicList(p.adapter, orEmptyList(in.HiddenValues)),
 	}
 	act, err := interpreter.NewActivation(vars)
 	if err != nil {
@@ -146,6 +150,7 @@ func newPlanEnv() (*celgo.Env, error) {
 		celgo.Variable(VarBeforeVolumes, dynList),
 		celgo.Variable(VarPodUnknowns, dynList),
 		celgo.Variable(VarLongValues, dynList),
+		celgo.Variable(VarHiddenValues, dynList),
 	}
 	return celgo.NewEnv(append(opts, libraries()...)...)
 }

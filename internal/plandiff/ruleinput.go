@@ -49,6 +49,10 @@ type RuleView struct {
 	// sets: new, or not the same as before at that path. What the screen cuts — a script's last lines — the
 	// approver never reads; on an update, a change past the cut shows before and after alike.
 	LongValues []any
+	// HiddenValues are the paths in After of every value marked sensitive (the workspace's sensitive() or a
+	// sensitive variable; "(resource)" when the whole value is): the approval screen shows each only as
+	// "(sensitive)", so the approver cannot judge it, in a pod spec or anywhere else.
+	HiddenValues []any
 }
 
 // View builds the RuleView of a change.
@@ -95,6 +99,12 @@ func View(c *Change) RuleView {
 			v.PodMetadata = append(v.PodMetadata, p.meta)
 		}
 		v.Containers = append(v.Containers, p.containers()...)
+	}
+	v.HiddenValues = []any{}
+	if c.AfterSensitive == true {
+		v.HiddenValues = append(v.HiddenValues, "(resource) (sensitive)")
+	} else {
+		hiddenPaths(c.AfterSensitive, nil, "", &v.HiddenValues)
 	}
 	v.LongValues = []any{}
 	for _, p := range LongStrings(c) {

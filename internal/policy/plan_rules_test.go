@@ -324,11 +324,18 @@ func TestShippedPlanRules(t *testing.T) {
 		{"command hidden from the screen (sensitive)", func(d map[string]any) {
 			change(d)["after_sensitive"] = map[string]any{"spec": []any{map[string]any{"template": []any{map[string]any{
 				"spec": []any{map[string]any{"container": []any{map[string]any{"command": true}}}}}}}}}
-		}, []string{"plan-pods-known-at-plan"}},
+		}, []string{"plan-nothing-hidden", "plan-pods-known-at-plan"}},
 		{"annotations hidden from the screen (sensitive)", func(d map[string]any) {
 			change(d)["after_sensitive"] = map[string]any{"spec": []any{map[string]any{"template": []any{map[string]any{
 				"metadata": []any{map[string]any{"annotations": true}}}}}}}
-		}, []string{"plan-pods-known-at-plan"}},
+		}, []string{"plan-nothing-hidden", "plan-pods-known-at-plan"}},
+		// Found in review (2026-12-07): outside a pod spec, a sensitive value passed every rule.
+		{"replicas hidden from the screen (sensitive)", func(d map[string]any) {
+			change(d)["after_sensitive"] = map[string]any{"spec": []any{map[string]any{"replicas": true}}}
+		}, []string{"plan-nothing-hidden"}},
+		{"the whole resource hidden from the screen (sensitive)", func(d map[string]any) {
+			change(d)["after_sensitive"] = true
+		}, []string{"plan-nothing-hidden", "plan-pods-known-at-plan"}},
 		// Found in review (2026-12-06): pod placement and priority, and capabilities not dropped, passed every
 		// rule. The demo sets none of node_name, toleration and priority_class_name, and drops ALL.
 		{"node named", func(d map[string]any) {
@@ -528,25 +535,32 @@ var _ = plandiff.Unknown
 // are refused.
 func TestShippedPlanRulesConfigMaps(t *testing.T) {
 	rules := loadDefault(t).PlanRules
-	doc := func(after, unknown any) map[string]any {
+	doc := func(after, unknown, sensitive any) map[string]any {
 		return map[string]any{"format_version": "1.2", "resource_changes": []any{map[string]any{
 			"address": "kubernetes_config_map.worker", "mode": "managed", "type": "kubernetes_config_map", "name": "worker",
-			"change": map[string]any{"actions": []any{"create"}, "before": nil, "after": after, "after_unknown": unknown}}}}
+			"change": map[string]any{"actions": []any{"create"}, "before": nil, "after": after, "after_unknown": unknown,
+				"after_sensitive": sensitive}}}}
 	}
 	meta := []any{map[string]any{"name": "worker", "namespace": "demo-app"}}
 	for _, tt := range []struct {
 		name           string
 		after, unknown map[string]any
 		want           []string
+		sensitive      any
 	}{
-		{"text that fits", map[string]any{"data": map[string]any{"run.sh": "echo ok"}, "binary_data": nil, "metadata": meta}, map[string]any{"id": true}, nil},
-		{"whole data known only after apply", map[string]any{"binary_data": nil, "metadata": meta}, map[string]any{"id": true, "data": true}, []string{"plan-config-known-at-plan"}},
-		{"one file known only after apply", map[string]any{"data": map[string]any{"a": "1"}, "metadata": meta}, map[string]any{"data": map[string]any{"run.sh": true}}, []string{"plan-config-known-at-plan"}},
-		{"binary data", map[string]any{"binary_data": map[string]any{"run.sh": "IyEvYmluL3NoCg=="}, "metadata": meta}, map[string]any{}, []string{"plan-no-binary-data"}},
-		{"longer than the screen shows", map[string]any{"data": map[string]any{"run.sh": strings.Repeat("#", plandiff.MaxStringBytes+1)}, "metadata": meta}, map[string]any{}, []string{"plan-values-shown-whole"}},
+		{"text that fits", map[string]any{"data": map[string]any{"run.sh": "echo ok"}, "binary_data": nil, "metadata": meta}, map[string]any{"id": true}, nil, nil},
+		{"whole data known only after apply", map[string]any{"binary_data": nil, "metadata": meta}, map[string]any{"id": true, "data": true}, []string{"plan-config-known-at-plan"}, nil},
+		{"one file known only after apply", map[string]any{"data": map[string]any{"a": "1"}, "metadata": meta}, map[string]any{"data": map[string]any{"run.sh": true}}, []string{"plan-config-known-at-plan"}, nil},
+		{"binary data", map[string]any{"binary_data": map[string]any{"run.sh": "IyEvYmluL3NoCg=="}, "metadata": meta}, map[string]any{}, []string{"plan-no-binary-data"}, nil},
+		{"longer than the screen shows", map[string]any{"data": map[string]any{"run.sh": strings.Repeat("#", plandiff.MaxStringBytes+1)}, "metadata": meta}, map[string]any{}, []string{"plan-values-shown-whole"}, nil},
+		// Found in review (2026-12-07): a page with a script from elsewhere, marked sensitive, passed every rule.
+		{"a file hidden from the screen (sensitive)", map[string]any{"data": map[string]any{"index.html": "<script src=//198.51.100.7/x.js>"}, "metadata": meta},
+			map[string]any{}, []string{"plan-nothing-hidden"}, map[string]any{"data": map[string]any{"index.html": true}}},
+		{"nothing sensitive", map[string]any{"data": map[string]any{"a": "1"}, "metadata": meta}, map[string]any{},
+			nil, map[string]any{"data": map[string]any{"a": false}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := refusedRules(verdictOf(t, rules, doc(tt.after, tt.unknown))); !slices.Equal(got, tt.want) {
+			if got := refusedRules(verdictOf(t, rules, doc(tt.after, tt.unknown, tt.sensitive))); !slices.Equal(got, tt.want) {
 				t.Errorf("refused by %v, want %v", got, tt.want)
 			}
 		})

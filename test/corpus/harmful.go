@@ -39,6 +39,7 @@ var PlanRules = []string{
 	"plan-allowed-types",
 	"plan-pods-known-at-plan",
 	"plan-values-shown-whole",
+	"plan-nothing-hidden",
 	"plan-config-known-at-plan",
 	"plan-no-binary-data",
 	"plan-no-rbac",
