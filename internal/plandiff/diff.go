@@ -55,6 +55,9 @@ type Attribute struct {
 	After  string `json:"after"`
 	// Flagged is true when a risk flag covers this attribute.
 	Flagged bool `json:"flagged,omitempty"`
+	// Lines is the line-by-line diff of a string the change sets that holds several lines (a script, a
+	// configuration file): each entry "  ", "- " or "+ " and the line escaped, long unchanged runs folded.
+	Lines []string `json:"lines,omitempty"`
 
 	path Path
 }
@@ -214,5 +217,6 @@ func (d *differ) emit(path Path, b, a val) {
 	case b.hasValue() && !a.hasValue():
 		change = "remove"
 	}
-	d.out = append(d.out, Attribute{Path: path.String(), Change: change, Before: show(b, MaxStringBytes, maxValueBytes), After: show(a, MaxStringBytes, maxValueBytes), path: path})
+	d.out = append(d.out, Attribute{Path: path.String(), Change: change, Before: show(b, MaxStringBytes, maxValueBytes), After: show(a, MaxStringBytes, maxValueBytes),
+		Lines: multiLine(b, a), path: path})
 }

@@ -111,6 +111,9 @@ func (r *Report) writeChanges(w *bufio.Writer) {
 				}
 				fmt.Fprintf(w, "%s%s %s: %s -> %s\n", mark, sign, a.Path, a.Before, a.After)
 			}
+			for _, l := range a.Lines {
+				fmt.Fprintf(w, "%s    | %s\n", mark, l)
+			}
 		}
 	}
 }

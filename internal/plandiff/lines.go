@@ -1,0 +1,117 @@
+package plandiff
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
+)
+
+// lineContext is how many unchanged lines the screen keeps around a changed one; a longer unchanged run is
+// folded into one line that counts it.
+const lineContext = 3
+
+// maxDiffLines bounds the lines of either side a line diff compares (its table is their product); a longer
+// value is shown whole, before and after, as any other.
+const maxDiffLines = 512
+
+// multiLine returns the line-by-line diff of a string attribute the change sets that holds more than one
+// line (a script, a configuration file), or nil: on the attribute's own line before and after stand whole,
+// escaped, where one changed line of a script is easy to miss. Each line is escaped as values are; a
+// sensitive, unknown or cut value gets none (the screen says why elsewhere).
+func multiLine(b, a val) []string {
+	as, ok := a.v.(string)
+	if !ok || a.sensitive() || a.unknown() || len(as) > MaxStringBytes {
+		return nil
+	}
+	bs := ""
+	if b.hasValue() {
+		if bs, ok = b.v.(string); !ok || b.sensitive() || len(bs) > MaxStringBytes {
+			return nil
+		}
+	}
+	if !strings.Contains(as, "\n") && !strings.Contains(bs, "\n") {
+		return nil
+	}
+	var before []string
+	if b.hasValue() {
+		before = strings.Split(bs, "\n")
+	}
+	after := strings.Split(as, "\n")
+	if len(before) > maxDiffLines || len(after) > maxDiffLines {
+		return nil
+	}
+	return foldUnchanged(diffLines(before, after))
+}
+
+// diffLines is a longest-common-subsequence diff of two lists of lines (without their line ends): each
+// line of the result starts with "  " (in both), "- " (before only) or "+ " (after only), then the line
+// escaped; a removed line comes before the line added in its place.
+func diffLines(before, after []string) []string {
+	n, m := len(before), len(after)
+	// lcs[i][j] is the length of the longest common subsequence of before[i:] and after[j:].
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if before[i] == after[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	line := func(sign, s string) string { return sign + " " + screen.Quote(s) + screen.Marker(s) }
+	var out []string
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && before[i] == after[j]:
+			out = append(out, line(" ", before[i]))
+			i, j = i+1, j+1
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+			out = append(out, line("-", before[i]))
+			i++
+		default:
+			out = append(out, line("+", after[j]))
+			j++
+		}
+	}
+	return out
+}
+
+// foldUnchanged keeps lineContext unchanged lines on each side of a change and folds the rest of each
+// unchanged run into "  (… N unchanged lines)".
+func foldUnchanged(lines []string) []string {
+	changed := func(l string) bool { return l[0] != ' ' }
+	var out []string
+	for i := 0; i < len(lines); {
+		if changed(lines[i]) {
+			out = append(out, lines[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(lines) && !changed(lines[j]) {
+			j++
+		}
+		keepHead, keepTail := lineContext, lineContext
+		if i == 0 {
+			keepHead = 0
+		}
+		if j == len(lines) {
+			keepTail = 0
+		}
+		if j-i <= keepHead+keepTail+1 {
+			out = append(out, lines[i:j]...)
+		} else {
+			out = append(out, lines[i:i+keepHead]...)
+			out = append(out, fmt.Sprintf("  (… %d unchanged lines)", j-i-keepHead-keepTail))
+			out = append(out, lines[j-keepTail:j]...)
+		}
+		i = j
+	}
+	return out
+}
