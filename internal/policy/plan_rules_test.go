@@ -205,6 +205,30 @@ func TestShippedPlanRules(t *testing.T) {
 			c := container(after(d))
 			c["env"] = append(c["env"].([]any), map[string]any{"name": "LD_PRELOAD", "value": "/tmp/x.so"})
 		}, []string{"plan-no-code-env"}},
+		// Found in review (2026-12-07): requests and limits of a whole node passed every rule.
+		{"a CPU per replica", func(d map[string]any) {
+			r := container(after(d))["resources"].([]any)[0].(map[string]any)
+			r["requests"] = []any{map[string]any{"cpu": "1", "memory": "3Gi"}}
+			r["limits"] = []any{map[string]any{"cpu": "1", "memory": "3Gi"}}
+		}, []string{"plan-bounded-resources"}},
+		{"CPU over the bound in millicores", func(d map[string]any) {
+			r := container(after(d))["resources"].([]any)[0].(map[string]any)
+			r["limits"] = []any{map[string]any{"cpu": "501m", "memory": "32Mi"}}
+		}, []string{"plan-bounded-resources"}},
+		{"memory over the bound", func(d map[string]any) {
+			r := container(after(d))["resources"].([]any)[0].(map[string]any)
+			r["limits"] = []any{map[string]any{"cpu": "100m", "memory": "257Mi"}}
+		}, []string{"plan-bounded-resources"}},
+		{"resources at the bound", func(d map[string]any) {
+			r := container(after(d))["resources"].([]any)[0].(map[string]any)
+			r["limits"] = []any{map[string]any{"cpu": "500m", "memory": "256Mi"}}
+		}, nil},
+		{"forty replicas", func(d map[string]any) {
+			after(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["replicas"] = 40.0
+		}, []string{"plan-bounded-resources"}},
+		{"four replicas", func(d map[string]any) {
+			after(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["replicas"] = 4.0
+		}, nil},
 		// Attributes of newer providers (hashicorp/kubernetes 2.x), in the shapes they plan them: each passed
 		// every other rule, unread, before plan-known-pod-fields.
 		{"seccomp unconfined (a newer provider's container attribute)", func(d map[string]any) {

@@ -34,6 +34,7 @@ var withoutCase = map[rules.ID]string{
 	rules.TerraformAllowlist:   "the Terraform allowlist has its own corpus (internal/tfcheck/corpus.go, run by its unit tests); its refusals carry no rule name",
 	"node-placement":           "the shipped policy sets no nodeSelector or tolerations, so the listing (built on it) has no case; the corpus's placement cases refuse it on a placed policy (test/integration's TestWebhookAdmissionPlacement, make verify under make up PROFILE=gke)",
 	"plan-allowed-volumes":     "no harmful plan yet; internal/policy/plan_rules_test.go covers it",
+	"plan-bounded-resources":   "a harmful plan's case must name the risk line its screen shows, and the screen does not flag a change of replicas or resources (every scaling change would be flagged); internal/policy/plan_rules_test.go covers it on a real plan of the demo, and the target namespace's ResourceQuota bounds the total",
 	"plan-known-pod-fields":    "it refuses attributes the pinned provider (1.13.4) does not have, so no plan real Terraform makes with it can hold one; internal/policy/plan_rules_test.go covers it with a newer provider's attributes, and test/corpus's TestKnownPodFieldsAreTheProvidersSchemaWithTerraform keeps its lists the provider's schema",
 	rules.RateLimited:          "an MCP server guardrail: the admission corpus bypasses the MCP server; internal/service's unit tests cover it",
 	rules.ApprovalRequiredCall: "an MCP server guardrail: the admission corpus bypasses the MCP server (the webhook's own approval-required has cases)",
