@@ -68,6 +68,8 @@ var rules = []rule{
 	{id: "host_ipc", key: "host_ipc", why: "the pod shares the node's IPC namespace", risky: isTrue},
 	{id: "host_port", key: "host_port", why: "opens a port on the node itself", risky: nonZero},
 	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider plans a run_as_user left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
+	{id: "root_group", key: "run_as_group", why: "runs in the root group, GID 0, which owns and may write much of an image's files; the provider plans a run_as_group left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
+	{id: "root_group", key: "fs_group", why: "the pod's volumes are given to the root group, GID 0; the provider plans an fs_group left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
 	{id: "run_as_non_root_off", key: "run_as_non_root", why: "the kubelet no longer refuses to start a container that runs as root", risky: isFalse},
 	{id: "automount_service_account_token", key: "automount_service_account_token", why: "mounts a Kubernetes API token into the pod", risky: isTrue},
 	{id: "service_account", key: "service_account_name", why: "the pod runs with another Kubernetes identity", risky: always},
@@ -134,7 +136,7 @@ var resourceRules = map[string]struct{ id, why string }{
 // destroys, then identities, credentials and RBAC, then exposure, then what code runs, then names.
 var severity = []string{
 	"privileged", "host_path", "host_pid", "host_network", "host_ipc", "capabilities_add", "capabilities_drop", "allow_privilege_escalation",
-	"run_as_root", "run_as_non_root_off", "host_port", "probe_host", "sysctl", "selinux", "unconfined_profile", "placement", "pod_metadata",
+	"run_as_root", "root_group", "run_as_non_root_off", "host_port", "probe_host", "sysctl", "selinux", "unconfined_profile", "placement", "pod_metadata",
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips", "selector",

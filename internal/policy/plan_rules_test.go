@@ -167,11 +167,11 @@ func TestShippedPlanRules(t *testing.T) {
 			c["name"] = "init"
 			c["security_context"] = []any{map[string]any{"privileged": true, "run_as_user": 65532}}
 			podSpec(after(d))["init_container"] = []any{c}
-		}, []string{"plan-capabilities-dropped", "plan-command-pinned", "plan-mounts-pinned", "plan-no-privileged"}},
+		}, []string{"plan-capabilities-dropped", "plan-command-pinned", "plan-mounts-pinned", "plan-no-privileged", "plan-no-root-group"}},
 		{"containers known only after apply", func(d map[string]any) {
 			delete(podSpec(after(d)), "container")
 			podSpec(change(d)["after_unknown"])["container"] = true
-		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-explicit", "plan-command-pinned", "plan-known-pod-fields", "plan-mounts-pinned", "plan-no-root-user", "plan-pods-known-at-plan"}},
+		}, []string{"plan-allowed-images", "plan-capabilities-dropped", "plan-command-explicit", "plan-command-pinned", "plan-known-pod-fields", "plan-mounts-pinned", "plan-no-root-group", "plan-no-root-user", "plan-pods-known-at-plan"}},
 		{"RBAC", func(d map[string]any) {
 			rc := d["resource_changes"].([]any)[0].(map[string]any)
 			rc["type"], rc["address"] = "kubernetes_cluster_role_binding", "kubernetes_cluster_role_binding.admin"
@@ -229,6 +229,14 @@ func TestShippedPlanRules(t *testing.T) {
 		{"four replicas", func(d map[string]any) {
 			after(d).(map[string]any)["spec"].([]any)[0].(map[string]any)["replicas"] = 4.0
 		}, nil},
+		// Found in review (2026-12-07): provider 1.13.4 applies a left-out group as 0, the root group.
+		{"root group by omission (container)", func(d map[string]any) { securityContext(after(d))["run_as_group"] = nil }, []string{"plan-no-root-group"}},
+		{"root group (pod)", func(d map[string]any) {
+			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["run_as_group"] = 0
+		}, []string{"plan-no-root-group"}},
+		{"volumes given to the root group", func(d map[string]any) {
+			delete(podSpec(after(d))["security_context"].([]any)[0].(map[string]any), "fs_group")
+		}, []string{"plan-no-root-group"}},
 		// Attributes of newer providers (hashicorp/kubernetes 2.x), in the shapes they plan them: each passed
 		// every other rule, unread, before plan-known-pod-fields.
 		{"seccomp unconfined (a newer provider's container attribute)", func(d map[string]any) {
@@ -263,7 +271,7 @@ func TestShippedPlanRules(t *testing.T) {
 				delete(podSpec(v), "security_context")
 				delete(container(v), "security_context")
 			}
-		}, []string{"plan-capabilities-dropped", "plan-no-root-user"}},
+		}, []string{"plan-capabilities-dropped", "plan-no-root-group", "plan-no-root-user"}},
 		{"executable config map volume", func(d map[string]any) {
 			podSpec(after(d))["volume"] = append(podSpec(after(d))["volume"].([]any), map[string]any{"name": "cgi",
 				"config_map": []any{map[string]any{"name": "web-cgi", "default_mode": "0755", "items": []any{}}}})

@@ -55,6 +55,7 @@ var PlanRules = []string{
 	"plan-no-added-capabilities",
 	"plan-capabilities-dropped",
 	"plan-no-root-user",
+	"plan-no-root-group",
 	"plan-no-token-automount",
 	"plan-no-secret-env",
 	"plan-no-sysctls",
