@@ -98,6 +98,7 @@ var rules = []rule{
 	{id: "probe_host", key: "host", under: "tcp_socket", why: "the kubelet connects from the node's network, to any address", risky: nonEmpty},
 	{id: "secret_env", key: "secret_key_ref", why: "puts a Secret's value into an environment variable", risky: nonEmpty},
 	{id: "secret_env_from", key: "secret_ref", under: "env_from", why: "puts every key of a Secret into environment variables", risky: nonEmpty},
+	{id: "code_env", key: "config_map_ref", under: "env_from", why: "every key of the ConfigMap becomes an environment variable, whatever its name (ENV, LD_PRELOAD): code the command does not show", risky: nonEmpty},
 	{id: "secret_volume", key: "secret", under: "volume", why: "mounts a Secret into the pod", risky: nonEmpty},
 	{id: "service_exposed", key: "type", under: "spec", resource: "kubernetes_service", why: "exposes the Service outside the cluster", risky: oneOf("LoadBalancer", "NodePort")},
 	{id: "external_ips", key: "external_ips", why: "the Service accepts traffic for these external addresses", risky: nonEmpty},

@@ -142,7 +142,7 @@ func TestShippedPlanRules(t *testing.T) {
 		}, []string{"plan-no-secret-env"}},
 		{"secret envFrom", func(d map[string]any) {
 			container(after(d))["env_from"] = []any{map[string]any{"secret_ref": []any{map[string]any{"name": "admin"}}}}
-		}, []string{"plan-no-secret-env"}},
+		}, []string{"plan-no-code-env", "plan-no-secret-env"}},
 		{"sysctl", func(d map[string]any) {
 			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["sysctl"] = []any{map[string]any{"name": "kernel.shm_rmid_forced", "value": "1"}}
 		}, []string{"plan-no-sysctls"}},
@@ -200,6 +200,9 @@ func TestShippedPlanRules(t *testing.T) {
 		{"BASH_ENV", func(d map[string]any) {
 			c := container(after(d))
 			c["env"] = append(c["env"].([]any), map[string]any{"name": "BASH_ENV", "value": "/tmp/x"})
+		}, []string{"plan-no-code-env"}},
+		{"env from a ConfigMap (its keys could be ENV or LD_PRELOAD)", func(d map[string]any) {
+			container(after(d))["env_from"] = []any{map[string]any{"config_map_ref": []any{map[string]any{"name": "loader"}}, "prefix": "", "secret_ref": []any{}}}
 		}, []string{"plan-no-code-env"}},
 		{"LD_PRELOAD", func(d map[string]any) {
 			c := container(after(d))
