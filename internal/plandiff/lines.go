@@ -11,8 +11,8 @@ import (
 // folded into one line that counts it.
 const lineContext = 3
 
-// maxDiffLines bounds the lines of either side a line diff compares (its table is their product); a longer
-// value is shown whole, before and after, as any other.
+// maxDiffLines bounds the lines of either side a line diff compares once their common first and last lines
+// are set aside (its table is their product); past it the screen says that it shows no line diff, and why.
 const maxDiffLines = 512
 
 // multiLine returns the line-by-line diff of a string attribute the change sets that holds more than one
@@ -38,11 +38,34 @@ func multiLine(b, a val) []string {
 		before = strings.Split(bs, "\n")
 	}
 	after := strings.Split(as, "\n")
-	if len(before) > maxDiffLines || len(after) > maxDiffLines {
-		return nil
+	// Lines the two share at the start and at the end are in both: only the middle needs the table.
+	head := 0
+	for head < len(before) && head < len(after) && before[head] == after[head] {
+		head++
 	}
-	return foldUnchanged(diffLines(before, after))
+	tail := 0
+	for tail < len(before)-head && tail < len(after)-head && before[len(before)-1-tail] == after[len(after)-1-tail] {
+		tail++
+	}
+	midB, midA := before[head:len(before)-tail], after[head:len(after)-tail]
+	if len(midB) > maxDiffLines || len(midA) > maxDiffLines {
+		// Found in review (2026-12-07): a script padded past the bound lost its line diff silently.
+		return []string{fmt.Sprintf("! (no line diff: %d lines before and %d after differ, more than %d; compare the whole values above)",
+			len(midB), len(midA), maxDiffLines)}
+	}
+	var lines []string
+	for _, l := range before[:head] {
+		lines = append(lines, diffLine(" ", l))
+	}
+	lines = append(lines, diffLines(midB, midA)...)
+	for _, l := range after[len(after)-tail:] {
+		lines = append(lines, diffLine(" ", l))
+	}
+	return foldUnchanged(lines)
 }
+
+// diffLine is one line of a line diff: its sign ("  ", "- ", "+ ") and the line escaped as values are.
+func diffLine(sign, s string) string { return sign + " " + screen.Quote(s) + screen.Marker(s) }
 
 // diffLines is a longest-common-subsequence diff of two lists of lines (without their line ends): each
 // line of the result starts with "  " (in both), "- " (before only) or "+ " (after only), then the line
@@ -63,19 +86,18 @@ func diffLines(before, after []string) []string {
 			}
 		}
 	}
-	line := func(sign, s string) string { return sign + " " + screen.Quote(s) + screen.Marker(s) }
 	var out []string
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
 		case i < n && j < m && before[i] == after[j]:
-			out = append(out, line(" ", before[i]))
+			out = append(out, diffLine(" ", before[i]))
 			i, j = i+1, j+1
 		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
-			out = append(out, line("-", before[i]))
+			out = append(out, diffLine("-", before[i]))
 			i++
 		default:
-			out = append(out, line("+", after[j]))
+			out = append(out, diffLine("+", after[j]))
 			j++
 		}
 	}
@@ -86,6 +108,9 @@ func diffLines(before, after []string) []string {
 // unchanged run into "  (… N unchanged lines)".
 func foldUnchanged(lines []string) []string {
 	changed := func(l string) bool { return l[0] != ' ' }
+	if len(lines) == 1 && lines[0][0] == '!' {
+		return lines
+	}
 	var out []string
 	for i := 0; i < len(lines); {
 		if changed(lines[i]) {

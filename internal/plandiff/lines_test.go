@@ -69,6 +69,12 @@ func TestLineDiff(t *testing.T) {
 		{"sensitive: no line diff", jsonString("a\n"), jsonString("b\n"), `,"after_sensitive":{"data":{"run.sh":true}}`, nil},
 		{"a line removed", jsonString("a\nb\nc"), jsonString("a\nc"), "",
 			[]string{`  "a"`, `- "b"`, `  "c"`}},
+		// Found in review (2026-12-07): 512 empty lines around a script turned its line diff off.
+		{"padded past the bound: only the changed middle is compared", jsonString(strings.Repeat("\n", 600) + "a\nb\n" + strings.Repeat("\n", 600)),
+			jsonString(strings.Repeat("\n", 600) + "a\nX\n" + strings.Repeat("\n", 600)), "",
+			[]string{`  (… 598 unchanged lines)`, `  ""`, `  ""`, `  "a"`, `- "b"`, `+ "X"`, `  ""`, `  ""`, `  ""`, `  (… 598 unchanged lines)`}},
+		{"more changed lines than the bound: said", jsonString(strings.Repeat("a\n", 600)), jsonString(strings.Repeat("b\n", 600)), "",
+			[]string{`! (no line diff: 600 lines before and 600 after differ, more than 512; compare the whole values above)`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Diff(planOf(t, configMapChange(tt.before, tt.after, tt.sensitive)))
