@@ -70,6 +70,7 @@ var rules = []rule{
 	{id: "run_as_root", key: "run_as_user", why: "runs as root, UID 0; the provider plans a run_as_user left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
 	{id: "root_group", key: "run_as_group", why: "runs in the root group, GID 0, which owns and may write much of an image's files; the provider plans a run_as_group left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
 	{id: "root_group", key: "fs_group", why: "the pod's volumes are given to the root group, GID 0; the provider plans an fs_group left out as null and applies it as 0", risky: isZeroOrNull, nullIsRisky: true},
+	{id: "root_group", key: "supplemental_groups", why: "adds the root group, GID 0, to the pod's processes", risky: hasZero},
 	{id: "run_as_non_root_off", key: "run_as_non_root", why: "the kubelet no longer refuses to start a container that runs as root", risky: isFalse},
 	{id: "automount_service_account_token", key: "automount_service_account_token", why: "mounts a Kubernetes API token into the pod", risky: isTrue},
 	{id: "service_account", key: "service_account_name", why: "the pod runs with another Kubernetes identity", risky: always},
@@ -93,6 +94,7 @@ var rules = []rule{
 	{id: "volume_mount", key: "mount_path", under: "volume_mount", why: "puts a volume's files at this path of the container: its programs may read them as configuration or run them (a web server's httpd.conf, a script)", risky: always},
 	{id: "volume_mount", key: "sub_path", under: "volume_mount", why: "puts one file of a volume at the mount path: its programs may read it as configuration or run it", risky: nonEmpty},
 	{id: "volume_source", key: "name", under: "config_map", why: "the volume's files come from this ConfigMap: what they hold is on this screen only where this plan creates or changes that ConfigMap", risky: nonEmpty},
+	{id: "volume_source", key: "name", under: "config_map_key_ref", why: "the variable's value comes from this ConfigMap: what it holds is on this screen only where this plan creates or changes that ConfigMap", risky: nonEmpty},
 	{id: "volume_source", key: "items", under: "config_map", why: "puts the ConfigMap's keys at these file paths of the volume: another key may now be read as another file (a web server's httpd.conf)", risky: nonEmpty},
 	{id: "probe_host", key: "host", under: "http_get", why: "the kubelet makes this request from the node's network, to any address", risky: nonEmpty},
 	{id: "probe_host", key: "host", under: "tcp_socket", why: "the kubelet connects from the node's network, to any address", risky: nonEmpty},
@@ -517,4 +519,18 @@ func nonASCIIString(a val) bool {
 func codeEnvName(a val) bool {
 	s, ok := a.v.(string)
 	return a.present && ok && (s == "ENV" || s == "BASH_ENV" || strings.HasPrefix(s, "LD_"))
+}
+
+// hasZero: a list that holds the number 0 (a supplemental group).
+func hasZero(a val) bool {
+	l, ok := a.v.([]any)
+	if !a.present || !ok {
+		return false
+	}
+	for _, e := range l {
+		if isZero(val{v: e, present: true}) {
+			return true
+		}
+	}
+	return false
 }

@@ -204,6 +204,28 @@ func TestShippedPlanRules(t *testing.T) {
 		{"env from a ConfigMap (its keys could be ENV or LD_PRELOAD)", func(d map[string]any) {
 			container(after(d))["env_from"] = []any{map[string]any{"config_map_ref": []any{map[string]any{"name": "loader"}}, "prefix": "", "secret_ref": []any{}}}
 		}, []string{"plan-no-code-env"}},
+		{"HOME (a login shell runs $HOME/.profile)", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "HOME", "value": "/tmp/www"})
+		}, []string{"plan-no-code-env"}},
+		{"PATH", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "PATH", "value": "/tmp/www:/bin"})
+		}, []string{"plan-no-code-env"}},
+		{"a variable expanded by the kubelet into the command", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "RUN", "value_from": []any{map[string]any{
+				"config_map_key_ref": []any{map[string]any{"name": "settings", "key": "run"}}}}})
+			c["args"] = []any{"$(RUN)"}
+		}, []string{"plan-command-literal", "plan-command-pinned"}},
+		{"a literal $$(NAME) and a shell variable", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "RUN", "value": "x"})
+			c["command"] = []any{"/bin/sh", "-c", "echo $$(RUN) $RUN $(date)"}
+		}, []string{"plan-command-pinned"}},
+		{"supplemental root group", func(d map[string]any) {
+			podSpec(after(d))["security_context"].([]any)[0].(map[string]any)["supplemental_groups"] = []any{0.0}
+		}, []string{"plan-no-root-group"}},
 		{"LD_PRELOAD", func(d map[string]any) {
 			c := container(after(d))
 			c["env"] = append(c["env"].([]any), map[string]any{"name": "LD_PRELOAD", "value": "/tmp/x.so"})

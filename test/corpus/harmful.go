@@ -45,6 +45,7 @@ var PlanRules = []string{
 	"plan-no-rbac",
 	"plan-no-interactive",
 	"plan-command-explicit",
+	"plan-command-literal",
 	"plan-no-code-env",
 	"plan-no-privileged",
 	"plan-no-privilege-escalation",
