@@ -101,7 +101,7 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 			Name:                     contract.CheckContainer,
 			Image:                    t.Image,
 			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  inv.CheckArgv,
+			Command:                  KubeletLiteral(inv.CheckArgv),
 			Resources:                Resources(t.Resources),
 			SecurityContext:          HardenedContainerSecurityContext(),
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -114,6 +114,22 @@ func RenderJob(p *policy.Compiled, js JobSpec) (*batchv1.Job, error) {
 		job.Annotations[contract.AnnotationAuditHead] = js.AuditHead
 	}
 	return job, nil
+}
+
+// KubeletLiteral writes argv so that the kubelet's expansion of a container's command gives argv back: it
+// replaces $(NAME) with a variable's value and $$ with $ before the program starts, so each $ is doubled.
+// Found live (2026-12-07): the policy's plan rules, rendered into the plan and apply checks' arguments,
+// hold '$$' (plan-command-literal); the kubelet made it '$', and the rule the sandbox enforced let through
+// the plan the policy's rule refuses. What the webhook compares and approves is then exactly what runs.
+func KubeletLiteral(argv []string) []string {
+	if argv == nil {
+		return nil
+	}
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "$", "$$")
+	}
+	return out
 }
 
 // toolPodSpec is the Pod of a tool's Job, cold or warm, before the webhook injects the credential agent: the
@@ -137,7 +153,7 @@ func toolPodSpec(sb *policy.Sandbox, t *policy.Tool, command []string, mounts []
 			Name:                     contract.ToolContainer,
 			Image:                    t.Image,
 			ImagePullPolicy:          corev1.PullIfNotPresent,
-			Command:                  command,
+			Command:                  KubeletLiteral(command),
 			Resources:                Resources(t.Resources),
 			SecurityContext:          HardenedContainerSecurityContext(),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
