@@ -66,6 +66,7 @@ type Attribute struct {
 func Diff(p *Plan) *Report {
 	r := &Report{Flags: []Flag{}, Resources: []Resource{}}
 	services := existingServices(p)
+	uses := configUses(p)
 	for i := range p.Changes {
 		c := &p.Changes[i]
 		if c.IsNoOp() {
@@ -87,6 +88,7 @@ func Diff(p *Plan) *Report {
 		after := root(c.After, c.AfterSensitive, c.AfterUnknown)
 		d.walk(nil, before, after)
 		flags := append(flagsOf(c, before, after), joinsServices(services, c, screen.ASCII(c.Address))...)
+		flags = append(flags, consumedConfig(uses, c, screen.ASCII(c.Address))...)
 		for k := range d.out {
 			for _, f := range flags {
 				if f.path != nil && d.out[k].path.hasPrefix(f.path) {

@@ -43,7 +43,7 @@ func (r *Report) writeFlags(w *bufio.Writer) {
 		fmt.Fprintln(w, "  namespaces, Service selectors, pods joining a Service of the workspace, pod labels changed or known only after")
 		fmt.Fprintln(w, "  apply, annotations known only after apply,")
 		fmt.Fprintln(w, "  exposed Services, look-alike names, values too long to show whole, ConfigMap data binary or known only after")
-		fmt.Fprintln(w, "  apply.")
+		fmt.Fprintln(w, "  apply, ConfigMap data a workload of the plan reads.")
 		return
 	}
 	var names []string
