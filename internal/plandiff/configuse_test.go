@@ -52,3 +52,19 @@ func TestScreenFlagsAConfigMapAWorkloadReads(t *testing.T) {
 		}
 	}
 }
+
+// Found in review (2026-12-07): an update shows no unchanged attribute, so the screen named a ConfigMap only
+// by the address the workspace gave it, and a moved block renamed that address unseen. Every resource line
+// now names the object (namespace/name) and the address it was moved from.
+func TestScreenNamesTheObjectAndAMove(t *testing.T) {
+	moved := strings.Replace(configMapUpdate("kubernetes_config_map.release_notes_v2", "web-conf", `"a"`, `"b"`),
+		`"name":"x",`, `"name":"x","previous_address":"kubernetes_config_map.web_conf",`, 1)
+	var out bytes.Buffer
+	if err := Diff(planOf(t, moved)).WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := "update           kubernetes_config_map.release_notes_v2  object demo-app/web-conf  (moved from kubernetes_config_map.web_conf)"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("the screen lacks %q:\n%s", want, out.String())
+	}
+}

@@ -2,6 +2,7 @@ package plandiff
 
 import (
 	"github.com/agent-sandbox/agent-sandbox/internal/screen"
+	"strings"
 )
 
 // Report is what an approver reads to decide on a plan: the security-relevant changes first, then every
@@ -40,6 +41,12 @@ type Resource struct {
 	ActionReason string   `json:"action_reason,omitempty"`
 	// ReplacePaths are the attribute paths that force a replacement.
 	ReplacePaths []string `json:"replace_paths,omitempty"`
+	// Object is the Kubernetes object the resource is, namespace/name from its metadata (after, or before
+	// for a delete): an update shows no unchanged attribute, so without it the screen would name only the
+	// workspace's address, which the workspace chooses freely.
+	Object string `json:"object,omitempty"`
+	// MovedFrom is the address a moved block renamed the resource from.
+	MovedFrom string `json:"moved_from,omitempty"`
 	// Attributes differ between before and after: for a create every attribute that has a value after,
 	// for a delete every attribute that had one before.
 	Attributes []Attribute `json:"attributes"`
@@ -83,12 +90,19 @@ func Diff(p *Plan) *Report {
 		for _, rp := range c.ReplacePaths {
 			res.ReplacePaths = append(res.ReplacePaths, Path(rp).String())
 		}
+		res.Object, res.MovedFrom = objectName(c), screen.ASCII(c.PreviousAddress)
 		d := &differ{}
 		before := root(c.Before, c.BeforeSensitive, nil)
 		after := root(c.After, c.AfterSensitive, c.AfterUnknown)
 		d.walk(nil, before, after)
 		flags := append(flagsOf(c, before, after), joinsServices(services, c, screen.ASCII(c.Address))...)
 		flags = append(flags, consumedConfig(uses, c, screen.ASCII(c.Address))...)
+		if strings.Contains(res.Object, Unknown) {
+			// Found in review (2026-12-07): a ConfigMap named "${substr(timestamp(), 0, 0)}web-conf".
+			flags = append(flags, Flag{Rule: "unknown_name", Address: res.Address, Path: "metadata[0]", Before: "(none)", After: res.Object,
+				Why: "which object the plan writes is known only after apply: it may be one a workload already reads", KnownAfterApply: true,
+				path: Path{"metadata", 0}})
+		}
 		for k := range d.out {
 			for _, f := range flags {
 				if f.path != nil && d.out[k].path.hasPrefix(f.path) {
@@ -221,4 +235,33 @@ func (d *differ) emit(path Path, b, a val) {
 	}
 	d.out = append(d.out, Attribute{Path: path.String(), Change: change, Before: show(b, MaxStringBytes, maxValueBytes), After: show(a, MaxStringBytes, maxValueBytes),
 		Lines: multiLine(b, a), path: path})
+}
+
+// objectName is namespace/name of the Kubernetes object a change is, from its metadata after the change (before
+// it for a delete), each part escaped, "(known after apply)" where the plan does not know it.
+func objectName(c *Change) string {
+	v, unknown := c.After, c.AfterUnknown
+	if v == nil {
+		v, unknown = c.Before, nil
+	}
+	meta := firstObject(mapValue(v)["metadata"])
+	umeta := firstObject(mapValue(unknown)["metadata"])
+	if meta == nil && umeta == nil {
+		return ""
+	}
+	part := func(k string) string {
+		if u, _ := umeta[k].(bool); u {
+			return Unknown
+		}
+		s, _ := meta[k].(string)
+		return screen.ASCII(s)
+	}
+	ns, name := part("namespace"), part("name")
+	if name == "" && ns == "" {
+		return ""
+	}
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
 }

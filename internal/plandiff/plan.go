@@ -43,6 +43,8 @@ type Change struct {
 	// or ["create","delete"].
 	Actions      []string
 	ActionReason string
+	// PreviousAddress is the resource's address before a moved block renamed it ("" when not moved).
+	PreviousAddress string
 	// Before and After are the values before and after the change (nil for a create's Before and a delete's
 	// After).
 	Before, After any
@@ -88,7 +90,9 @@ type showJSON struct {
 		Name          string `json:"name"`
 		ProviderName  string `json:"provider_name"`
 		ActionReason  string `json:"action_reason"`
-		Change        struct {
+		// PreviousAddress is the address a moved block moved the resource from.
+		PreviousAddress string `json:"previous_address"`
+		Change          struct {
 			Actions         []string `json:"actions"`
 			Before          any      `json:"before"`
 			After           any      `json:"after"`
@@ -199,7 +203,7 @@ func Parse(data []byte) (*Plan, error) {
 	for _, rc := range s.ResourceChanges {
 		c := Change{
 			Address: rc.Address, ModuleAddress: rc.ModuleAddress, Mode: rc.Mode, Type: rc.Type, Name: rc.Name,
-			ProviderName: rc.ProviderName, Actions: rc.Change.Actions, ActionReason: rc.ActionReason,
+			ProviderName: rc.ProviderName, Actions: rc.Change.Actions, ActionReason: rc.ActionReason, PreviousAddress: rc.PreviousAddress,
 			ReplacePaths: rc.Change.ReplacePaths,
 			Config:       s.Configuration.RootModule.expressions(rc.ModuleAddress, rc.Mode, rc.Type, rc.Name),
 		}

@@ -83,6 +83,12 @@ func (r *Report) writeChanges(w *bufio.Writer) {
 		if res.Mode != "" && res.Mode != "managed" {
 			fmt.Fprintf(w, "  (%s)", res.Mode)
 		}
+		if res.Object != "" {
+			fmt.Fprintf(w, "  object %s", res.Object)
+		}
+		if res.MovedFrom != "" {
+			fmt.Fprintf(w, "  (moved from %s)", res.MovedFrom)
+		}
 		if len(res.ReplacePaths) > 0 {
 			fmt.Fprintf(w, "  (replaced because of %s)", strings.Join(res.ReplacePaths, ", "))
 		}

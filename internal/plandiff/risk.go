@@ -143,7 +143,7 @@ var severity = []string{
 	"delete", "replace",
 	"rbac", "automount_service_account_token", "service_account", "secret_env", "secret_env_from", "secret_volume",
 	"ingress", "service_exposed", "external_ips", "selector",
-	"hidden", "cut", "config_consumed", "unknown_config", "binary_data", "image", "command", "args", "interactive", "code_env", "executable_volume", "volume_mount", "volume_source",
+	"hidden", "unknown_name", "cut", "config_consumed", "unknown_config", "binary_data", "image", "command", "args", "interactive", "code_env", "executable_volume", "volume_mount", "volume_source",
 	"look_alike",
 }
 
