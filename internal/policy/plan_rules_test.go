@@ -276,6 +276,39 @@ func TestShippedPlanRules(t *testing.T) {
 		{"volumes given to the root group", func(d map[string]any) {
 			delete(podSpec(after(d))["security_context"].([]any)[0].(map[string]any), "fs_group")
 		}, []string{"plan-no-root-group"}},
+		// Found in review (2026-12-07): which object a plan writes, and where a Service sends its traffic, were
+		// allowed to be known only after apply.
+		{"name known only after apply", func(d map[string]any) {
+			delete(after(d).(map[string]any)["metadata"].([]any)[0].(map[string]any), "name")
+			change(d)["after_unknown"].(map[string]any)["metadata"].([]any)[0].(map[string]any)["name"] = true
+		}, []string{"plan-object-known-at-plan"}},
+		{"namespace known only after apply", func(d map[string]any) {
+			delete(after(d).(map[string]any)["metadata"].([]any)[0].(map[string]any), "namespace")
+			change(d)["after_unknown"].(map[string]any)["metadata"].([]any)[0].(map[string]any)["namespace"] = true
+		}, []string{"plan-object-known-at-plan"}},
+		{"Service selector known only after apply", func(d map[string]any) {
+			svc := d["resource_changes"].([]any)[1].(map[string]any)["change"].(map[string]any)
+			svc["actions"] = []any{"update"}
+			spec := svc["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)
+			delete(spec["selector"].(map[string]any), "app")
+			svc["after_unknown"] = map[string]any{"spec": []any{map[string]any{"selector": map[string]any{"app": true}}}}
+		}, []string{"plan-service-known-at-plan"}},
+		{"Service target port known only after apply", func(d map[string]any) {
+			svc := d["resource_changes"].([]any)[1].(map[string]any)["change"].(map[string]any)
+			svc["actions"] = []any{"update"}
+			port := svc["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)["port"].([]any)[0].(map[string]any)
+			delete(port, "target_port")
+			svc["after_unknown"] = map[string]any{"spec": []any{map[string]any{"port": []any{map[string]any{"target_port": true}}}}}
+		}, []string{"plan-service-known-at-plan"}},
+		{"Service as the API server completes it (cluster IP and node port known after apply)", func(d map[string]any) {
+			svc := d["resource_changes"].([]any)[1].(map[string]any)["change"].(map[string]any)
+			svc["actions"] = []any{"update"}
+			spec := svc["after"].(map[string]any)["spec"].([]any)[0].(map[string]any)
+			delete(spec, "cluster_ip")
+			delete(spec["port"].([]any)[0].(map[string]any), "node_port")
+			svc["after_unknown"] = map[string]any{"spec": []any{map[string]any{"cluster_ip": true, "external_traffic_policy": true,
+				"health_check_node_port": true, "port": []any{map[string]any{"node_port": true}}}}}
+		}, nil},
 		// Attributes of newer providers (hashicorp/kubernetes 2.x), in the shapes they plan them: each passed
 		// every other rule, unread, before plan-known-pod-fields.
 		{"seccomp unconfined (a newer provider's container attribute)", func(d map[string]any) {

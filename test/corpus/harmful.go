@@ -41,6 +41,8 @@ var PlanRules = []string{
 	"plan-values-shown-whole",
 	"plan-nothing-hidden",
 	"plan-config-known-at-plan",
+	"plan-object-known-at-plan",
+	"plan-service-known-at-plan",
 	"plan-no-binary-data",
 	"plan-no-rbac",
 	"plan-no-interactive",
