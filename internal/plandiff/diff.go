@@ -1,8 +1,9 @@
 package plandiff
 
 import (
-	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/screen"
 )
 
 // Report is what an approver reads to decide on a plan: the security-relevant changes first, then every
