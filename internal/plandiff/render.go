@@ -37,8 +37,8 @@ func (r *Report) writeFlags(w *bufio.Writer) {
 	if len(r.Flags) == 0 {
 		fmt.Fprintln(w, "Risk flags: none. Checked: deletions, replacements, RBAC and Ingress resources; privileged, host")
 		fmt.Fprintln(w, "  namespaces, host paths and ports, root user or group, capabilities added or not dropped, service-account")
-		fmt.Fprintln(w, "  tokens and names, Secrets in env or volumes, images, commands and args, terminals and stdin, ENV, BASH_ENV")
-		fmt.Fprintln(w, "  and LD_* variables, executable volume files, mount paths, probe")
+		fmt.Fprintln(w, "  tokens and names, Secrets in env or volumes, images, commands and args, terminals and stdin, ENV, BASH_ENV,")
+		fmt.Fprintln(w, "  HOME, PATH and LD_* variables and env from ConfigMaps, executable volume files, mount paths, probe")
 		fmt.Fprintln(w, "  and hook hosts, security profiles, node placement and priority, DNS and hosts entries, shared process")
 		fmt.Fprintln(w, "  namespaces, Service selectors, pods joining a Service of the workspace, pod labels changed or known only after")
 		fmt.Fprintln(w, "  apply, annotations known only after apply,")

@@ -80,7 +80,7 @@ var rules = []rule{
 	{id: "interactive", key: "tty", why: "a terminal makes a shell interactive: it first runs the file its environment's ENV names", risky: isTrue},
 	{id: "interactive", key: "stdin", why: "keeps the container's stdin open: a shell reads commands from it", risky: isTrue},
 	{id: "interactive", key: "stdin_once", why: "keeps the container's stdin open: a shell reads commands from it", risky: isTrue},
-	{id: "code_env", key: "name", under: "env", why: "shells run the file ENV and BASH_ENV name, the dynamic loader loads what LD_PRELOAD and LD_LIBRARY_PATH name: code the command does not show", risky: codeEnvName},
+	{id: "code_env", key: "name", under: "env", why: "shells run the file ENV and BASH_ENV name and a login shell $HOME/.profile, PATH chooses which file a bare command name runs, the dynamic loader loads what LD_PRELOAD and LD_LIBRARY_PATH name: code the command does not show", risky: codeEnvName},
 	{id: "sysctl", key: "sysctl", why: "changes kernel parameters for the pod", risky: nonEmpty},
 	{id: "selinux", key: "se_linux_options", why: "sets the SELinux user, role or type the container runs with", risky: nonEmpty},
 	{id: "unconfined_profile", key: "container.apparmor.security.beta.kubernetes.io/", prefix: true, under: "annotations", why: "selects the AppArmor profile; anything but runtime/default weakens it", risky: notRuntimeDefault},
@@ -515,10 +515,11 @@ func nonASCIIString(a val) bool {
 	return a.present && ok && screen.HasNonASCII(s)
 }
 
-// codeEnvName: an environment variable a shell or the dynamic loader reads as code to run or load.
+// codeEnvName: an environment variable a shell or the dynamic loader reads as code to run or load, the same
+// names the shipped rule plan-no-code-env refuses (a policy that widens the rule still sees them flagged).
 func codeEnvName(a val) bool {
 	s, ok := a.v.(string)
-	return a.present && ok && (s == "ENV" || s == "BASH_ENV" || strings.HasPrefix(s, "LD_"))
+	return a.present && ok && (slices.Contains([]string{"ENV", "BASH_ENV", "HOME", "PATH"}, s) || strings.HasPrefix(s, "LD_"))
 }
 
 // hasZero: a list that holds the number 0 (a supplemental group).

@@ -56,6 +56,20 @@ func TestRiskFlags(t *testing.T) {
 			},
 		},
 		{
+			// Found in review (2026-12-07): what makes a shell run code the command does not show. The shipped
+			// rules refuse each; the screen flags them for a policy that widens the rules.
+			name: "terminal, stdin and code-loading variables",
+			changes: []string{change(dep, "kubernetes_deployment", `["update"]`,
+				`"before":`+podJSON(`"container":[{"command":["httpd"],"tty":false,"env":[{"name":"TRACK","value":"a"}]}]`)+
+					`,"after":`+podJSON(`"container":[{"command":["httpd"],"tty":true,"stdin":true,"env":[{"name":"TRACK","value":"a"},{"name":"HOME","value":"/tmp"}],"env_from":[{"config_map_ref":[{"name":"loader"}]}]}]`))},
+			want: []string{
+				"interactive " + dep + " " + podPathPrefix + "container[0].stdin: (none) -> true",
+				"interactive " + dep + " " + podPathPrefix + "container[0].tty: false -> true",
+				"code_env " + dep + " " + podPathPrefix + `container[0].env[1].name: (none) -> "HOME"`,
+				"code_env " + dep + " " + podPathPrefix + `container[0].env_from[0].config_map_ref: (none) -> [{name = "loader"}]`,
+			},
+		},
+		{
 			// Found in review (2026-12-06): the mount and the command stay; the volume behind the mount now
 			// reads a ConfigMap this plan neither creates nor shows.
 			name: "volume behind an unchanged mount swapped to another ConfigMap",
